@@ -1,0 +1,178 @@
+"""Configuration: defaults, a user TOML file, a workspace TOML file, then ``CTRLZ_<KEY>``.
+
+Later sources override earlier ones key by key, and :class:`Config` remembers where each value
+came from, so ``ctrlz config`` can say. Key names follow the seeds where they exist (Capsem's
+``auto_max``/``manual_max``/``auto_interval``, Moat's ``disable_*`` triggers,
+``idle_threshold_seconds``, ``max_count``, ``delete_initial``, the SnapshotManager's exclusion
+and limit keys). A bad file or value is a :class:`ConfigError` naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .errors import ConfigError
+from .state.exclude import Rules
+from .state.scan import Limits
+
+WORKSPACE_FILE = ".ctrlz.toml"
+ENV_PREFIX = "CTRLZ_"
+
+DEFAULTS: dict[str, Any] = {
+    # what a snapshot covers
+    "use_gitignore": True,
+    "exclude_patterns": [],
+    "exclude_globs": [],
+    "force_include": [],
+    # limits
+    "max_entries": 300_000,
+    "max_bytes": 2 << 30,
+    "max_file_size": 256 << 20,
+    # pools and retention
+    "auto_max": 10,
+    "manual_max": 12,
+    "safety_max": 10,
+    "tool_max": 50,
+    "max_count": 100,
+    "store_cap": 5 << 30,
+    "delete_initial": False,
+    # automatic snapshots (ctrlz run)
+    "auto_interval": 300,
+    "idle_threshold_seconds": 30,
+    "disable_pre_run": False,
+    "disable_git_commits": False,
+    "disable_builds": False,
+    "disable_idle": False,
+    "disable_auto": False,
+    "disable_exec": False,
+    # store
+    "hash": "blake3",
+}
+
+_SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap"}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
+          "m": 1000**2, "mb": 1000**2, "mib": 1 << 20, "mi": 1 << 20,
+          "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "gi": 1 << 30,
+          "t": 1000**4, "tb": 1000**4, "tib": 1 << 40, "ti": 1 << 40}
+
+
+def user_config_path() -> Path:
+    return Path(platformdirs.user_config_dir("ctrlz")) / "config.toml"
+
+
+def parse_size(value: Any, key: str, source: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} in {source} must be a size like 5GiB or a number of bytes")
+    if isinstance(value, int):
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ConfigError(f"{key} in {source} must be a size like 5GiB or a number of bytes, "
+                          f"not {value!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def _coerce(key: str, value: Any, source: str, from_env: bool) -> Any:
+    default = DEFAULTS[key]
+    if key in _SIZE_KEYS:
+        size = parse_size(value, key, source)
+        if size < 0:
+            raise ConfigError(f"{key} in {source} must not be negative")
+        return size
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if from_env and str(value).lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return str(value).lower() in ("1", "true", "yes", "on")
+        raise ConfigError(f"{key} in {source} must be true or false, not {value!r}")
+    if isinstance(default, int):
+        try:
+            number = int(value) if (from_env or isinstance(value, int)) and not isinstance(
+                value, bool) else None
+        except ValueError:
+            number = None
+        if number is None or number < 0:
+            raise ConfigError(f"{key} in {source} must be a whole number >= 0, not {value!r}")
+        return number
+    if isinstance(default, list):
+        if from_env:
+            return [p.strip() for p in str(value).split(",") if p.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key} in {source} must be a list of strings")
+        return list(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} in {source} must be a string")
+    return value
+
+
+@dataclass
+class Config:
+    values: dict[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
+    sources: dict[str, str] = field(default_factory=lambda: dict.fromkeys(DEFAULTS, "default"))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def set(self, key: str, value: Any, source: str, from_env: bool = False) -> None:
+        if key not in DEFAULTS:
+            raise ConfigError(f"unknown key {key!r} in {source}; known keys: "
+                              f"{', '.join(sorted(DEFAULTS))}")
+        self.values[key] = _coerce(key, value, source, from_env)
+        self.sources[key] = source
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(
+            use_gitignore=self["use_gitignore"],
+            exclude_patterns=tuple(self["exclude_patterns"]),
+            exclude_globs=tuple(self["exclude_globs"]),
+            force_include=tuple(self["force_include"]),
+        )
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self["max_entries"], self["max_bytes"], self["max_file_size"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: {"value": self.values[k], "source": self.sources[k]} for k in DEFAULTS}
+
+
+def _load_file(config: Config, path: Path) -> None:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    # accept both flat keys and a [ctrlz] / [snapshots] table
+    for table in ("ctrlz", "snapshots"):
+        if isinstance(data.get(table), dict):
+            data = {**{k: v for k, v in data.items() if k != table}, **data[table]}
+    for key, value in data.items():
+        config.set(key, value, str(path))
+
+
+def load_config(workspace: Path | None = None, env: Mapping[str, str] | None = None,
+                user_file: Path | None = None) -> Config:
+    config = Config()
+    _load_file(config, user_file or user_config_path())
+    if workspace is not None:
+        _load_file(config, workspace / WORKSPACE_FILE)
+    env = os.environ if env is None else env
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX):
+            key = name[len(ENV_PREFIX):].lower()
+            if key in DEFAULTS:
+                config.set(key, value, f"${name}", from_env=True)
+    return config

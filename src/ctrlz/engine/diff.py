@@ -1,0 +1,137 @@
+"""Differences between two trees: snapshot against snapshot, or snapshot against the working tree.
+
+Both sides are Merkle trees, so equal subtree ids are skipped without being read: the cost of a
+diff follows what changed. Changes are reported by content (object id), never by size, so an
+edit that keeps a file's length is still a modification.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..state.trees import DIR, Entry
+from ..types import show_path
+
+CREATED, MODIFIED, DELETED, PERMISSIONS = "created", "modified", "deleted", "permissions_changed"
+TreeReader = Callable[[bytes], list[Entry]]
+
+
+@dataclass(frozen=True)
+class PathChange:
+    """One path that differs. ``path`` is relative to the top of the tree being compared."""
+
+    path: bytes
+    change_type: str
+    old: Entry | None
+    new: Entry | None
+
+    @property
+    def kind(self) -> str:
+        entry = self.new or self.old
+        assert entry is not None
+        return entry.kind
+
+    @property
+    def size_delta(self) -> int | None:
+        if self.kind == DIR:
+            return None
+        return (self.new.size if self.new else 0) - (self.old.size if self.old else 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": show_path(self.path),
+            "change": self.change_type,
+            "kind": {"f": "file", "l": "symlink", "d": "dir"}[self.kind],
+            "size_delta": self.size_delta,
+            "old_mode": f"{self.old.mode:o}" if self.old else None,
+            "new_mode": f"{self.new.mode:o}" if self.new else None,
+        }
+
+
+def _join(prefix: bytes, name: bytes) -> bytes:
+    return prefix + b"/" + name if prefix else name
+
+
+def _all(read: TreeReader, entry: Entry, path: bytes, change: str) -> Iterator[PathChange]:
+    """A whole subtree that exists on one side only, parents first."""
+    old, new = (entry, None) if change == DELETED else (None, entry)
+    yield PathChange(path, change, old, new)
+    if entry.kind == DIR:
+        for child in read(entry.oid):
+            yield from _all(read, child, _join(path, child.name), change)
+
+
+def diff_trees(read_old: TreeReader, old: bytes | None, read_new: TreeReader,
+               new: bytes | None, prefix: bytes = b"") -> Iterator[PathChange]:
+    """Changes from tree ``old`` to tree ``new``, in path order (parents before children).
+
+    Directories appear as ``created``/``deleted`` when they appear or vanish and as
+    ``permissions_changed`` when their mode changes; callers that count files filter on kind.
+    A change of kind at one path (file to directory, say) is a deletion followed by a creation.
+    """
+    if old == new:
+        return
+    old_entries = {e.name: e for e in read_old(old)} if old is not None else {}
+    new_entries = {e.name: e for e in read_new(new)} if new is not None else {}
+    for name in sorted(old_entries.keys() | new_entries.keys()):
+        a, b = old_entries.get(name), new_entries.get(name)
+        path = _join(prefix, name)
+        if a is None:
+            assert b is not None
+            yield from _all(read_new, b, path, CREATED)
+        elif b is None:
+            yield from _all(read_old, a, path, DELETED)
+        elif a.kind != b.kind:
+            yield from _all(read_old, a, path, DELETED)
+            yield from _all(read_new, b, path, CREATED)
+        elif a.kind == DIR:
+            if a.mode != b.mode:
+                yield PathChange(path, PERMISSIONS, a, b)
+            yield from diff_trees(read_old, a.oid, read_new, b.oid, path)
+        elif a.oid != b.oid:
+            yield PathChange(path, MODIFIED, a, b)
+        elif a.mode != b.mode:
+            yield PathChange(path, PERMISSIONS, a, b)
+
+
+def count_changes(changes: Iterator[PathChange]) -> tuple[int, int, int]:
+    """(created, modified, deleted) counting files and symlinks; mode changes count as
+    modifications."""
+    created = modified = deleted = 0
+    for c in changes:
+        if c.kind == DIR:
+            continue
+        if c.change_type == CREATED:
+            created += 1
+        elif c.change_type == DELETED:
+            deleted += 1
+        else:
+            modified += 1
+    return created, modified, deleted
+
+
+def is_binary(data: bytes) -> bool:
+    if b"\0" in data[:8192]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def unified_diff(path: str, old: bytes | None, new: bytes | None, *, context: int = 3) -> str:
+    """A git-style unified diff of one file, or a one-line note for binary content."""
+    a_name = f"a/{path}" if old is not None else "/dev/null"
+    b_name = f"b/{path}" if new is not None else "/dev/null"
+    if (old is not None and is_binary(old)) or (new is not None and is_binary(new)):
+        return f"Binary files {a_name} and {b_name} differ\n"
+    a_lines = old.decode("utf-8").splitlines(keepends=True) if old else []
+    b_lines = new.decode("utf-8").splitlines(keepends=True) if new else []
+    out = []
+    for line in difflib.unified_diff(a_lines, b_lines, a_name, b_name, n=context):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)

@@ -1,0 +1,263 @@
+"""Planning a restore: the full list of writes and deletes, decided before anything is touched.
+
+The planner compares the current state (the safety snapshot just taken, or a dry scan) with the
+target snapshot, tree by tree, skipping equal subtrees. It obeys the safety contract:
+
+* a path is deleted only if the current state captured it (so its bytes are in the store) and the
+  target snapshot's own rules cover it: files that were excluded, ignored or skipped when the
+  target was taken are never deleted;
+* a path is written only over something the current state captured; a path that exists on disk
+  but was not captured (excluded now, too large, unreadable) is left alone and reported;
+* every name comes from a validated tree (no ``/``, ``..``, NUL), and the apply step reaches each
+  parent through ``O_NOFOLLOW`` directory handles, so no write goes through a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..state.exclude import Matcher, Rules
+from ..state.trees import DIR, FILE, SYMLINK, Entry
+from ..types import Skipped, Snapshot, show_path
+from .diff import CREATED, DELETED, MODIFIED, PERMISSIONS, TreeReader
+
+# operations, in the order the phases run them
+DELETE, RMDIR = "delete", "rmdir"  # phase 1: removals, children before parents
+MKDIR, WRITE, SYMLINK_OP, CHMOD, UTIME = "mkdir", "write", "symlink", "chmod", "utime"  # phase 2
+DIRMODE = "dirmode"  # phase 3: directory modes, children before parents
+
+KEPT_UNCOVERED = "kept: the snapshot did not cover it (excluded, ignored or skipped then)"
+LEFT_UNCAPTURED = ("left alone: it exists but the safety snapshot did not capture it "
+                   "(excluded or skipped now), so overwriting it could lose data")
+
+
+@dataclass(frozen=True)
+class Action:
+    op: str
+    path: bytes  # virtual path: root index, then the path inside that root
+    entry: Entry | None  # what the target wants here
+    expect: Entry | None  # what the current state holds here (None: nothing captured)
+    change: str  # created / modified / deleted / permissions_changed, for reports
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "path": show_path(self.path), "change": self.change}
+
+
+@dataclass
+class RestorePlan:
+    target: Snapshot
+    removals: list[Action] = field(default_factory=list)
+    writes: list[Action] = field(default_factory=list)
+    finals: list[Action] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def actions(self) -> list[Action]:
+        return self.removals + self.writes + self.finals
+
+    def counts(self) -> dict[str, int]:
+        counts = {CREATED: 0, MODIFIED: 0, DELETED: 0, PERMISSIONS: 0}
+        for a in self.actions:
+            if a.op in (MKDIR, RMDIR, DIRMODE) or (a.entry or a.expect) is None:
+                continue
+            counts[a.change] += 1
+        return counts
+
+    @property
+    def empty(self) -> bool:
+        return not (self.removals or self.writes or self.finals)
+
+
+def _join(prefix: bytes, name: bytes) -> bytes:
+    return prefix + b"/" + name if prefix else name
+
+
+def snapshot_ignore_reader(read: TreeReader, read_blob: Callable[[bytes], bytes],
+                           root_oid: bytes | None) -> Callable[[bytes], bytes | None]:
+    """Reads ignore files out of a snapshot's tree, so coverage is judged by the rules that
+    were in force when the snapshot was taken."""
+
+    def reader(rel: bytes) -> bytes | None:
+        if root_oid is None:
+            return None
+        oid = root_oid
+        parts = rel.split(b"/")
+        for i, name in enumerate(parts):
+            found = next((e for e in read(oid) if e.name == name), None)
+            if found is None:
+                return None
+            if i == len(parts) - 1:
+                return read_blob(found.oid) if found.kind == FILE else None
+            if found.kind != DIR:
+                return None
+            oid = found.oid
+        return None
+
+    return reader
+
+
+class Planner:
+    def __init__(self, target: Snapshot, read_target: TreeReader, read_current: TreeReader,
+                 read_blob: Callable[[bytes], bytes], dest_roots: Sequence[Path],
+                 filters: Sequence[bytes] | None, check_disk: bool) -> None:
+        self.plan = RestorePlan(target)
+        self.read_target = read_target
+        self.read_current = read_current
+        self.read_blob = read_blob
+        self.dest_roots = [os.fsencode(p) for p in dest_roots]
+        self.filters = list(filters) if filters is not None else None
+        self.check_disk = check_disk
+        self.skipped_paths = {s.path for s in target.skipped}
+        self._matchers: dict[bytes, Matcher] = {}
+
+    # -- coverage ----------------------------------------------------------------------------
+
+    def _matcher(self, root: bytes) -> Matcher:
+        m = self._matchers.get(root)
+        if m is None:
+            rules_list = self.plan.target.rules.get("roots", [])
+            index = int(root)
+            rules = Rules.from_json(rules_list[index]) if index < len(rules_list) else Rules()
+            root_oid = next((e.oid for e in self.read_target(self.plan.target.root)
+                             if e.name == root), None)
+            reader = snapshot_ignore_reader(self.read_target, self.read_blob, root_oid)
+            m = self._matchers[root] = Matcher(rules, reader)
+        return m
+
+    def covers(self, path: bytes, is_dir: bool) -> bool:
+        root, _, rel = path.partition(b"/")
+        probe = path
+        while probe:  # the path, or a directory above it, was skipped when the target was taken
+            if probe in self.skipped_paths:
+                return False
+            probe = probe.rpartition(b"/")[0]
+        return self._matcher(root).covers(rel, is_dir)
+
+    def _filter_state(self, path: bytes) -> str:
+        if self.filters is None:
+            return "in"
+        for f in self.filters:
+            if path == f or path.startswith(f + b"/"):
+                return "in"
+        for f in self.filters:
+            if f.startswith(path + b"/"):
+                return "ancestor"
+        return "out"
+
+    def disk_path(self, path: bytes) -> bytes:
+        root, _, rel = path.partition(b"/")
+        base = self.dest_roots[int(root)]
+        return base + b"/" + rel if rel else base
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def run(self, current_top: bytes | None) -> RestorePlan:
+        target_top = self.plan.target.root
+        current = ({e.name: e for e in self.read_current(current_top)}
+                   if current_top is not None else {})
+        for t in self.read_target(target_top):
+            state = self._filter_state(t.name)
+            if int(t.name) >= len(self.dest_roots) or state == "out":
+                continue
+            c = current.get(t.name)
+            c = c if c is not None and c.kind == DIR else None
+            self._descend(t.name, c, t)  # roots themselves are never created or removed
+            if state == "in" and (c is None or c.mode != t.mode):
+                self.plan.finals.append(Action(DIRMODE, t.name, t, c, PERMISSIONS))
+        return self.plan
+
+    def _children(self, read: TreeReader, entry: Entry | None) -> dict[bytes, Entry]:
+        if entry is None or entry.kind != DIR:
+            return {}
+        return {e.name: e for e in read(entry.oid)}
+
+    def _pair(self, path: bytes, c: Entry | None, t: Entry | None) -> None:
+        state = self._filter_state(path)
+        if state == "out":
+            return
+        if state == "ancestor":
+            self._ancestor(path, c, t)
+            return
+        if t is None:
+            if c is not None:
+                self._remove(path, c)
+        elif c is None:
+            self._create(path, t, self.check_disk)
+        elif c.kind != t.kind:
+            self._remove(path, c)
+            self._create(path, t, False)
+        elif t.kind == DIR:
+            if c.oid != t.oid:
+                self._descend(path, c, t)
+            if c.mode != t.mode:
+                self.plan.finals.append(Action(DIRMODE, path, t, c, PERMISSIONS))
+        elif c.oid != t.oid:
+            op = WRITE if t.kind == FILE else SYMLINK_OP
+            self.plan.writes.append(Action(op, path, t, c, MODIFIED))
+        elif c.mode != t.mode and t.kind != SYMLINK:
+            self.plan.writes.append(Action(CHMOD, path, t, c, PERMISSIONS))
+        elif c.mtime_ns != t.mtime_ns:
+            self.plan.writes.append(Action(UTIME, path, t, c, "touched"))
+
+    def _descend(self, path: bytes, c: Entry | None, t: Entry | None) -> None:
+        cur = self._children(self.read_current, c)
+        tgt = self._children(self.read_target, t)
+        for name in sorted(cur.keys() | tgt.keys()):
+            self._pair(_join(path, name), cur.get(name), tgt.get(name))
+
+    def _ancestor(self, path: bytes, c: Entry | None, t: Entry | None) -> None:
+        """A directory above a requested path: create it if needed, never remove or chmod it."""
+        if t is not None and t.kind == DIR:
+            if c is None:
+                if self.check_disk and os.path.lexists(self.disk_path(path)):
+                    if not os.path.isdir(self.disk_path(path)) or os.path.islink(
+                            self.disk_path(path)):
+                        self.plan.skipped.append(Skipped(path, LEFT_UNCAPTURED))
+                        return
+                    self._descend(path, None, t)
+                else:
+                    self.plan.writes.append(Action(MKDIR, path, t, None, CREATED))
+                    self._descend(path, None, t)
+                    self.plan.finals.append(Action(DIRMODE, path, t, None, CREATED))
+            elif c.kind == DIR:
+                self._descend(path, c, t)
+            else:
+                self.plan.skipped.append(Skipped(path, "left alone: a parent of the requested "
+                                                       "path is not a directory now"))
+        elif c is not None and c.kind == DIR:
+            self._descend(path, c, None)
+
+    def _remove(self, path: bytes, c: Entry) -> None:
+        if not self.covers(path, c.kind == DIR):
+            self.plan.skipped.append(Skipped(path, KEPT_UNCOVERED))
+            return
+        if c.kind == DIR:
+            for child in self.read_current(c.oid):
+                self._remove(_join(path, child.name), child)
+            self.plan.removals.append(Action(RMDIR, path, None, c, DELETED))
+        else:
+            self.plan.removals.append(Action(DELETE, path, None, c, DELETED))
+
+    def _create(self, path: bytes, t: Entry, check_disk: bool) -> None:
+        if check_disk:
+            disk = self.disk_path(path)
+            if os.path.lexists(disk):
+                if t.kind == DIR and os.path.isdir(disk) and not os.path.islink(disk):
+                    # an uncaptured directory: fill in what is missing, touch nothing there
+                    for child in self.read_target(t.oid):
+                        self._create(_join(path, child.name), child, True)
+                else:
+                    self.plan.skipped.append(Skipped(path, LEFT_UNCAPTURED))
+                return
+        if t.kind == DIR:
+            self.plan.writes.append(Action(MKDIR, path, t, None, CREATED))
+            for child in self.read_target(t.oid):
+                self._create(_join(path, child.name), child, False)
+            self.plan.finals.append(Action(DIRMODE, path, t, None, CREATED))
+        else:
+            op = WRITE if t.kind == FILE else SYMLINK_OP
+            self.plan.writes.append(Action(op, path, t, None, CREATED))

@@ -1,0 +1,207 @@
+"""Taking snapshots, and scanning the working tree without storing it.
+
+A snapshot scans every tracked root into tree objects, joins the roots under one top tree
+(entry ``"0"``, ``"1"``, … per root, so one id commits to the whole state), fsyncs new pack bytes
+and loose objects, and then records the snapshot in one catalog transaction. Only that commit
+makes it visible; a crash anywhere before it leaves the previous snapshots exactly as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from ..state import failpoints
+from ..state.exclude import Matcher, Rules
+from ..state.repository import Repository
+from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
+from ..state.statcache import StatCache
+from ..state.trees import DIR, Entry, decode_tree, encode_tree
+from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
+from .diff import TreeReader, count_changes, diff_trees
+
+_ALPHABET = string.ascii_lowercase + string.digits
+WORKERS = max(2, min(4, os.cpu_count() or 2))
+
+
+def new_snapshot_id() -> str:
+    return "snap_" + "".join(secrets.choice(_ALPHABET) for _ in range(8))
+
+
+def root_name(index: int) -> bytes:
+    return str(index).encode()
+
+
+def disk_ignore_reader(root: Path):  # type: ignore[no-untyped-def]
+    """Reads ``.gitignore`` files from the working tree, never through a symlink."""
+    base = os.fsencode(root)
+
+    def read(rel: bytes) -> bytes | None:
+        try:
+            fd = os.open(base + b"/" + rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not os.path.stat.S_ISREG(os.fstat(fd).st_mode):  # type: ignore[attr-defined]
+                return None
+            return os.read(fd, 1 << 20)
+        finally:
+            os.close(fd)
+
+    return read
+
+
+def internal_dirs(root: Path, store: Path) -> frozenset[bytes]:
+    """The store's path relative to ``root`` when it lies inside (SnapshotManager sessions may
+    do that): it is never captured."""
+    try:
+        rel = store.resolve().relative_to(root.resolve())
+    except ValueError:
+        return frozenset()
+    return frozenset({os.fsencode(rel.as_posix())})
+
+
+@dataclass
+class WorkingState:
+    """The working tree as a (possibly unstored) top tree, from one scan."""
+
+    root: bytes
+    stats: ScanStats
+    skipped: list[Skipped]
+    scans: list[ScanResult]
+
+
+def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
+              limits: Limits, cache: StatCache) -> WorkingState:
+    budget = [0]
+    stats = ScanStats()
+    skipped: list[Skipped] = []
+    scans: list[ScanResult] = []
+    top: list[Entry] = []
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read") as pool:
+        for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
+            if not root.is_dir() or root.is_symlink():
+                raise UsageError(f"tracked path {root} is not a directory")
+            matcher = Matcher(rule, disk_ignore_reader(root), internal_dirs(root, repo.path))
+            scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
+                              cache.trust_before_ns, budget)
+            result = scanner.scan()
+            scans.append(result)
+            top.append(Entry(root_name(index), DIR, result.mode, 0, 0, result.oid))
+            for field in ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees"):
+                setattr(stats, field, getattr(stats, field) + getattr(result.stats, field))
+            prefix = root_name(index) + b"/"
+            skipped += [Skipped(prefix + s.path, s.reason) for s in result.skipped]
+    top.sort(key=lambda e: e.name)
+    return WorkingState(sink.put(encode_tree(top)), stats, skipped, scans)
+
+
+def take_snapshot(
+    repo: Repository,
+    roots: Sequence[Path],
+    rules: Sequence[Rules],
+    *,
+    type: str = "manual",
+    label: str | None = None,
+    pinned: bool = False,
+    limits: Limits | None = None,
+    numbered: bool = True,
+    parent: Snapshot | None = None,
+) -> tuple[Snapshot, ScanStats]:
+    """Scan and store the roots; returns the committed snapshot and the scan's statistics.
+
+    ``parent`` is the snapshot changes are counted against (default: the newest one).
+    """
+    if type not in SNAPSHOT_TYPES:
+        raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
+    limits = limits or Limits()
+    with repo.lock:
+        repo.recover()
+        cache = repo.load_statcache()
+        writer = repo.objects.writer()
+        scan_ns = time.time_ns()
+        sink = StoreSink(writer)
+        try:
+            state = _scan_all(repo, roots, rules, sink, limits, cache)
+        except BaseException:
+            writer.abort()
+            raise
+        if parent is None:
+            existing = repo.catalog.snapshots()
+            parent = existing[-1] if existing else None
+        old_root = parent.root if parent else None
+        created, modified, deleted = count_changes(
+            diff_trees(repo.tree, old_root, overlay_reader(repo, sink.blobs), state.root))
+        catalog = repo.catalog
+        snapshot_id = new_snapshot_id()
+        while catalog.snapshot(snapshot_id) is not None:
+            snapshot_id = new_snapshot_id()
+        failpoints.hit("before-commit")
+        with catalog.transaction():
+            writer.commit(catalog)
+            snap = Snapshot(
+                id=snapshot_id,
+                number=catalog.next_number() if numbered else None,
+                parent=parent.id if parent else None,
+                type=type,
+                label=label,
+                pinned=pinned,
+                created_ns=scan_ns,
+                root=state.root,
+                files=state.stats.files,
+                dirs=state.stats.dirs,
+                symlinks=state.stats.symlinks,
+                bytes=state.stats.bytes,
+                added_bytes=writer.added_bytes,
+                size_delta=state.stats.bytes - (parent.bytes if parent else 0),
+                created=created,
+                modified=modified,
+                deleted=deleted,
+                rules={"roots": [r.to_json() for r in rules]},
+                skipped=tuple(state.skipped),
+                roots=tuple(str(r) for r in roots),
+            )
+            catalog.add_snapshot(snap)
+        failpoints.hit("after-commit")
+        repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
+                                      [s.cache for s in state.scans]))
+        return snap, state.stats
+
+
+def overlay_reader(repo: Repository, blobs: dict[bytes, bytes]) -> TreeReader:
+    """Reads trees from ``blobs`` (not yet committed, or never stored) before the store."""
+
+    def read(oid: bytes) -> list[Entry]:
+        data = blobs.get(oid)
+        return decode_tree(data) if data is not None else repo.tree(oid)
+
+    return read
+
+
+class MemorySink(HashSink):
+    """A hash-only sink that remembers the small objects it saw (trees, link targets), so the
+    unstored working tree can be diffed like a snapshot."""
+
+    def __init__(self, repo: Repository) -> None:
+        super().__init__(repo.objects.digest, repo.objects.new_hasher)
+        self.blobs: dict[bytes, bytes] = {}
+
+    def put(self, data: bytes) -> bytes:
+        oid = self.digest(data)
+        self.blobs[oid] = data
+        return oid
+
+
+def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
+                 limits: Limits | None = None) -> tuple[WorkingState, MemorySink]:
+    """Scan the working tree without writing to the store or taking the lock."""
+    sink = MemorySink(repo)
+    state = _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache())
+    return state, sink

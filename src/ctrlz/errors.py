@@ -1,0 +1,102 @@
+"""Every error ctrlz raises on purpose.
+
+All of them derive from :class:`CtrlzError`, which derives from ``RuntimeError`` so that code
+written against the SnapshotManager seed API (which raised ``RuntimeError``) keeps working.
+Each message is one line that says what happened and what to do about it; the faces print it
+as it is and exit non-zero, without a traceback.
+
+::
+
+    CtrlzError (RuntimeError)
+     ├── UsageError              bad input from the caller (paths, arguments, config values)
+     │    ├── PathOutsideWorkspace
+     │    └── ConfigError
+     ├── WorkspaceError           no workspace here / store placed inside the workspace
+     ├── SnapshotNotFound         a reference names no snapshot
+     │    └── AmbiguousSnapshot   a prefix names more than one
+     ├── LimitExceeded            max_entries / max_bytes / pool caps
+     ├── StoreError               the store is unreadable, corrupt, full or locked
+     │    ├── StoreLocked
+     │    ├── StoreFull
+     │    └── CorruptObject
+     └── RestoreError             a restore could not be planned, applied or verified
+          └── VerifyMismatch
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmbiguousSnapshot",
+    "ConfigError",
+    "CorruptObject",
+    "CtrlzError",
+    "LimitExceeded",
+    "PathOutsideWorkspace",
+    "RestoreError",
+    "SnapshotNotFound",
+    "StoreError",
+    "StoreFull",
+    "StoreLocked",
+    "UsageError",
+    "VerifyMismatch",
+    "WorkspaceError",
+]
+
+
+class CtrlzError(RuntimeError):
+    """Root of every error ctrlz raises deliberately."""
+
+    #: process exit status the CLI uses for this family of errors
+    exit_code = 1
+
+
+class UsageError(CtrlzError):
+    exit_code = 2
+
+
+class PathOutsideWorkspace(UsageError):
+    pass
+
+
+class ConfigError(UsageError):
+    pass
+
+
+class WorkspaceError(CtrlzError):
+    exit_code = 3
+
+
+class SnapshotNotFound(CtrlzError):
+    exit_code = 4
+
+
+class AmbiguousSnapshot(SnapshotNotFound):
+    pass
+
+
+class LimitExceeded(CtrlzError):
+    exit_code = 5
+
+
+class StoreError(CtrlzError):
+    exit_code = 6
+
+
+class StoreLocked(StoreError):
+    pass
+
+
+class StoreFull(StoreError):
+    pass
+
+
+class CorruptObject(StoreError):
+    pass
+
+
+class RestoreError(CtrlzError):
+    exit_code = 7
+
+
+class VerifyMismatch(RestoreError):
+    pass

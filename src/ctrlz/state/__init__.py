@@ -1,0 +1,15 @@
+"""State: how snapshots are kept on disk.
+
+object
+    bytes named by their hash (BLAKE3, or SHA-256 per repository); file contents, symlink
+    targets and trees
+pack
+    an append-only file of small objects, indexed by the catalog
+tree
+    one directory's sorted listing; trees of trees form a Merkle tree
+catalog
+    the SQLite database (WAL) that indexes objects and records snapshots; its commit is the
+    commit point of every write
+stat cache
+    the last snapshot's stat data, so unchanged files are not read again
+"""

@@ -1,0 +1,243 @@
+"""The catalog: one SQLite database (WAL) per store that indexes objects and records snapshots.
+
+SQLite is the commit point of every write. Pack bytes and loose objects are fsynced first; only
+then does one transaction add their index rows together with the snapshot that references them.
+A crash before the commit leaves unreferenced bytes (reclaimed by gc), never a snapshot that points
+at missing data. WAL mode lets readers list and diff while a writer works.
+
+Schema changes are ordered migrations keyed by ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError, StoreFull
+from ..types import Skipped, Snapshot
+
+ObjectRow = tuple[bytes, int | None, int, int, int, int]  # oid, pack, offset, length, size, codec
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    """Run several statements inside the caller's transaction (``executescript`` would commit)."""
+    for statement in sql.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE packs (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL,
+                            size INTEGER NOT NULL);
+        CREATE TABLE objects (
+            oid BLOB PRIMARY KEY,
+            pack INTEGER REFERENCES packs(id),  -- NULL: a loose object file
+            offset INTEGER NOT NULL,
+            length INTEGER NOT NULL,            -- stored (possibly compressed) length
+            size INTEGER NOT NULL,              -- raw length
+            codec INTEGER NOT NULL              -- 0 raw, 1 zstd
+        ) WITHOUT ROWID;
+        CREATE INDEX objects_pack ON objects(pack);
+        CREATE TABLE snapshots (
+            id TEXT PRIMARY KEY,
+            number INTEGER UNIQUE,
+            parent TEXT,
+            type TEXT NOT NULL,
+            label TEXT,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            created_ns INTEGER NOT NULL,
+            root BLOB NOT NULL,
+            files INTEGER NOT NULL, dirs INTEGER NOT NULL, symlinks INTEGER NOT NULL,
+            bytes INTEGER NOT NULL, added_bytes INTEGER NOT NULL, size_delta INTEGER NOT NULL,
+            created INTEGER NOT NULL, modified INTEGER NOT NULL, deleted INTEGER NOT NULL,
+            rules TEXT NOT NULL,
+            skipped TEXT NOT NULL,
+            roots TEXT NOT NULL
+        );
+        CREATE INDEX snapshots_created ON snapshots(created_ns);
+        CREATE INDEX snapshots_label ON snapshots(label);
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+
+_SNAPSHOT_COLUMNS = (
+    "id, number, parent, type, label, pinned, created_ns, root, files, dirs, symlinks, bytes, "
+    "added_bytes, size_delta, created, modified, deleted, rules, skipped, roots"
+)
+
+
+def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
+    (sid, number, parent, typ, label, pinned, created_ns, root, files, dirs, symlinks, nbytes,
+     added, delta, created, modified, deleted, rules, skipped, roots) = row
+    return Snapshot(
+        id=sid, number=number, parent=parent, type=typ, label=label, pinned=bool(pinned),
+        created_ns=created_ns, root=bytes(root), files=files, dirs=dirs, symlinks=symlinks,
+        bytes=nbytes, added_bytes=added, size_delta=delta, created=created, modified=modified,
+        deleted=deleted, rules=json.loads(rules),
+        skipped=tuple(Skipped(bytes.fromhex(p), r) for p, r in json.loads(skipped)),
+        roots=tuple(json.loads(roots)),
+    )
+
+
+class Catalog:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = path
+        try:
+            if readonly:
+                uri = f"file:{path}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30,
+                                          check_same_thread=False)
+            else:
+                self.db = sqlite3.connect(path, isolation_level=None, timeout=30,
+                                          check_same_thread=False)
+            self.db.execute("PRAGMA busy_timeout = 30000")
+            if not readonly:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = FULL")
+                self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"the store {self.path.parent} was written by a newer ctrlz "
+                f"(schema {version}); upgrade ctrlz"
+            )
+        for index in range(version, len(MIGRATIONS)):
+            with self.transaction():
+                MIGRATIONS[index](self.db)
+                self.db.execute(f"PRAGMA user_version = {index + 1}")
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- objects ----------------------------------------------------------------------------
+
+    def all_oids(self) -> set[bytes]:
+        return {bytes(r[0]) for r in self.db.execute("SELECT oid FROM objects")}
+
+    def lookup(self, oid: bytes) -> ObjectRow | None:
+        row = self.db.execute(
+            "SELECT oid, pack, offset, length, size, codec FROM objects WHERE oid = ?", (oid,)
+        ).fetchone()
+        return (bytes(row[0]), *row[1:]) if row else None
+
+    def add_objects(self, rows: Iterable[ObjectRow]) -> None:
+        self.db.executemany(
+            "INSERT OR IGNORE INTO objects (oid, pack, offset, length, size, codec) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+    def object_rows(self) -> list[ObjectRow]:
+        return [(bytes(r[0]), *r[1:]) for r in self.db.execute(
+            "SELECT oid, pack, offset, length, size, codec FROM objects ORDER BY pack, offset")]
+
+    def delete_objects(self, oids: Iterable[bytes]) -> None:
+        self.db.executemany("DELETE FROM objects WHERE oid = ?", ((o,) for o in oids))
+
+    def add_pack(self, name: str, size: int) -> int:
+        cur = self.db.execute("INSERT INTO packs (name, size) VALUES (?, ?)", (name, size))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def packs(self) -> dict[int, tuple[str, int]]:
+        return {r[0]: (r[1], r[2]) for r in self.db.execute("SELECT id, name, size FROM packs")}
+
+    def delete_pack(self, pack_id: int) -> None:
+        self.db.execute("DELETE FROM packs WHERE id = ?", (pack_id,))
+
+    def stored_bytes(self) -> tuple[int, int]:
+        """(logical bytes of all objects, stored bytes of all objects)."""
+        row = self.db.execute("SELECT COALESCE(SUM(size),0), COALESCE(SUM(length),0) "
+                              "FROM objects").fetchone()
+        return row[0], row[1]
+
+    # -- snapshots --------------------------------------------------------------------------
+
+    def next_number(self) -> int:
+        row = self.db.execute("SELECT MAX(number) FROM snapshots").fetchone()
+        seen = self.get_meta("max_number")
+        highest = max(row[0] if row[0] is not None else -1, int(seen) if seen else -1)
+        return highest + 1
+
+    def add_snapshot(self, s: Snapshot) -> None:
+        self.db.execute(
+            f"INSERT INTO snapshots ({_SNAPSHOT_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.id, s.number, s.parent, s.type, s.label, int(s.pinned), s.created_ns, s.root,
+             s.files, s.dirs, s.symlinks, s.bytes, s.added_bytes, s.size_delta, s.created,
+             s.modified, s.deleted, json.dumps(s.rules, sort_keys=True),
+             json.dumps([[k.path.hex(), k.reason] for k in s.skipped]), json.dumps(list(s.roots))),
+        )
+        if s.number is not None:
+            # numbers are never reused, even after the newest snapshot is removed
+            self.set_meta("max_number", str(max(s.number, self.next_number() - 1)))
+
+    def snapshots(self) -> list[Snapshot]:
+        """All snapshots, oldest first."""
+        return [_row_to_snapshot(r) for r in self.db.execute(
+            f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots ORDER BY created_ns, rowid")]
+
+    def snapshot(self, snapshot_id: str) -> Snapshot | None:
+        row = self.db.execute(f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE id = ?",
+                              (snapshot_id,)).fetchone()
+        return _row_to_snapshot(row) if row else None
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        self.db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+
+    def update_snapshot(self, snapshot_id: str, **fields: Any) -> None:
+        allowed = {"pinned", "label", "type"}
+        if not fields or set(fields) - allowed:
+            raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE snapshots SET {sets} WHERE id = ?", (*fields.values(), snapshot_id))
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                self.db.execute("COMMIT")
+            except sqlite3.OperationalError as err:
+                self.db.execute("ROLLBACK")
+                if "full" in str(err).lower():
+                    raise StoreFull(f"the store's disk is full ({err}); free some space") from err
+                raise StoreError(f"could not commit to the catalog: {err}") from err
+        else:
+            self.db.execute("ROLLBACK")

@@ -1,0 +1,406 @@
+"""The object store: content-addressed bytes in append-only packs, large ones as loose files.
+
+Small objects (file contents below ``LOOSE_MIN``, symlink targets and trees) are appended to pack
+files so that 100,000 small files cost a handful of files in the store, not 100,000. Each record
+in a pack carries a header with its id, codec and lengths, so the index could be rebuilt from the
+packs alone; the live index is the ``objects`` table of the catalog. Large objects are written as
+one file each under ``objects/xx/…``, raw when they do not compress, which keeps restores of big
+files to a streaming copy.
+
+Every read re-hashes what it returns: a flipped bit on disk is reported as :class:`CorruptObject`
+and never written into a workspace.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zstandard
+
+from ..errors import CorruptObject, StoreError, StoreFull
+from . import failpoints
+from .atomic import TEMP_PREFIX, fsync_dir, temp_name
+from .catalog import Catalog, ObjectRow
+from .hashing import digest_function, hasher_factory
+
+RAW, ZSTD = 0, 1
+LOOSE_MIN = 4 << 20  # files at least this big become loose objects
+PACK_MAX = 128 << 20  # start a new pack past this size
+CHUNK = 4 << 20
+ZSTD_LEVEL = 3
+PACK_MAGIC = b"CTZPACK1"
+RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
+RECORD_MAGIC = b"CZOB"
+
+_local = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_local, "cctx", None)
+    if c is None:
+        c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def encode_small(data: bytes) -> tuple[int, bytes]:
+    """Compress when it pays (at least 5% smaller), else store raw."""
+    if len(data) < 128:
+        return RAW, data
+    packed = _compressor().compress(data)
+    if len(packed) < len(data) * 0.95:
+        return ZSTD, packed
+    return RAW, data
+
+
+def _full_disk(exc: OSError, where: Path) -> Exception:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFull(f"no space left on the store's disk ({where}); free space or move "
+                         "CTRLZ_HOME, then try again")
+    return StoreError(f"cannot write to the store ({where}): {exc.strerror or exc}")
+
+
+@dataclass
+class _PackInProgress:
+    name: str
+    path: Path
+    fd: int
+    size: int
+    rows: list[ObjectRow] = field(default_factory=list)
+
+
+class ObjectStore:
+    """Read access to a store's objects, plus :meth:`writer` for a locked writer."""
+
+    def __init__(self, root: Path, catalog: Catalog, algorithm: str) -> None:
+        self.root = root
+        self.catalog = catalog
+        self.algorithm = algorithm
+        self.digest = digest_function(algorithm)
+        self.new_hasher = hasher_factory(algorithm)
+        self.packs_dir = root / "packs"
+        self.loose_dir = root / "objects"
+        self._pack_fds: dict[int, int] = {}
+        self._pack_names: dict[int, str] = {}
+
+    def close(self) -> None:
+        for fd in self._pack_fds.values():
+            os.close(fd)
+        self._pack_fds.clear()
+
+    def loose_path(self, oid: bytes) -> Path:
+        h = oid.hex()
+        return self.loose_dir / h[:2] / h[2:]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _pack_fd(self, pack_id: int) -> int:
+        fd = self._pack_fds.get(pack_id)
+        if fd is None:
+            name = self._pack_names.get(pack_id)
+            if name is None:
+                self._pack_names = {k: v[0] for k, v in self.catalog.packs().items()}
+                name = self._pack_names.get(pack_id)
+                if name is None:
+                    raise CorruptObject(f"the index names pack {pack_id}, which is not "
+                                        "registered; run `ctrlz verify`")
+            try:
+                fd = os.open(self.packs_dir / name, os.O_RDONLY)
+            except FileNotFoundError:
+                raise CorruptObject(f"pack file {name} is missing; run `ctrlz verify`") from None
+            self._pack_fds[pack_id] = fd
+        return fd
+
+    def has(self, oid: bytes) -> bool:
+        return self.catalog.lookup(oid) is not None
+
+    def read(self, oid: bytes) -> bytes:
+        """The object's bytes, verified against its id."""
+        row = self.catalog.lookup(oid)
+        if row is None:
+            raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
+                                "run `ctrlz verify`")
+        _, pack, offset, length, size, codec = row
+        if pack is None:
+            try:
+                stored = self.loose_path(oid).read_bytes()
+            except FileNotFoundError:
+                raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
+                                    "run `ctrlz verify`") from None
+        else:
+            stored = os.pread(self._pack_fd(pack), length, offset)
+        data = self._decode(stored, codec, size, oid)
+        if self.digest(data) != oid:
+            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
+                                "run `ctrlz verify`")
+        return data
+
+    def check_stored(self, oid: bytes, stored: bytes, codec: int, size: int) -> None:
+        if self.digest(self._decode(stored, codec, size, oid)) != oid:
+            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
+                                "run `ctrlz verify`")
+
+    def _decode(self, stored: bytes, codec: int, size: int, oid: bytes) -> bytes:
+        if codec == RAW:
+            data = stored
+        elif codec == ZSTD:
+            try:
+                data = _decompressor().decompress(stored, max_output_size=size)
+            except zstandard.ZstdError as exc:
+                raise CorruptObject(f"object {oid.hex()[:16]} cannot be decompressed: "
+                                    f"{exc}") from exc
+        else:
+            raise CorruptObject(f"object {oid.hex()[:16]} has unknown codec {codec}")
+        if len(data) != size:
+            raise CorruptObject(f"object {oid.hex()[:16]} has the wrong length")
+        return data
+
+    def iter_chunks(self, oid: bytes) -> Iterator[bytes]:
+        """Stream a (possibly large) object. The caller must check :meth:`digest` of the
+        stream itself; :meth:`write_to` does."""
+        row = self.catalog.lookup(oid)
+        if row is None:
+            raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
+                                "run `ctrlz verify`")
+        _, pack, _offset, _length, _size, codec = row
+        if pack is not None:
+            yield self.read(oid)
+            return
+        try:
+            f = open(self.loose_path(oid), "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
+                                "run `ctrlz verify`") from None
+        with f:
+            if codec == ZSTD:
+                reader = _decompressor().stream_reader(f)
+                while chunk := reader.read(CHUNK):
+                    yield chunk
+            else:
+                while chunk := f.read(CHUNK):
+                    yield chunk
+
+    def write_to(self, oid: bytes, fd: int) -> int:
+        """Write the object to an open file descriptor, verifying it; returns its size."""
+        hasher = self.new_hasher()
+        total = 0
+        for chunk in self.iter_chunks(oid):
+            hasher.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            total += len(chunk)
+        if hasher.digest() != oid:
+            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
+                                "run `ctrlz verify`")
+        return total
+
+    def read_stored(self, pack: int, offset: int, length: int) -> bytes:
+        """Raw stored bytes of a packed object (gc copies them between packs)."""
+        return os.pread(self._pack_fd(pack), length, offset)
+
+    def writer(self, *, fresh: bool = False) -> ObjectWriter:
+        """``fresh``: write every object given, even ones the index already has (repacking)."""
+        w = ObjectWriter(self)
+        if fresh:
+            w._known = set()
+        return w
+
+
+class ObjectWriter:
+    """Adds objects during one locked operation; nothing is visible until :meth:`commit`.
+
+    Pack bytes and loose files are fsynced in :meth:`commit`, before the index rows are
+    written in the caller's catalog transaction.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._known: set[bytes] | None = None
+        self._known_lock = threading.Lock()
+        self._pack: _PackInProgress | None = None
+        self._done_packs: list[_PackInProgress] = []
+        self._loose_rows: list[ObjectRow] = []
+        self._loose_dirs: set[Path] = set()
+        self.added_objects = 0
+        self.added_bytes = 0  # raw bytes of new objects
+        self.stored_bytes = 0  # bytes they take in the store
+
+    @property
+    def known(self) -> set[bytes]:
+        """Ids already in the store; loaded on first use, since no-change snapshots never
+        need it."""
+        if self._known is None:
+            with self._known_lock:
+                if self._known is None:
+                    self._known = self.store.catalog.all_oids()
+        return self._known
+
+    def contains(self, oid: bytes) -> bool:
+        return oid in self.known
+
+    def put(self, data: bytes) -> bytes:
+        """Hash, compress and store a small object; returns its id."""
+        oid = self.store.digest(data)
+        if oid not in self.known:
+            codec, stored = encode_small(data)
+            self.put_encoded(oid, len(data), codec, stored)
+        return oid
+
+    def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes) -> None:
+        """Append an already hashed and encoded object (encoding happens in worker threads)."""
+        if oid in self.known:
+            return
+        pack = self._open_pack()
+        header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))
+        try:
+            os.write(pack.fd, header)
+            n = 0
+            view = memoryview(stored)
+            while view:
+                w = os.write(pack.fd, view)
+                view = view[w:]
+                n += w
+        except OSError as exc:
+            raise _full_disk(exc, pack.path) from exc
+        offset = pack.size + len(header)
+        pack.rows.append((oid, None, offset, len(stored), size, codec))
+        pack.size = offset + len(stored)
+        self.known.add(oid)
+        self.added_objects += 1
+        self.added_bytes += size
+        self.stored_bytes += len(stored) + len(header)
+        failpoints.hit("pack-append")
+        if pack.size >= PACK_MAX:
+            self._finish_pack()
+
+    def _open_pack(self) -> _PackInProgress:
+        if self._pack is None:
+            self.store.packs_dir.mkdir(parents=True, exist_ok=True)
+            name = "pack-" + os.urandom(8).hex() + ".pack"
+            path = self.store.packs_dir / name
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+                os.write(fd, PACK_MAGIC)
+            except OSError as exc:
+                raise _full_disk(exc, path) from exc
+            self._pack = _PackInProgress(name, path, fd, len(PACK_MAGIC))
+        return self._pack
+
+    def _finish_pack(self) -> None:
+        pack, self._pack = self._pack, None
+        if pack is None:
+            return
+        try:
+            os.fsync(pack.fd)
+        except OSError as exc:
+            raise _full_disk(exc, pack.path) from exc
+        finally:
+            os.close(pack.fd)
+        self._done_packs.append(pack)
+
+    def ingest_large(self, fd: int) -> tuple[bytes, Path, int, int, int]:
+        """Copy an open file into a temp loose object while hashing it (thread-safe).
+
+        Returns (oid, temp path, raw size, stored length, codec). The bytes stored are exactly
+        the bytes hashed, so the object always matches its id even if the source changes
+        underneath; the caller decides whether the source stayed stable.
+        """
+        self.store.loose_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.store.loose_dir / temp_name("large")
+        hasher = self.store.new_hasher()
+        first = os.read(fd, CHUNK)
+        compress = len(first) >= 4096 and len(_compressor().compress(first[:1 << 20])) < (
+            min(len(first), 1 << 20) * 0.8)
+        size = 0
+        try:
+            with open(tmp, "wb") as out:
+                sink = (zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False)
+                        if compress else out)
+                chunk = first
+                while chunk:
+                    hasher.update(chunk)
+                    sink.write(chunk)
+                    size += len(chunk)
+                    chunk = os.read(fd, CHUNK)
+                if compress:
+                    sink.flush(zstandard.FLUSH_FRAME)
+                out.flush()
+                os.fsync(out.fileno())
+                stored = out.tell()
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise _full_disk(exc, tmp) from exc
+        return hasher.digest(), tmp, size, stored, (ZSTD if compress else RAW)
+
+    def adopt_large(self, oid: bytes, tmp: Path, size: int, stored: int, codec: int) -> None:
+        """Move a temp loose object into place (main thread), or drop it if already known."""
+        if oid in self.known:
+            os.unlink(tmp)
+            return
+        dest = self.store.loose_path(oid)
+        dest.parent.mkdir(exist_ok=True)
+        os.replace(tmp, dest)
+        self._loose_dirs.add(dest.parent)
+        self._loose_rows.append((oid, None, 0, stored, size, codec))
+        self.known.add(oid)
+        self.added_objects += 1
+        self.added_bytes += size
+        self.stored_bytes += stored
+
+    def commit(self, catalog: Catalog) -> None:
+        """Make everything durable, then index it. Call inside a catalog transaction."""
+        self._finish_pack()
+        try:
+            for d in self._loose_dirs:
+                fsync_dir(d)
+            if self._done_packs:
+                fsync_dir(self.store.packs_dir)
+        except OSError as exc:
+            raise _full_disk(exc, self.store.root) from exc
+        failpoints.hit("before-index-commit")
+        for pack in self._done_packs:
+            pack_id = catalog.add_pack(pack.name, pack.size)
+            catalog.add_objects((o, pack_id, off, ln, sz, c) for o, _, off, ln, sz, c in pack.rows)
+        catalog.add_objects(self._loose_rows)
+        self._done_packs.clear()
+        self._loose_rows.clear()
+
+    def abort(self) -> None:
+        """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
+        if self._pack is not None:
+            os.close(self._pack.fd)
+            self._pack = None
+
+
+def stray_files(store: ObjectStore) -> list[Path]:
+    """Files in the store that no committed index row references: leftovers of a crash."""
+    packs = {name for name, _ in store.catalog.packs().values()}
+    loose = {store.loose_path(bytes(r[0])) for r in store.catalog.db.execute(
+        "SELECT oid FROM objects WHERE pack IS NULL")}
+    strays: list[Path] = []
+    if store.packs_dir.is_dir():
+        strays += [p for p in store.packs_dir.iterdir() if p.name not in packs]
+    if store.loose_dir.is_dir():
+        for sub in store.loose_dir.iterdir():
+            if sub.name.startswith(TEMP_PREFIX):
+                strays.append(sub)
+            elif sub.is_dir():
+                strays += [p for p in sub.iterdir() if p not in loose]
+    return strays

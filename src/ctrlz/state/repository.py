@@ -1,0 +1,130 @@
+"""A repository: one store directory holding a catalog, packs, loose objects and a lock.
+
+Layout::
+
+    <store>/catalog.db     SQLite (WAL): meta, object index, packs, snapshots
+    <store>/packs/         append-only pack files of small objects
+    <store>/objects/xx/…   large objects, one file each
+    <store>/lock           the writer lock (flock)
+    <store>/statcache      the stat cache of the newest snapshot (optional, rebuildable)
+
+A workspace's repository lives under ``$CTRLZ_HOME``; a SnapshotManager's lives in its
+``session_dir``. Either way the repository knows its roots (the tracked directories) and its
+hash algorithm, both fixed at creation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import StoreError, WorkspaceError
+from . import statcache
+from .catalog import Catalog
+from .hashing import ALGORITHMS, DEFAULT_ALGORITHM
+from .lock import StoreLock
+from .objects import ObjectStore, stray_files
+from .trees import Entry, decode_tree
+
+FORMAT = "ctrlz-store 1"
+
+
+class Repository:
+    def __init__(self, path: Path, catalog: Catalog) -> None:
+        self.path = path
+        self.catalog = catalog
+        algorithm = catalog.get_meta("algorithm") or DEFAULT_ALGORITHM
+        self.algorithm = algorithm
+        self.objects = ObjectStore(path, catalog, algorithm)
+        self.lock = StoreLock(path / "lock")
+        self.roots: list[str] = json.loads(catalog.get_meta("roots") or "[]")
+        self._trees: dict[bytes, list[Entry]] = {}
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def exists(cls, path: Path) -> bool:
+        return (path / "catalog.db").is_file()
+
+    @classmethod
+    def create(cls, path: Path, roots: list[str], algorithm: str = DEFAULT_ALGORITHM,
+               kind: str = "workspace") -> Repository:
+        if algorithm not in ALGORITHMS:
+            raise StoreError(f"unknown hash algorithm {algorithm!r}; use one of "
+                             f"{', '.join(ALGORITHMS)}")
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store at {path}: {exc.strerror}") from exc
+        catalog = Catalog(path / "catalog.db")
+        with catalog.transaction():
+            if catalog.get_meta("format") is None:
+                catalog.set_meta("format", FORMAT)
+                catalog.set_meta("algorithm", algorithm)
+                catalog.set_meta("roots", json.dumps(roots))
+                catalog.set_meta("kind", kind)
+                catalog.set_meta("created_ns", str(time.time_ns()))
+        return cls(path, catalog)
+
+    @classmethod
+    def open(cls, path: Path, *, readonly: bool = False) -> Repository:
+        if not cls.exists(path):
+            raise WorkspaceError(f"no ctrlz store at {path}; run `ctrlz init` first")
+        if not os.access(path / "catalog.db", os.R_OK):
+            raise StoreError(f"the store {path} is not readable; check its permissions")
+        catalog = Catalog(path / "catalog.db", readonly=readonly)
+        fmt = catalog.get_meta("format")
+        if fmt != FORMAT:
+            raise StoreError(f"{path} is not a ctrlz store (format {fmt!r})")
+        return cls(path, catalog)
+
+    def close(self) -> None:
+        self.objects.close()
+        self.catalog.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- crash recovery ---------------------------------------------------------------------
+
+    def recover(self) -> list[Path]:
+        """Remove what a crashed writer left behind. Call with the lock held."""
+        assert self.lock.held
+        strays = stray_files(self.objects)
+        for p in strays:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        return strays
+
+    # -- trees -------------------------------------------------------------------------------
+
+    def tree(self, oid: bytes) -> list[Entry]:
+        entries = self._trees.get(oid)
+        if entries is None:
+            entries = decode_tree(self.objects.read(oid))
+            if len(self._trees) > 200_000:
+                self._trees.clear()
+            self._trees[oid] = entries
+        return entries
+
+    # -- stat cache --------------------------------------------------------------------------
+
+    @property
+    def statcache_path(self) -> Path:
+        return self.path / "statcache"
+
+    def load_statcache(self) -> statcache.StatCache:
+        cache = statcache.load(self.statcache_path, self.algorithm)
+        if cache.snapshot_id is None or self.catalog.snapshot(cache.snapshot_id) is None:
+            return statcache.StatCache(algorithm=self.algorithm)
+        return cache
+
+    def save_statcache(self, cache: statcache.StatCache) -> None:
+        statcache.save(self.statcache_path, cache)

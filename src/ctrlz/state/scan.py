@@ -1,0 +1,399 @@
+"""The scanner: walk one tracked root with lstat only and turn it into tree objects.
+
+The walk never follows a symlink: links are captured as links (their target is the blob), and a
+directory is entered through ``os.scandir`` on a path whose every component was seen as a real
+directory. FIFOs, sockets and devices are skipped and reported, as are files that cannot be read,
+files over the new-file size limit, and files that keep changing while they are read. Nothing
+skipped is ever deleted or overwritten by a restore, because the snapshot records it.
+
+Cost follows change, not size: a file whose stat matches the stat cache (and is not racily
+clean) is not read, and a directory whose listing and children all match keeps its tree id
+without re-encoding. Files that must be read go to a small thread pool (read, hash and compress
+release the GIL) while the main thread keeps walking; the main thread alone appends to the pack.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as st
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import LimitExceeded, WorkspaceError
+from ..types import Skipped
+from .exclude import GITIGNORE, DirRules, Matcher
+from .objects import LOOSE_MIN, ObjectWriter, encode_small
+from .statcache import CacheEntry, DirCache
+from .trees import DIR, FILE, SYMLINK, Entry, encode_tree
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_MAX_INFLIGHT = 256
+_READ_ATTEMPTS = 3
+_STREAM = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_entries: int = 300_000
+    max_bytes: int = 2 << 30
+    max_file_size: int = 256 << 20  # new files above this are skipped and reported
+
+
+class Sink(Protocol):
+    """Where scanned content goes: into the store, or only through the hash (a dry scan)."""
+
+    def put(self, data: bytes) -> bytes: ...
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]: ...
+
+    def accept(self, oid: bytes, payload: Any) -> None: ...
+
+    def discard(self, payload: Any) -> None: ...
+
+
+class StoreSink:
+    """Writes new content into the store through an :class:`ObjectWriter`."""
+
+    def __init__(self, writer: ObjectWriter) -> None:
+        self.writer = writer
+        self.digest = writer.store.digest
+        self.blobs: dict[bytes, bytes] = {}  # trees and link targets put by this scan
+
+    def put(self, data: bytes) -> bytes:
+        oid = self.writer.put(data)
+        self.blobs[oid] = data
+        return oid
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+        if size >= LOOSE_MIN:
+            oid, tmp, raw, stored, codec = self.writer.ingest_large(fd)
+            return oid, ("large", tmp, raw, stored, codec)
+        data = _read_all(fd, size)
+        oid = self.digest(data)
+        if self.writer.contains(oid):
+            return oid, None
+        codec, stored = encode_small(data)
+        return oid, ("small", len(data), codec, stored)
+
+    def accept(self, oid: bytes, payload: Any) -> None:
+        if payload is None:
+            return
+        if payload[0] == "small":
+            self.writer.put_encoded(oid, payload[1], payload[2], payload[3])
+        else:
+            self.writer.adopt_large(oid, *payload[1:])
+
+    def discard(self, payload: Any) -> None:
+        if payload is not None and payload[0] == "large":
+            try:
+                os.unlink(payload[1])
+            except OSError:
+                pass
+
+
+class HashSink:
+    """Computes ids without storing anything: diff against the working tree."""
+
+    def __init__(self, digest: Callable[[bytes], bytes], new_hasher: Callable[[], Any]) -> None:
+        self.digest = digest
+        self.new_hasher = new_hasher
+
+    def put(self, data: bytes) -> bytes:
+        return self.digest(data)
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+        if size < LOOSE_MIN:
+            return self.digest(_read_all(fd, size)), None
+        h = self.new_hasher()
+        while chunk := os.read(fd, 4 << 20):
+            h.update(chunk)
+        return h.digest(), None
+
+    def accept(self, oid: bytes, payload: Any) -> None:
+        pass
+
+    def discard(self, payload: Any) -> None:
+        pass
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks = []
+    want = max(size, 1) + 1  # one extra byte tells us the file grew
+    while True:
+        chunk = os.read(fd, max(want, _STREAM))
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass
+class ScanStats:
+    files: int = 0
+    dirs: int = 0
+    symlinks: int = 0
+    bytes: int = 0
+    hashed: int = 0  # files actually read
+    reused_trees: int = 0
+
+
+@dataclass
+class ScanResult:
+    oid: bytes  # tree id of the root directory
+    mode: int
+    stats: ScanStats
+    skipped: list[Skipped]
+    cache: dict[bytes, DirCache]
+
+
+class _Dir:
+    __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
+                 "unreadable")
+
+    def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
+                 slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
+        self.rel = rel
+        self.path = path
+        self.rules = rules
+        self.entries: list[list[Any]] = []  # [name, kind, mode, size, mtime, ctime, ino, oid]
+        self.cached = cached
+        self.dirty = cached is None
+        self.slot = slot  # (parent node, parent's entry for us)
+        self.mode = mode
+        self.unreadable = False
+
+
+@dataclass
+class Scanner:
+    """Scans one root. Create one per root per snapshot."""
+
+    root: Path
+    matcher: Matcher
+    sink: Sink
+    pool: ThreadPoolExecutor
+    limits: Limits = field(default_factory=Limits)
+    cache: dict[bytes, DirCache] = field(default_factory=dict)
+    trust_before_ns: int = 0
+    entry_budget: list[int] = field(default_factory=lambda: [0])  # shared across roots
+
+    def __post_init__(self) -> None:
+        self.stats = ScanStats()
+        self.skipped: list[Skipped] = []
+        self._pending: deque[tuple[_Dir, list[Any], Future[Any]]] = deque()
+        self._root_bytes = os.fsencode(self.root)
+
+    # -- walking -----------------------------------------------------------------------------
+
+    def scan(self) -> ScanResult:
+        root_mode = os.lstat(self._root_bytes).st_mode
+        top = _Dir(b"", self._root_bytes, self.matcher.root_rules, self.cache.get(b""), None,
+                   root_mode & 0o7777)
+        order: list[_Dir] = []
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            self._list(node, stack)
+            self._drain(block=False)
+        self._drain(block=True)
+        new_cache: dict[bytes, DirCache] = {}
+        for node in reversed(order):
+            self._finish(node, new_cache)
+        if top.unreadable:
+            raise WorkspaceError(f"cannot list the workspace root {self.root}; check its "
+                                 "permissions")
+        return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache)
+
+    def _list(self, node: _Dir, stack: list[_Dir]) -> None:
+        try:
+            with os.scandir(node.path) as it:
+                listing = list(it)
+        except OSError as exc:
+            node.unreadable = True
+            self.skipped.append(Skipped(node.rel, f"directory unreadable: {exc.strerror}"))
+            return
+        if node.rel and self.matcher.rules.use_gitignore:
+            has_ignore = any(de.name == GITIGNORE for de in listing)
+            if has_ignore:
+                parent_rules = node.slot[0].rules if node.slot else node.rules
+                node.rules = self.matcher.enter(parent_rules, node.path.rsplit(b"/", 1)[-1],
+                                                node.rel, has_ignore=True)
+        cached_entries = node.cached[1] if node.cached is not None else None
+        trust_before = self.trust_before_ns
+        matcher, rules, limits = self.matcher, node.rules, self.limits
+        stats = self.stats
+        prefix = node.rel + b"/" if node.rel else b""
+        for de in listing:
+            name: bytes = de.name  # type: ignore[assignment]
+            rel = prefix + name
+            try:
+                is_dir = de.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if matcher.excluded(rules, name, rel, is_dir):
+                continue
+            try:
+                s = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # vanished since the listing
+            except OSError as exc:
+                self.skipped.append(Skipped(rel, f"cannot stat: {exc.strerror}"))
+                continue
+            mode = s.st_mode
+            self.entry_budget[0] += 1
+            if self.entry_budget[0] > limits.max_entries:
+                raise LimitExceeded(
+                    f"the workspace has more than max_entries={limits.max_entries:,} files and "
+                    "directories; exclude large generated folders (exclude_patterns) or raise "
+                    "max_entries")
+            if st.S_ISDIR(mode):
+                entry = [name, DIR, mode & 0o7777, 0, 0, 0, 0, None]
+                node.entries.append(entry)
+                cached = cached_entries.get(name) if cached_entries is not None else None
+                if cached is None or cached[1] != (mode & 0o7777) or cached[0] != DIR:
+                    node.dirty = True
+                child_rules = matcher.enter(rules, name, rel, has_ignore=False)
+                stack.append(_Dir(rel, de.path, child_rules,  # type: ignore[arg-type]
+                                  self.cache.get(rel), (node, entry), mode & 0o7777))
+                stats.dirs += 1
+                continue
+            if st.S_ISREG(mode):
+                kind = FILE
+            elif st.S_ISLNK(mode):
+                kind = SYMLINK
+            else:
+                self.skipped.append(Skipped(rel, _special_kind(mode)))
+                continue
+            size, mtime, ctime, ino = s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino
+            entry = [name, kind, mode & 0o7777, size, mtime, ctime, ino, None]
+            cached = cached_entries.get(name) if cached_entries is not None else None
+            if (cached is not None and cached[0] == kind and cached[2] == size
+                    and cached[3] == mtime and cached[4] == ctime and cached[5] == ino
+                    and cached[1] == (mode & 0o7777)
+                    and mtime < trust_before and ctime < trust_before):
+                entry[7] = cached[6]
+            else:
+                node.dirty = True
+                if kind == FILE and size > limits.max_file_size:
+                    self.skipped.append(Skipped(
+                        rel, f"larger than max_file_size ({size:,} > {limits.max_file_size:,} "
+                        "bytes)"))
+                    continue
+                if kind == SYMLINK:
+                    try:
+                        entry[7] = self.sink.put(os.readlink(de.path))
+                    except OSError as exc:
+                        self.skipped.append(Skipped(rel, f"cannot read link: {exc.strerror}"))
+                        continue
+                else:
+                    fut = self.pool.submit(self._read, de.path, size)  # type: ignore[arg-type]
+                    self._pending.append((node, entry, fut))
+                    if len(self._pending) > _MAX_INFLIGHT:
+                        self._drain(block=False, limit=_MAX_INFLIGHT // 2)
+            node.entries.append(entry)
+            if kind == FILE:
+                stats.files += 1
+                stats.bytes += size
+                if stats.bytes > limits.max_bytes:
+                    raise LimitExceeded(
+                        f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
+                        "exclude large folders (exclude_patterns, exclude_globs) or raise "
+                        "max_bytes")
+            else:
+                stats.symlinks += 1
+
+    # -- reading (worker threads) -----------------------------------------------------------
+
+    def _read(self, path: bytes, size: int) -> tuple[str, Any, Any, Any]:
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except FileNotFoundError:
+            return ("gone", None, None, None)
+        except OSError as exc:
+            return ("skip", f"unreadable: {exc.strerror}", None, None)
+        try:
+            before = os.fstat(fd)
+            if not st.S_ISREG(before.st_mode):
+                return ("skip", "replaced by a non-regular file while scanning", None, None)
+            for _ in range(_READ_ATTEMPTS):
+                oid, payload = self.sink.read_file(fd, before.st_size)
+                after = os.fstat(fd)
+                if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+                        after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+                    return ("ok", oid, payload, after)
+                self.sink.discard(payload)
+                before = after
+                os.lseek(fd, 0, os.SEEK_SET)
+            return ("skip", f"kept changing while being read ({_READ_ATTEMPTS} attempts)",
+                    None, None)
+        except OSError as exc:
+            if exc.errno in (28, 122):  # ENOSPC, EDQUOT: the store is full, stop everything
+                raise
+            return ("skip", f"unreadable: {exc.strerror}", None, None)
+        finally:
+            os.close(fd)
+
+    def _drain(self, block: bool, limit: int = 0) -> None:
+        """Consume finished reads. ``block``: all of them; ``limit``: wait until at most
+        ``limit`` are in flight; otherwise only those already done, oldest first."""
+        pending = self._pending
+        while pending:
+            if not block and not (limit and len(pending) > limit) and not pending[0][2].done():
+                break
+            node, entry, fut = pending.popleft()
+            status, value, payload, after = fut.result()
+            if status == "ok":
+                self.sink.accept(value, payload)
+                self.stats.bytes += after.st_size - entry[3]
+                entry[7] = value
+                entry[3], entry[4], entry[5] = after.st_size, after.st_mtime_ns, after.st_ctime_ns
+                entry[2] = after.st_mode & 0o7777
+                self.stats.hashed += 1
+            else:
+                entry[7] = None
+                self.stats.files -= 1
+                self.stats.bytes -= entry[3]
+                if status == "skip":
+                    self.skipped.append(Skipped((node.rel + b"/" if node.rel else b"")
+                                                + entry[0], value))
+
+    # -- building trees ----------------------------------------------------------------------
+
+    def _finish(self, node: _Dir, new_cache: dict[bytes, DirCache]) -> None:
+        if node.unreadable:
+            if node.slot is not None:
+                node.slot[1][7] = None
+            return
+        entries = [e for e in node.entries if e[7] is not None]
+        cached = node.cached
+        if (not node.dirty and cached is not None and len(entries) == len(cached[1])
+                and all(e[1] != DIR or cached[1][e[0]][6] == e[7] for e in entries)):
+            tree_oid, mapping = cached
+            self.stats.reused_trees += 1
+        else:
+            entries.sort(key=lambda e: e[0])
+            tree = [Entry(e[0], e[1], e[2], e[3] if e[1] != DIR else 0,
+                          e[4] if e[1] != DIR else 0, e[7]) for e in entries]
+            tree_oid = self.sink.put(encode_tree(tree))
+            mapping = {e[0]: (e[1], e[2], e[3], e[4], e[5], e[6], e[7]) for e in entries}
+        new_cache[node.rel] = (tree_oid, mapping)
+        if node.slot is not None:
+            node.slot[1][7] = tree_oid
+
+
+def _special_kind(mode: int) -> str:
+    if st.S_ISFIFO(mode):
+        return "special file skipped (FIFO)"
+    if st.S_ISSOCK(mode):
+        return "special file skipped (socket)"
+    if st.S_ISCHR(mode) or st.S_ISBLK(mode):
+        return "special file skipped (device)"
+    return "special file skipped"
+
+
+def cache_entry(e: Entry, ctime: int = 0, ino: int = 0) -> CacheEntry:
+    return (e.kind, e.mode, e.size, e.mtime_ns, ctime, ino, e.oid)

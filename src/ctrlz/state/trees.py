@@ -1,0 +1,79 @@
+"""Tree objects: one directory's listing, the nodes of each snapshot's Merkle tree.
+
+A tree is the canonical encoding of a directory's sorted entries. Each entry names a file, a
+symlink or a subdirectory and carries the id of its content (a blob for files and symlink
+targets, another tree for directories), so the id of the root tree commits to every byte, mode,
+mtime and link in the snapshot. Unchanged directories keep their tree id from one snapshot to the
+next, which is what lets diff and restore skip whole subtrees.
+
+Encoding (version 1)::
+
+    b"ctrlz-tree 1\\n" + for each entry, sorted by name bytes:
+        kind b" " mode(octal) b" " size b" " mtime_ns b" " oid(hex) b" " name b"\\0"
+
+``kind`` is ``f`` (regular file), ``l`` (symlink; the blob is its target) or ``d`` (directory).
+Names are raw bytes (non-UTF-8 names round-trip) and can hold anything but ``/`` and NUL, which
+is why the name comes last and NUL ends the record. Directory entries carry size 0 and mtime 0:
+a directory's mtime changes whenever it is written to, so committing it would only add noise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import CorruptObject
+
+HEADER = b"ctrlz-tree 1\n"
+FILE, SYMLINK, DIR = "f", "l", "d"
+KINDS = frozenset((FILE, SYMLINK, DIR))
+
+
+class Entry(NamedTuple):
+    name: bytes
+    kind: str
+    mode: int  # permission bits (st_mode & 0o7777)
+    size: int
+    mtime_ns: int
+    oid: bytes
+
+    def same_content(self, other: Entry) -> bool:
+        return self.kind == other.kind and self.oid == other.oid
+
+
+def encode_tree(entries: list[Entry]) -> bytes:
+    """Encode entries that are already sorted by name."""
+    parts = [HEADER]
+    append = parts.append
+    for e in entries:
+        append(b"%s %o %d %d %s %s\0" % (e.kind.encode(), e.mode, e.size, e.mtime_ns,
+                                         e.oid.hex().encode(), e.name))
+    return b"".join(parts)
+
+
+def valid_name(name: bytes) -> bool:
+    return bool(name) and name not in (b".", b"..") and b"/" not in name and b"\0" not in name
+
+
+def decode_tree(data: bytes) -> list[Entry]:
+    """Decode and validate a tree; a malformed tree is corruption, never a path to follow."""
+    if not data.startswith(HEADER):
+        raise CorruptObject("tree object has an unknown header; run `ctrlz verify`")
+    body = data[len(HEADER):]
+    if not body:
+        return []
+    if not body.endswith(b"\0"):
+        raise CorruptObject("tree object is truncated; run `ctrlz verify`")
+    entries: list[Entry] = []
+    previous = None
+    for record in body[:-1].split(b"\0"):
+        try:
+            kind, mode, size, mtime, oid, name = record.split(b" ", 5)
+            entry = Entry(name, kind.decode(), int(mode, 8), int(size), int(mtime),
+                          bytes.fromhex(oid.decode()))
+        except ValueError as exc:
+            raise CorruptObject(f"tree record is malformed ({exc}); run `ctrlz verify`") from exc
+        if entry.kind not in KINDS or not valid_name(name) or (previous is not None and name <= previous):
+            raise CorruptObject(f"tree holds an invalid entry {name!r}; run `ctrlz verify`")
+        previous = name
+        entries.append(entry)
+    return entries

@@ -1,0 +1,89 @@
+"""The shared vocabulary: plain records that cross layers. No I/O happens here.
+
+Records are frozen dataclasses with one ``to_json()`` each, so every face (CLI ``--json``, MCP,
+hooks) serialises them the same way, with stable keys.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+SNAPSHOT_TYPES = ("pre-run", "post-run", "auto", "manual", "git", "build", "idle", "tool", "safety")
+
+
+def iso_utc(ns: int) -> str:
+    """ISO 8601 UTC with millisecond precision and a trailing Z."""
+    dt = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def show_path(path: bytes) -> str:
+    """A workspace-relative path as text; undecodable bytes survive as surrogate escapes."""
+    return os.fsdecode(path)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A path a scan saw but did not capture, and why. Restores never touch these."""
+
+    path: bytes
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": show_path(self.path), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    id: str
+    number: int | None
+    parent: str | None
+    type: str
+    label: str | None
+    pinned: bool
+    created_ns: int
+    root: bytes  # Merkle root: id of the top tree
+    files: int
+    dirs: int
+    symlinks: int
+    bytes: int  # logical bytes of all captured files
+    added_bytes: int  # bytes of new objects this snapshot put in the store (before compression)
+    size_delta: int  # bytes minus the parent's bytes
+    created: int = 0  # paths created / modified / deleted relative to the parent
+    modified: int = 0
+    deleted: int = 0
+    rules: dict[str, Any] = field(default_factory=dict)
+    skipped: tuple[Skipped, ...] = ()
+    roots: tuple[str, ...] = ()
+
+    @property
+    def created_at(self) -> str:
+        return iso_utc(self.created_ns)
+
+    @property
+    def short_id(self) -> str:
+        return self.id
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "number": self.number,
+            "type": self.type,
+            "label": self.label,
+            "created_at": self.created_at,
+            "pinned": self.pinned,
+            "files": self.files,
+            "dirs": self.dirs,
+            "symlinks": self.symlinks,
+            "bytes": self.bytes,
+            "added_bytes": self.added_bytes,
+            "size_delta": self.size_delta,
+            "changes": {"created": self.created, "modified": self.modified,
+                        "deleted": self.deleted},
+            "root": self.root.hex(),
+            "parent": self.parent,
+            "skipped": [s.to_json() for s in self.skipped],
+        }
