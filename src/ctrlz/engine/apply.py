@@ -316,16 +316,18 @@ def verify_applied(objects: ObjectStore, dest_roots: Sequence[bytes],
     """Re-read every path the restore wrote or removed and compare it with the snapshot."""
     dirs = DirHandles(dest_roots)
     bad: list[str] = []
+    final = {a.path: a for a in applied}  # a path deleted then recreated ends as recreated
     try:
-        for a in applied:
+        for a in final.values():
             parent, _, name = a.path.rpartition(b"/")
             try:
                 if a.op in (DELETE, RMDIR):
                     try:
                         os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
                         bad.append(f"{show_path(a.path)} still exists")
-                    except FileNotFoundError:
-                        pass
+                    except OSError as exc:  # gone, or its parent is no longer a directory
+                        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                            raise
                     continue
                 entry = a.entry
                 assert entry is not None

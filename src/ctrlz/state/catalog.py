@@ -24,9 +24,12 @@ ObjectRow = tuple[bytes, int | None, int, int, int, int]  # oid, pack, offset, l
 
 def _script(db: sqlite3.Connection, sql: str) -> None:
     """Run several statements inside the caller's transaction (``executescript`` would commit)."""
-    for statement in sql.split(";"):
-        if statement.strip():
-            db.execute(statement)
+    buffer = ""
+    for piece in sql.split(";"):
+        buffer += piece + ";"
+        if sqlite3.complete_statement(buffer):  # a ';' inside a comment does not end it
+            db.execute(buffer)
+            buffer = ""
 
 
 def _v1(db: sqlite3.Connection) -> None:
@@ -67,7 +70,26 @@ def _v1(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1]
+def _v2(db: sqlite3.Connection) -> None:
+    """The operation log behind ``ctrlz undo`` / ``ctrlz redo`` (see ``ctrlz.oplog``)."""
+    _script(
+        db,
+        """
+        CREATE TABLE operations (
+            seq INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,           -- rollback / revert
+            target TEXT NOT NULL,         -- the snapshot id the operation restored
+            paths TEXT NOT NULL,          -- JSON list of workspace-relative paths (hex); [] = all
+            before TEXT,                  -- safety snapshot taken before the operation
+            after TEXT,                   -- safety snapshot taken before its last undo
+            undone INTEGER NOT NULL DEFAULT 0,
+            created_ns INTEGER NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
 
 _SNAPSHOT_COLUMNS = (
     "id, number, parent, type, label, pinned, created_ns, root, files, dirs, symlinks, bytes, "

@@ -1,0 +1,37 @@
+# Two commands matter: `make demo` and `make test`. Both build .venv from nothing first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench bench-quick clean help
+
+help:
+	@echo "make demo    run ctrlz end to end on a scratch workspace"
+	@echo "make test    run every test (and ruff)"
+	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/run.py --quick
+
+clean:
+	rm -rf $(VENV) bench/out .pytest_cache

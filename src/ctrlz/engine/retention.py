@@ -1,0 +1,186 @@
+"""Pools and retention: which snapshots are kept, and which are dropped when.
+
+Pools are fixed by snapshot type (as in Capsem):
+
+* ``auto`` snapshots form a ring of ``auto_max``: the oldest auto snapshot goes first;
+* ``manual`` snapshots have a cap of ``manual_max``: taking one over the cap is an error, and no
+  existing manual snapshot is ever overwritten;
+* ``safety`` and ``tool`` snapshots keep their own rings (``safety_max``, ``tool_max``);
+* ``max_count`` caps all snapshots together, and ``store_cap`` caps the bytes the store takes on
+  disk: the oldest droppable snapshots go, and their objects are collected.
+
+Pinned snapshots are never dropped automatically, nor are ``pre-run`` snapshots unless
+``delete_initial`` is set, nor the newest snapshot, nor any snapshot the caller protects (the
+safety snapshots that undo/redo still need). Every decision is a :class:`PrunePlan` first;
+``PrunePlan.execute()`` carries it out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import LimitExceeded
+from ..state.repository import Repository
+from ..types import Snapshot
+from .gc import GcReport, collect_garbage
+
+RINGS = {"auto": "auto_max", "safety": "safety_max", "tool": "tool_max"}
+
+
+@dataclass(frozen=True)
+class Policy:
+    auto_max: int = 10
+    manual_max: int = 12
+    safety_max: int = 10
+    tool_max: int = 50
+    max_count: int = 100
+    store_cap: int = 5 << 30
+    delete_initial: bool = False
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Policy:
+        names = cls.__dataclass_fields__
+        return cls(**{k: values[k] for k in names if k in values})
+
+    def ring(self, type: str) -> int | None:
+        name = RINGS.get(type)
+        return getattr(self, name) if name else None
+
+
+@dataclass
+class PrunePlan:
+    """Snapshots to drop, each with the reason, and how many stay."""
+
+    drop: list[Snapshot] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    kept: int = 0
+    dry_run: bool = False
+    gc: GcReport | None = None
+
+    def add(self, snap: Snapshot, reason: str) -> None:
+        if snap.id not in self.reasons:
+            self.drop.append(snap)
+            self.reasons[snap.id] = reason
+            self.kept -= 1
+
+    def execute(self, repo: Repository, collect: bool = True) -> PrunePlan:
+        """Delete the planned snapshots in one transaction, then collect their objects."""
+        if self.drop:
+            with repo.lock, repo.catalog.transaction():
+                for s in self.drop:
+                    repo.catalog.delete_snapshot(s.id)
+        if collect:
+            self.gc = collect_garbage(repo)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "prune",
+            "dry_run": self.dry_run,
+            "dropped": [{"id": s.id, "type": s.type, "label": s.label,
+                         "reason": self.reasons[s.id]} for s in self.drop],
+            "kept": self.kept,
+            "gc": self.gc.to_json() if self.gc else None,
+        }
+
+
+def droppable(snap: Snapshot, policy: Policy, protected: Collection[str]) -> bool:
+    if snap.pinned or snap.id in protected:
+        return False
+    return snap.type != "pre-run" or policy.delete_initial
+
+
+def check_manual_cap(snapshots: list[Snapshot], policy: Policy) -> None:
+    """Refuse a new manual snapshot over ``manual_max``; existing ones are never overwritten."""
+    manual = [s for s in snapshots if s.type == "manual"]
+    if len(manual) >= policy.manual_max:
+        raise LimitExceeded(
+            f"the manual pool is full ({len(manual)} of manual_max={policy.manual_max}); "
+            "remove some with `ctrlz rm SNAP` or `ctrlz prune`, or raise manual_max")
+
+
+def plan_pools(snapshots: list[Snapshot], policy: Policy,
+               protected: Collection[str] = ()) -> PrunePlan:
+    """Rings per type and ``max_count`` (``snapshots`` oldest first)."""
+    plan = PrunePlan(kept=len(snapshots))
+    newest = snapshots[-1].id if snapshots else None
+    keep = set(protected) | ({newest} if newest else set())
+    for type, name in RINGS.items():
+        cap = getattr(policy, name)
+        pool = [s for s in snapshots if s.type == type]
+        excess = len(pool) - cap
+        for s in pool:
+            if excess <= 0:
+                break
+            if droppable(s, policy, keep):
+                plan.add(s, f"{type} ring is full ({name}={cap})")
+                excess -= 1
+    excess = plan.kept - policy.max_count
+    for s in snapshots:
+        if excess <= 0:
+            break
+        if s.id not in plan.reasons and droppable(s, policy, keep):
+            plan.add(s, f"more than max_count={policy.max_count} snapshots")
+            excess -= 1
+    return plan
+
+
+def plan_prune(snapshots: list[Snapshot], policy: Policy, *, keep: int | None = None,
+               older_than_ns: int | None = None, now_ns: int = 0,
+               protected: Collection[str] = ()) -> PrunePlan:
+    """``--keep N`` / ``--older-than``: both must agree for a snapshot to go. Without either,
+    the pool rules."""
+    if keep is None and older_than_ns is None:
+        return plan_pools(snapshots, policy, protected)
+    plan = PrunePlan(kept=len(snapshots))
+    newest_first = list(reversed(snapshots))
+    for index, s in enumerate(newest_first):
+        if index == 0 or not droppable(s, policy, protected):
+            continue
+        beyond = keep is None or index >= keep
+        old = older_than_ns is None or s.created_ns < now_ns - older_than_ns
+        if beyond and old:
+            why = []
+            if keep is not None:
+                why.append(f"not among the newest {keep}")
+            if older_than_ns is not None:
+                why.append("older than the cut-off")
+            plan.add(s, " and ".join(why))
+    plan.drop.reverse()  # oldest first
+    return plan
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes the files under ``path`` take (their sizes)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str] = (),
+                     usage: Callable[[Path], int] = disk_usage) -> PrunePlan:
+    """Drop the oldest droppable snapshots (and collect their objects) until the store fits
+    ``store_cap``."""
+    plan = PrunePlan()
+    while usage(repo.path) > policy.store_cap:
+        snapshots = repo.catalog.snapshots()
+        keep = set(protected) | ({snapshots[-1].id} if snapshots else set())
+        victim = next((s for s in snapshots if droppable(s, policy, keep)), None)
+        if victim is None:
+            break
+        step = PrunePlan(kept=len(snapshots))
+        step.add(victim, f"the store is over store_cap={policy.store_cap} bytes")
+        step.execute(repo)
+        plan.add(victim, step.reasons[victim.id])
+        plan.gc = step.gc
+    plan.kept = len(repo.catalog.snapshots())
+    return plan

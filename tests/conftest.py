@@ -1,0 +1,77 @@
+"""Shared fixtures: an isolated CTRLZ_HOME, and trees described as data."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Link:
+    target: str
+
+
+def make_tree(root: Path, spec: dict) -> None:
+    """Create ``spec`` under ``root``: str/bytes are files, dicts are directories,
+    :class:`Link` is a symlink."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name, value in spec.items():
+        path = root / name
+        if isinstance(value, dict):
+            make_tree(path, value)
+        elif isinstance(value, Link):
+            os.symlink(value.target, path)
+        else:
+            path.write_bytes(value.encode() if isinstance(value, str) else value)
+
+
+def tree_state(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """Everything a restore must reproduce: kind, mode, content or link target, file mtime."""
+    out: dict[str, tuple] = {}
+    base = os.fsencode(root)
+    for dirpath, dirnames, filenames in os.walk(base):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.fsdecode(os.path.relpath(full, base))
+            if any(rel == s or rel.startswith(s + "/") for s in skip):
+                continue
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("l", os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("d", stat.S_IMODE(st.st_mode))
+            elif stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as f:
+                    out[rel] = ("f", stat.S_IMODE(st.st_mode), f.read(), st.st_mtime_ns)
+            else:
+                out[rel] = ("special",)
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    return out
+
+
+@pytest.fixture(autouse=True)
+def ctrlz_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own store home and config dir; real user state is never touched."""
+    home = tmp_path / "ctrlz-home"
+    monkeypatch.setenv("CTRLZ_HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    for key in list(os.environ):
+        if key.startswith("CTRLZ_") and key != "CTRLZ_HOME":
+            monkeypatch.delenv(key)
+    return home
+
+
+@pytest.fixture
+def ws_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0

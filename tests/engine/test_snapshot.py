@@ -1,0 +1,171 @@
+"""Taking snapshots: what is captured, what is skipped, and what is trusted without reading."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ctrlz import LimitExceeded, Workspace
+from ctrlz.config import Config
+from ctrlz.state.trees import DIR, FILE, SYMLINK
+from tests.conftest import Link, make_tree
+
+
+def entries(ws: Workspace, snap_ref: str = "latest") -> dict[str, tuple[str, int]]:
+    """path -> (kind, size) of everything in a snapshot."""
+    snap = ws.resolve(snap_ref)
+    out: dict[str, tuple[str, int]] = {}
+    stack = [(b"", e) for e in ws.repo.tree(snap.root)]
+    while stack:
+        prefix, e = stack.pop()
+        path = prefix + b"/" + e.name if prefix else e.name
+        out[os.fsdecode(path)] = (e.kind, e.size)
+        if e.kind == DIR:
+            stack += [(path, c) for c in ws.repo.tree(e.oid)]
+    return {k[2:]: v for k, v in out.items() if k.startswith("0/")}
+
+
+def test_first_snapshot_captures_files_dirs_and_symlinks(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a.txt": "alpha", "src": {"m.py": "x = 1\n", "empty": {}},
+                       "link": Link("a.txt"), "dangling": Link("/nowhere/at/all")})
+    ws = Workspace.init(ws_dir)
+    snap = ws.snapshot(label="first")
+    assert (snap.files, snap.symlinks, snap.dirs) == (2, 2, 2)
+    assert snap.bytes == len("alpha") + len("x = 1\n")
+    assert snap.number == 0 and snap.parent is None and snap.created == 4
+    got = entries(ws)
+    assert got["link"][0] == SYMLINK and got["src/empty"][0] == DIR
+    assert got["a.txt"] == (FILE, 5)
+    assert ws.resolve("first").id == snap.id
+
+
+def test_no_change_snapshot_reuses_every_tree(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a": {"b": {"c.txt": "c"}}, "d.txt": "d"})
+    ws = Workspace.init(ws_dir)
+    first = ws.snapshot()
+    second = ws.snapshot()
+    assert second.root == first.root
+    assert (second.created, second.modified, second.deleted) == (0, 0, 0)
+    assert second.added_bytes == 0
+    assert second.parent == first.id
+
+
+def test_stat_cache_skips_reading_unchanged_files(ws_dir: Path) -> None:
+    make_tree(ws_dir, {f"f{i}.txt": f"file {i}" for i in range(20)})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    time.sleep(1.1)  # let every file leave the racy window of the cache
+    ws.snapshot()  # re-hashes the racily clean files once, then trusts them
+    ws.snapshot()
+    assert ws.last_scan.hashed == 0
+    assert ws.last_scan.reused_trees >= 1
+    (ws_dir / "f3.txt").write_text("changed")
+    ws.snapshot()
+    assert ws.last_scan.hashed == 1
+
+
+def test_edit_keeping_size_and_mtime_is_caught(ws_dir: Path) -> None:
+    """The racy-clean case: same size, mtime put back; only ctime/inode or content tell."""
+    make_tree(ws_dir, {"same.txt": "aaaa"})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    before = os.stat(ws_dir / "same.txt")
+    (ws_dir / "same.txt").write_text("bbbb")
+    os.utime(ws_dir / "same.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+    snap = ws.snapshot()
+    assert snap.modified == 1
+
+
+def test_edit_after_cache_is_trusted_still_caught(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"same.txt": "aaaa"})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    time.sleep(1.1)
+    ws.snapshot()
+    ws.snapshot()  # now trusted by stat
+    before = os.stat(ws_dir / "same.txt")
+    (ws_dir / "same.txt").write_text("bbbb")
+    os.utime(ws_dir / "same.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert ws.snapshot().modified == 1
+
+
+def test_special_files_are_skipped_and_reported(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"ok.txt": "ok"})
+    os.mkfifo(ws_dir / "pipe")
+    ws = Workspace.init(ws_dir)
+    snap = ws.snapshot()
+    assert [(s.path, s.reason) for s in snap.skipped] == [
+        (b"0/pipe", "special file skipped (FIFO)")]
+    assert "pipe" not in entries(ws)
+
+
+def test_large_new_file_is_skipped_and_listed(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"small.txt": "s", "big.bin": b"x" * 5000})
+    config = Config()
+    config.set("max_file_size", 1000, "test")
+    ws = Workspace.init(ws_dir, config=config)
+    snap = ws.snapshot()
+    assert [s.path for s in snap.skipped] == [b"0/big.bin"]
+    assert "max_file_size" in snap.skipped[0].reason
+    assert "big.bin" not in entries(ws)
+
+
+def test_max_entries_is_a_clear_error(ws_dir: Path) -> None:
+    make_tree(ws_dir, {f"f{i}": "x" for i in range(10)})
+    config = Config()
+    config.set("max_entries", 5, "test")
+    ws = Workspace.init(ws_dir, config=config)
+    with pytest.raises(LimitExceeded, match="max_entries=5.*exclude_patterns"):
+        ws.snapshot()
+    assert ws.snapshots() == []
+
+
+def test_max_bytes_is_a_clear_error(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a": b"x" * 600, "b": b"y" * 600})
+    config = Config()
+    config.set("max_bytes", 1000, "test")
+    ws = Workspace.init(ws_dir, config=config)
+    with pytest.raises(LimitExceeded, match="max_bytes"):
+        ws.snapshot()
+
+
+def test_large_files_become_loose_objects_and_round_trip(ws_dir: Path, tmp_path: Path) -> None:
+    big = os.urandom(5 << 20)
+    text = b"line of a log file\n" * 400_000  # compressible, stored zstd
+    make_tree(ws_dir, {"big.bin": big, "log.txt": text})
+    ws = Workspace.init(ws_dir)
+    snap = ws.snapshot()
+    assert snap.added_bytes >= len(big) + len(text)
+    loose = list((ws.store_path / "objects").rglob("*"))
+    assert sum(1 for p in loose if p.is_file()) == 2
+    ws.restore_to(snap.id, tmp_path / "out")
+    assert (tmp_path / "out" / "big.bin").read_bytes() == big
+    assert (tmp_path / "out" / "log.txt").read_bytes() == text
+
+
+def test_identical_content_is_stored_once(ws_dir: Path) -> None:
+    make_tree(ws_dir, {f"copy{i}.txt": "same content " * 100 for i in range(50)})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    logical, _stored = ws.store_usage()
+    assert logical < 2 * len("same content " * 100) + 10_000  # one blob plus trees
+
+
+def test_store_inside_workspace_is_refused(ws_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctrlz import WorkspaceError
+    monkeypatch.setenv("CTRLZ_HOME", str(ws_dir / ".ctrlz"))
+    with pytest.raises(WorkspaceError, match="inside the workspace"):
+        Workspace.init(ws_dir)
+    assert not (ws_dir / ".ctrlz").exists()
+
+
+def test_git_directory_is_captured(ws_dir: Path) -> None:
+    make_tree(ws_dir, {".git": {"HEAD": "ref: refs/heads/main\n", "config": "[core]\n"},
+                       ".gitignore": ".*\n", "a.txt": "a"})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    got = entries(ws)
+    assert ".git/HEAD" in got and ".git/config" in got
