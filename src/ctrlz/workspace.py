@@ -22,16 +22,19 @@ import platformdirs
 
 from .config import Config, load_config
 from .engine import gc as gc_mod
+from .engine import retention
 from .engine import verify as verify_mod
 from .engine.diff import PathChange, diff_trees, unified_diff
 from .engine.refs import resolve
 from .engine.restore import RestoreResult, restore_snapshot
 from .engine.snapshot import overlay_reader, scan_working, take_snapshot
-from .errors import PathOutsideWorkspace, UsageError, WorkspaceError
+from .errors import PathOutsideWorkspace, RestoreError, UsageError, WorkspaceError
+from .oplog import OpLog
+from .reports import History, Status, UndoResult, Version
 from .state.repository import Repository
 from .state.scan import ScanStats
 from .state.trees import DIR, FILE, Entry
-from .types import Snapshot, show_path
+from .types import Skipped, Snapshot, show_path
 
 
 def default_home() -> Path:
@@ -135,7 +138,13 @@ class Workspace:
 
     def snapshot(self, type: str = "manual", label: str | None = None,
                  pinned: bool = False) -> Snapshot:
-        snap, self.last_scan = self._take(type, label, pinned)
+        """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
+        byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
+        with self.repo.lock:
+            if type == "manual":
+                retention.check_manual_cap(self.snapshots(), self.policy)
+            snap, self.last_scan = self._take(type, label, pinned)
+            self.enforce_pools()
         return snap
 
     def _take(self, type: str, label: str | None, pinned: bool) -> tuple[Snapshot, ScanStats]:
@@ -277,3 +286,192 @@ class Workspace:
     def store_usage(self) -> tuple[int, int]:
         """(logical bytes, stored bytes) of every object in the store."""
         return self.repo.catalog.stored_bytes()
+
+    def store_disk_bytes(self) -> int:
+        """Bytes the store directory takes on disk (sum of its files' sizes)."""
+        return retention.disk_usage(self.store_path)
+
+    # -- pools, retention, undo/redo (issue 3) ------------------------------------------------
+
+    @property
+    def policy(self) -> retention.Policy:
+        return retention.Policy.from_mapping(self.config.values)
+
+    @property
+    def oplog(self) -> OpLog:
+        return OpLog(self.repo.catalog)
+
+    def enforce_pools(self) -> retention.PrunePlan:
+        """Apply the rings, ``max_count`` and ``store_cap`` now."""
+        with self.repo.lock:
+            protected = self.oplog.referenced()
+            plan = retention.plan_pools(self.snapshots(), self.policy, protected)
+            if plan.drop:
+                plan.execute(self.repo)
+            capped = retention.enforce_byte_cap(self.repo, self.policy, protected)
+            for s in capped.drop:
+                plan.add(s, capped.reasons[s.id])
+        return plan
+
+    def prune(self, keep: int | None = None, older_than_seconds: float | None = None,
+              dry_run: bool = False) -> retention.PrunePlan:
+        """Drop snapshots beyond the newest ``keep`` and/or older than ``older_than_seconds``
+        (both must agree); with neither, apply the pool rules. Then collect garbage."""
+        import time
+
+        with self.repo.lock:
+            plan = retention.plan_prune(
+                self.snapshots(), self.policy, keep=keep,
+                older_than_ns=None if older_than_seconds is None else int(
+                    older_than_seconds * 1e9),
+                now_ns=time.time_ns(), protected=self.oplog.referenced())
+            plan.dry_run = dry_run
+            if not dry_run:
+                plan.execute(self.repo)
+                if keep is None and older_than_seconds is None:
+                    capped = retention.enforce_byte_cap(self.repo, self.policy,
+                                                        self.oplog.referenced())
+                    for s in capped.drop:
+                        plan.add(s, capped.reasons[s.id])
+        return plan
+
+    def _restore_rel(self, ref: str, rels: Sequence[bytes]) -> RestoreResult:
+        target = self.resolve(ref)
+        vpaths = [self.vpath(r) for r in rels] if rels else None
+        return restore_snapshot(self.repo, self.roots, [self.config.rules], target,
+                                paths=vpaths, limits=self.config.limits)
+
+    def rollback(self, ref: str, paths: Sequence[str | bytes] | None = None,
+                 dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
+        """An in-place restore that ``undo`` can take back (see ``ctrlz.oplog``)."""
+        rels = [self.relpath(p) for p in paths] if paths else []
+        if dry_run:
+            return self.restore(ref, paths, dry_run=True)
+        with self.repo.lock:
+            result = self._restore_rel(ref, rels)
+            self.oplog.record(kind, result.target.id, rels,
+                              result.safety.id if result.safety else None)
+            self.enforce_pools()
+        return result
+
+    def _entry_at(self, snap: Snapshot, rel: bytes) -> Entry | None:
+        oid: bytes | None = snap.root
+        entry = None
+        for name in self.vpath(rel).split(b"/"):
+            if oid is None:
+                return None
+            entry = next((e for e in self.repo.tree(oid) if e.name == name), None)
+            if entry is None:
+                return None
+            oid = entry.oid if entry.kind == DIR else None
+        return entry
+
+    def revert(self, path: str | bytes, from_: str | None = None,
+               dry_run: bool = False) -> RestoreResult:
+        """One file or folder back from the newest snapshot in which it exists (or ``from_``);
+        deleted if that snapshot says it was absent."""
+        rel = self.relpath(path)
+        if not rel:
+            raise UsageError("revert takes a file or folder; use `ctrlz rollback` for the "
+                             "whole workspace")
+        if from_ is None:
+            candidates = [s for s in self.snapshots() if s.type != "safety"]
+            if not candidates:
+                self.resolve("latest")  # raises the "no snapshots yet" error
+                candidates = self.snapshots()
+            source = next((s for s in reversed(candidates) if self._entry_at(s, rel)),
+                          candidates[-1])
+            from_ = source.id
+        return self.rollback(from_, [path], dry_run=dry_run, kind="revert")
+
+    def undo(self) -> UndoResult:
+        """Take back the newest rollback/revert that is not undone yet."""
+        with self.repo.lock:
+            op = self.oplog.next_undo()
+            if op is None:
+                raise UsageError("nothing to undo: no rollback or revert since the log began")
+            if op.before is None or self.repo.catalog.snapshot(op.before) is None:
+                raise RestoreError(f"cannot undo the {op.kind} to {op.target}: its safety "
+                                   "snapshot is gone")
+            result = self._restore_rel(op.before, list(op.paths))
+            self.oplog.mark_undone(op.seq, result.safety.id if result.safety else None)
+            self.enforce_pools()
+        return UndoResult("undo", op, result)
+
+    def redo(self) -> UndoResult:
+        """Apply again the oldest undone rollback/revert."""
+        with self.repo.lock:
+            op = self.oplog.next_redo()
+            if op is None:
+                raise UsageError("nothing to redo")
+            cat = self.repo.catalog
+            ref = op.after if op.after and cat.snapshot(op.after) else op.target
+            if cat.snapshot(ref) is None:
+                raise RestoreError(f"cannot redo the {op.kind} to {op.target}: its snapshot "
+                                   "is gone")
+            result = self._restore_rel(ref, list(op.paths))
+            self.oplog.mark_redone(op.seq)
+            self.enforce_pools()
+        return UndoResult("redo", op, result)
+
+    def history(self, path: str | bytes) -> History:
+        """Every version of one path across the snapshots, by content (object id)."""
+        rel = self.relpath(path)
+        versions: list[Version] = []
+        group: list[Snapshot] = []
+        key: tuple[object, ...] | None = None
+        current: Entry | None = None
+        for snap in self.snapshots():
+            entry = self._entry_at(snap, rel)
+            k = (entry.kind, entry.oid if entry.kind != DIR else b"", entry.mode) if entry \
+                else None
+            if group and k != key:
+                versions.append(_version(current, group))
+                group = []
+            key, current = k, entry
+            group.append(snap)
+        if group:
+            versions.append(_version(current, group))
+        if versions and versions[0].kind is None:
+            versions.pop(0)  # absent before it first appeared: not a version
+        return History(rel, versions)
+
+    def status(self) -> Status:
+        """What is protected and excluded, skipped files, last snapshot, store size, health."""
+        import time
+
+        snaps = self.snapshots()
+        last = snaps[-1] if snaps else None
+        by_type: dict[str, int] = {}
+        for s in snaps:
+            by_type[s.type] = by_type.get(s.type, 0) + 1
+        used, cap = self.store_disk_bytes(), self.config["store_cap"]
+        problems = []
+        if last is None:
+            problems.append("no snapshots yet; take one with `ctrlz snapshot`")
+        if used > cap:
+            problems.append(f"the store ({used} bytes) is over store_cap ({cap} bytes)")
+        if last is not None and last.skipped:
+            problems.append(f"the last snapshot skipped {len(last.skipped)} path(s)")
+        if by_type.get("manual", 0) >= self.config["manual_max"]:
+            problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
+        if not self.root.is_dir():
+            problems.append(f"the workspace {self.root} is missing")
+        log = self.oplog
+        return Status(
+            root=str(self.root), store=str(self.store_path), rules=self.config.rules.to_json(),
+            snapshots=len(snaps), by_type=by_type, last=last,
+            age_seconds=(time.time_ns() - last.created_ns) / 1e9 if last else None,
+            store_bytes=used, store_cap=cap,
+            skipped=[Skipped(k.path.partition(b"/")[2], k.reason) for k in last.skipped]
+            if last else [],
+            problems=problems, can_undo=log.next_undo() is not None,
+            can_redo=log.next_redo() is not None)
+
+
+def _version(entry: Entry | None, group: list[Snapshot]) -> Version:
+    if entry is None:
+        return Version(None, None, None, None, tuple(group))
+    kind = {"f": "file", "l": "symlink", "d": "dir"}[entry.kind]
+    return Version(kind, entry.oid.hex() if entry.kind != DIR else None,
+                   entry.size if entry.kind != DIR else None, entry.mode, tuple(group))

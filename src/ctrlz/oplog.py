@@ -1,0 +1,102 @@
+"""The operation log behind undo and redo: a stack of in-place restores and a cursor.
+
+Every ``rollback`` and ``revert`` is recorded with the snapshot it restored, the paths it was
+limited to, and the safety snapshot taken just before it (``before``). Like an editor's history:
+
+* ``undo`` takes the newest operation that is not undone, restores its ``before`` snapshot over
+  the same paths, and marks it undone (remembering the safety snapshot that undo took as
+  ``after``, the exact state the operation had produced);
+* ``redo`` takes the oldest undone operation and restores its ``after`` snapshot (or, failing
+  that, its target) over the same paths;
+* recording a new operation forgets every undone one (the redo part of the stack).
+
+Undo and redo are restores too, so they take safety snapshots, but they never push entries of
+their own. The log lives in the catalog (table ``operations``, schema version 2).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .state.catalog import Catalog
+from .types import show_path
+
+#: how many operations the log keeps; older ones can no longer be undone
+MAX_OPERATIONS = 50
+
+
+@dataclass(frozen=True)
+class Operation:
+    seq: int
+    kind: str  # rollback / revert
+    target: str
+    paths: tuple[bytes, ...]  # workspace-relative; empty: the whole workspace
+    before: str | None
+    after: str | None
+    undone: bool
+    created_ns: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "target": self.target,
+                "paths": [show_path(p) for p in self.paths], "before": self.before,
+                "after": self.after, "undone": self.undone}
+
+
+_COLUMNS = "seq, kind, target, paths, before, after, undone, created_ns"
+
+
+def _row(row: Any) -> Operation:
+    seq, kind, target, paths, before, after, undone, created_ns = row
+    return Operation(seq, kind, target, tuple(bytes.fromhex(p) for p in json.loads(paths)),
+                     before, after, bool(undone), created_ns)
+
+
+class OpLog:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.db = catalog.db
+
+    def record(self, kind: str, target: str, paths: list[bytes], before: str | None) -> None:
+        """A new operation; the redo part of the stack is dropped."""
+        with self.catalog.transaction():
+            self.db.execute("DELETE FROM operations WHERE undone = 1")
+            self.db.execute(
+                "INSERT INTO operations (kind, target, paths, before, after, undone, created_ns) "
+                "VALUES (?, ?, ?, ?, NULL, 0, ?)",
+                (kind, target, json.dumps([p.hex() for p in paths]), before, time.time_ns()))
+            self.db.execute(
+                "DELETE FROM operations WHERE seq NOT IN "
+                "(SELECT seq FROM operations ORDER BY seq DESC LIMIT ?)", (MAX_OPERATIONS,))
+
+    def operations(self) -> list[Operation]:
+        return [_row(r) for r in self.db.execute(
+            f"SELECT {_COLUMNS} FROM operations ORDER BY seq")]
+
+    def next_undo(self) -> Operation | None:
+        row = self.db.execute(f"SELECT {_COLUMNS} FROM operations WHERE undone = 0 "
+                              "ORDER BY seq DESC LIMIT 1").fetchone()
+        return _row(row) if row else None
+
+    def next_redo(self) -> Operation | None:
+        row = self.db.execute(f"SELECT {_COLUMNS} FROM operations WHERE undone = 1 "
+                              "ORDER BY seq LIMIT 1").fetchone()
+        return _row(row) if row else None
+
+    def mark_undone(self, seq: int, after: str | None) -> None:
+        with self.catalog.transaction():
+            self.db.execute("UPDATE operations SET undone = 1, after = ? WHERE seq = ?",
+                            (after, seq))
+
+    def mark_redone(self, seq: int) -> None:
+        with self.catalog.transaction():
+            self.db.execute("UPDATE operations SET undone = 0 WHERE seq = ?", (seq,))
+
+    def referenced(self) -> set[str]:
+        """Snapshot ids undo or redo may still need."""
+        ids: set[str] = set()
+        for before, after in self.db.execute("SELECT before, after FROM operations"):
+            ids.update(x for x in (before, after) if x)
+        return ids
