@@ -1,0 +1,60 @@
+"""The ctrlz command line: a thin face over :class:`ctrlz.Workspace`.
+
+Each command parses its arguments, calls one library operation and renders the result (text for
+people, ``--json`` for programs: data on stdout, messages on stderr). :func:`main` is the one
+place where errors become exit codes: a :class:`ctrlz.CtrlzError` prints ``ctrlz: error: …`` on
+one line and exits with the error's ``exit_code``, never with a traceback.
+
+Exit codes: 0 ok, 1 other error, 2 usage (bad arguments, paths outside the workspace, config),
+3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
+corrupt, full or locked, 7 restore failed, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["exit_code_for", "main"]
+
+
+def exit_code_for(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the one-line message for an error (the CLI's only mapping)."""
+    import sqlite3
+
+    from ..errors import CtrlzError, StoreError
+
+    if isinstance(exc, CtrlzError):
+        return exc.exit_code, str(exc)
+    if isinstance(exc, sqlite3.DatabaseError):
+        return StoreError.exit_code, f"the store's catalog is unreadable: {exc}"
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return 1, f"{exc.strerror or exc}{where}"
+    return 1, str(exc)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sqlite3
+
+    import click
+
+    from ..errors import CtrlzError
+    from .app import cli
+
+    try:
+        rv = cli.main(args=argv, prog_name="ctrlz", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("ctrlz: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+    except (CtrlzError, sqlite3.DatabaseError, OSError) as exc:
+        code, message = exit_code_for(exc)
+        print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
+        sys.exit(code)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,116 @@
+"""Commands that keep the store healthy: prune, gc, verify, completion."""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+from .app import State, pass_state
+
+
+@click.command("prune")
+@click.option("--keep", type=click.IntRange(min=1), metavar="N",
+              help="Keep the newest N snapshots.")
+@click.option("--older-than", "older_than", metavar="AGE",
+              help="Drop snapshots older than AGE (30m, 12h, 7d, 2w).")
+@click.option("--dry-run", is_flag=True, help="Print what would go; change nothing.")
+@render.json_option
+@pass_state
+def prune_cmd(state: State, keep: int | None, older_than: str | None, dry_run: bool,
+              as_json: bool) -> None:
+    """Drop old snapshots and reclaim their space.
+
+    With --keep and --older-than together, a snapshot goes only if both say so. With neither,
+    the pool rules apply (auto_max, safety_max, tool_max, max_count, store_cap). Pinned and
+    pre-run snapshots, the newest snapshot and those undo still needs are never dropped.
+
+    \b
+    Examples:
+      ctrlz prune --keep 5 --dry-run
+      ctrlz prune --older-than 7d
+      ctrlz prune
+    """
+    seconds = render.parse_duration(older_than) if older_than else None
+    plan = state.workspace().prune(keep, seconds, dry_run=dry_run)
+    if as_json:
+        render.emit_json(plan.to_json())
+        return
+    verb = "would drop" if dry_run else "dropped"
+    for s in plan.drop:
+        label = f' "{s.label}"' if s.label else ""
+        render.out(f"{verb} {s.id} {s.type}{label}: {plan.reasons[s.id]}")
+    tail = ""
+    if plan.gc is not None:
+        tail = f", {render.size(plan.gc.removed_bytes)} reclaimed"
+    render.out(f"{len(plan.drop)} {verb}, {plan.kept} kept{tail}")
+
+
+@click.command("gc")
+@render.json_option
+@pass_state
+def gc_cmd(state: State, as_json: bool) -> None:
+    """Collect objects that no snapshot references, and repack what is left.
+
+    \b
+    Examples:
+      ctrlz rm old-label && ctrlz gc
+    """
+    report = state.workspace().gc()
+    if as_json:
+        render.emit_json({"type": "gc", **report.to_json()})
+        return
+    render.out(f"removed {report.removed_objects} objects ({render.size(report.removed_bytes)}),"
+               f" kept {report.kept_objects}, repacked {report.repacked_packs} packs")
+
+
+@click.command("verify")
+@render.json_option
+@pass_state
+def verify_cmd(state: State, as_json: bool) -> None:
+    """Check the store end to end: every tree decodes, every object re-hashes to its id.
+
+    Exits 6 if anything is damaged.
+
+    \b
+    Examples:
+      ctrlz verify
+      ctrlz verify --json
+    """
+    report = state.workspace().verify()
+    if as_json:
+        render.emit_json({"type": "verify", **report.to_json()})
+    else:
+        render.out(f"checked {report.snapshots} snapshots, {report.trees} trees, "
+                   f"{report.objects} objects ({render.size(report.bytes)})")
+        if report.orphans:
+            render.out(f"{report.orphans} orphaned objects (reclaimable with `ctrlz gc`)")
+        for e in report.errors:
+            render.out(f"error: {e}")
+        render.out("ok" if report.ok else f"{len(report.errors)} problems found")
+    if not report.ok:
+        from ..errors import StoreError
+
+        click.get_current_context().exit(StoreError.exit_code)
+
+
+@click.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]), default="bash")
+def completion_cmd(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    \b
+    Examples:
+      eval "$(ctrlz completion bash)"
+      ctrlz completion zsh > ~/.zfunc/_ctrlz
+      ctrlz completion fish > ~/.config/fish/completions/ctrlz.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    from .app import cli
+
+    cls = get_completion_class(shell)
+    assert cls is not None
+    render.out(cls(cli, {}, "ctrlz", "_CTRLZ_COMPLETE").source())
+
+
+COMMANDS = [prune_cmd, gc_cmd, verify_cmd, completion_cmd]

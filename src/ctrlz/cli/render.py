@@ -1,0 +1,139 @@
+"""Rendering for the CLI: JSON on stdout, messages on stderr, tables, sizes and relative times.
+
+Nothing here knows about the store; it only formats records the library returns.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_option(f: F) -> F:
+    """``--json``, declared identically on every command that lists or reports."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print machine-readable JSON on stdout (messages go to stderr).")(f)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def out(text: str = "") -> None:
+    click.echo(text)
+
+
+def note(text: str) -> None:
+    """A message for the person, never data: stderr."""
+    click.echo(text, err=True)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(abs(n))
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            text = f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+            return ("-" if n < 0 else "") + text
+        value /= 1024
+    return str(n)
+
+
+def signed_size(n: int) -> str:
+    return ("+" if n >= 0 else "-") + size(abs(n))
+
+
+def ago(created_ns: int, now_ns: int | None = None) -> str:
+    seconds = max(0, ((now_ns or time.time_ns()) - created_ns) // 1_000_000_000)
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds // length}{unit} ago"
+    return f"{seconds}s ago" if seconds else "just now"
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``30s``, ``15m``, ``12h``, ``7d``, ``2w`` to seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    raw = text.strip().lower()
+    try:
+        if raw and raw[-1] in units:
+            return float(raw[:-1]) * units[raw[-1]]
+        return float(raw)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration like 30m, 12h or 7d") from None
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+          right: Sequence[int] = ()) -> None:
+    """A table: rich on a terminal, plain aligned columns otherwise."""
+    if is_tty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="right" if i in right else "left")
+        for r in rows:
+            t.add_row(*r)
+        Console().print(t)
+        return
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    out(line(headers))
+    for r in rows:
+        out(line(r))
+
+
+def colour(text: str, fg: str) -> str:
+    return click.style(text, fg=fg) if is_tty() else text
+
+
+def patch(text: str) -> None:
+    """A unified diff, coloured on a terminal."""
+    if not is_tty():
+        click.echo(text, nl=False)
+        return
+    for line in text.splitlines(keepends=True):
+        if line.startswith(("+++", "---")):
+            click.echo(click.style(line, bold=True), nl=False)
+        elif line.startswith("+"):
+            click.echo(click.style(line, fg="green"), nl=False)
+        elif line.startswith("-"):
+            click.echo(click.style(line, fg="red"), nl=False)
+        elif line.startswith("@@"):
+            click.echo(click.style(line, fg="cyan"), nl=False)
+        else:
+            click.echo(line, nl=False)
+
+
+def snapshot_summary(s: Any) -> str:
+    """``+created ~modified -deleted, <bytes> added``."""
+    return f"+{s.created} ~{s.modified} -{s.deleted}, {size(s.added_bytes)} added"
+
+
+def plan_summary(counts: dict[str, int]) -> str:
+    return (f"{counts.get('created', 0)} to create, {counts.get('modified', 0)} to modify, "
+            f"{counts.get('deleted', 0)} to delete, {counts.get('permissions_changed', 0)} "
+            "mode changes")
+
+
+def done_summary(counts: dict[str, int]) -> str:
+    return (f"{counts.get('created', 0)} created, {counts.get('modified', 0)} modified, "
+            f"{counts.get('deleted', 0)} deleted, {counts.get('permissions_changed', 0)} "
+            "mode changes")

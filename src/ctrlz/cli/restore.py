@@ -1,0 +1,162 @@
+"""Commands that put things back: rollback, restore, revert, undo, redo.
+
+Every in-place restore takes a safety snapshot first, and the output says how to undo it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+from .app import State, pass_state
+
+
+def _actions(result) -> None:  # noqa: ANN001
+    data = result.to_json()
+    for a in data["actions"]:
+        if a["op"] in ("mkdir", "rmdir", "dirmode", "utime"):
+            continue
+        render.out(f"  {a['op']:<8} {a['path']}")
+    for k in data["skipped"]:
+        render.note(f"left alone: {k['path']}: {k['reason']}")
+
+
+def _report(result, verb: str, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        render.emit_json({"type": verb, **result.to_json()})
+        return
+    target = result.target
+    label = f' "{target.label}"' if target.label else ""
+    if result.dry_run:
+        render.out(f"Would restore {target.id}{label}: "
+                   f"{render.plan_summary(result.plan.counts())}")
+        _actions(result)
+        render.note("Nothing was changed (dry run).")
+        return
+    render.out(f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
+               f"{render.done_summary(result.plan.counts())}")
+    for k in result.to_json()["skipped"]:
+        render.note(f"left alone: {k['path']}: {k['reason']}")
+    if result.safety is not None:
+        render.out(f"Safety snapshot: {result.safety.id}")
+        render.out(f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")
+
+
+@click.command("rollback")
+@click.argument("snap")
+@click.argument("paths", nargs=-1, metavar="[PATH...]")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@render.json_option
+@pass_state
+def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool,
+                 as_json: bool) -> None:
+    """Roll the workspace (or only PATHs) back to SNAP, in place.
+
+    A safety snapshot of the current state is taken first, so the rollback itself can be
+    undone with `ctrlz undo`; that is why there is no prompt. Only paths the snapshot covered
+    are written or deleted; excluded, ignored and unknown files are left alone.
+
+    \b
+    Examples:
+      ctrlz rollback latest
+      ctrlz rollback baseline src/ --dry-run
+      ctrlz rollback snap_k3x9 --json
+    """
+    result = state.workspace().rollback(snap, list(paths) or None, dry_run=dry_run)
+    _report(result, "rolled back to", as_json)
+
+
+@click.command("restore")
+@click.argument("snap")
+@click.argument("paths", nargs=-1, metavar="[PATH...]")
+@click.option("--to", "dest", required=True, metavar="DIR", type=click.Path(),
+              help="Where to extract; must be new or empty, and outside the workspace.")
+@render.json_option
+@pass_state
+def restore_cmd(state: State, snap: str, paths: tuple[str, ...], dest: str,
+                as_json: bool) -> None:
+    """Extract SNAP (or only PATHs of it) into another directory; the workspace is untouched.
+
+    \b
+    Examples:
+      ctrlz restore baseline --to /tmp/app-baseline
+      ctrlz restore latest src/app.py --to ../scratch
+    """
+    result = state.workspace().restore_to(snap, dest, list(paths) or None)
+    if as_json:
+        render.emit_json({"type": "restore", **result.to_json()})
+        return
+    label = f' "{result.target.label}"' if result.target.label else ""
+    written = sum(1 for a in result.applied if a.op in ("write", "symlink"))
+    render.out(f"Restored {result.target.id}{label} into {result.destination}: "
+               f"{written} files and symlinks")
+
+
+@click.command("revert")
+@click.argument("path")
+@click.option("--from", "from_", metavar="SNAP",
+              help="Take it from SNAP (default: the newest snapshot in which it exists).")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@render.json_option
+@pass_state
+def revert_cmd(state: State, path: str, from_: str | None, dry_run: bool,
+               as_json: bool) -> None:
+    """Put one file or folder back as it was in the newest snapshot that has it.
+
+    If the chosen snapshot says the path was absent, it is deleted. A safety snapshot is
+    taken first; `ctrlz undo` takes the revert back.
+
+    \b
+    Examples:
+      ctrlz revert src/app.py
+      ctrlz revert docs/ --from baseline
+    """
+    result = state.workspace().revert(path, from_, dry_run=dry_run)
+    _report(result, "reverted " + path + " from", as_json)
+
+
+def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        render.emit_json(res.to_json())
+        return
+    op = res.operation
+    what = f"the {op.kind} to {op.target}"
+    if op.paths:
+        what += " of " + ", ".join(p.decode(errors="surrogateescape") for p in op.paths)
+    counts = render.done_summary(res.restore.plan.counts())
+    if res.action == "undo":
+        render.out(f"Undid {what}: {counts}")
+        render.out("Redo with: ctrlz redo")
+    else:
+        render.out(f"Redid {what}: {counts}")
+        render.out("Undo with: ctrlz undo")
+
+
+@click.command("undo")
+@render.json_option
+@pass_state
+def undo_cmd(state: State, as_json: bool) -> None:
+    """Undo the last rollback or revert (from its safety snapshot). Repeat to go further back.
+
+    \b
+    Examples:
+      ctrlz undo
+      ctrlz undo && ctrlz undo     two steps back
+    """
+    _undo_report(state.workspace().undo(), as_json)
+
+
+@click.command("redo")
+@render.json_option
+@pass_state
+def redo_cmd(state: State, as_json: bool) -> None:
+    """Redo the last undone rollback or revert. A new rollback or revert clears the redo list.
+
+    \b
+    Examples:
+      ctrlz redo
+    """
+    _undo_report(state.workspace().redo(), as_json)
+
+
+COMMANDS = [rollback_cmd, restore_cmd, revert_cmd, undo_cmd, redo_cmd]
