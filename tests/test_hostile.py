@@ -1,0 +1,184 @@
+"""Hostile input: odd names, special files, unreadable and growing files, a full disk,
+concurrent writers. Nothing is lost and every failure is one clear error."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ctrlz import StoreFull, StoreLocked, Workspace
+from ctrlz.state.lock import StoreLock
+from tests.conftest import is_root, make_tree, tree_state
+
+
+def test_non_utf8_names_round_trip(ws_dir: Path) -> None:
+    base = os.fsencode(ws_dir)
+    for name in (b"caf\xe9.txt", b"\xff\xfe", b"new\nline", b"sp ace", b"tab\tname"):
+        with open(base + b"/" + name, "wb") as f:
+            f.write(name * 3)
+    os.mkdir(base + b"/d\x80ir")
+    with open(base + b"/d\x80ir/inner\xc3", "wb") as f:
+        f.write(b"inner")
+    before = tree_state(ws_dir)
+    ws = Workspace.init(ws_dir)
+    ws.snapshot(label="base")
+    shutil.rmtree(base + b"/d\x80ir")
+    os.unlink(base + b"/caf\xe9.txt")
+    ws.restore("base")
+    assert tree_state(ws_dir) == before
+
+
+def test_fifo_in_the_way_is_never_opened_or_deleted(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a.txt": "a"})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot(label="base")
+    os.unlink(ws_dir / "a.txt")
+    os.mkfifo(ws_dir / "a.txt")  # a FIFO where the file was: the scan skips it
+    result = ws.restore("base")  # must not block on open(), must not delete it
+    assert (ws_dir / "a.txt").is_fifo()
+    assert any(s.path == b"0/a.txt" for s in result.skipped)
+
+
+def _without_dac_override() -> list[str]:
+    """A command prefix that runs as this user but without root's power to ignore file
+    permissions, so permission bits bite even in a root CI container."""
+    if not is_root():
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is needed to drop CAP_DAC_OVERRIDE as root")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}"]
+
+
+def test_unreadable_files_are_reported_not_fatal(ws_dir: Path, tmp_path: Path) -> None:
+    make_tree(ws_dir, {"ok.txt": "fine", "secret.txt": "nope", "sub": {"x": "x"}})
+    os.chmod(ws_dir / "secret.txt", 0o000)
+    os.chmod(ws_dir / "sub", 0o000)
+    code = ("from ctrlz import Workspace; "
+            f"ws = Workspace.init({str(ws_dir)!r}); s = ws.snapshot(); "
+            "print(s.files, sorted((k.path.decode(), k.reason) for k in s.skipped))")
+    try:
+        proc = subprocess.run([*_without_dac_override(), sys.executable, "-c", code],
+                              capture_output=True, text=True)
+    finally:
+        os.chmod(ws_dir / "sub", 0o755)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("1 [('0/secret.txt', 'unreadable: Permission denied'), "
+                                   "('0/sub', 'directory unreadable: Permission denied')]")
+    # and a restore never deletes what it could not read
+    ws = Workspace.open(ws_dir)
+    ws.restore("latest")
+    assert (ws_dir / "secret.txt").exists() and (ws_dir / "sub" / "x").exists()
+
+
+def test_file_growing_while_read_is_skipped_with_a_report(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"steady.txt": "s"})
+    stop = threading.Event()
+    path = ws_dir / "growing.log"
+    path.write_bytes(b"")
+
+    def grow() -> None:
+        with open(path, "ab", buffering=0) as f:
+            while not stop.is_set():
+                f.write(b"x" * 65536)
+
+    t = threading.Thread(target=grow)
+    t.start()
+    try:
+        time.sleep(0.05)
+        ws = Workspace.init(ws_dir)
+        snap = ws.snapshot()
+    finally:
+        stop.set()
+        t.join()
+    # either it was caught in a stable instant or it is reported; never a torn object
+    reasons = {s.path: s.reason for s in snap.skipped}
+    if b"0/growing.log" in reasons:
+        assert "changing while being read" in reasons[b"0/growing.log"]
+    assert ws.verify().ok
+
+
+def _mount_tmpfs(where: Path, size: str) -> bool:
+    where.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True)
+    return proc.returncode == 0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    where = tmp_path / "small"
+    if not is_root() or shutil.which("mount") is None or not _mount_tmpfs(where, "3m"):
+        pytest.skip("cannot mount a small tmpfs here")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_full_store_disk_is_a_clear_error_and_loses_nothing(ws_dir: Path, small_disk: Path) -> None:
+    make_tree(ws_dir, {"small.txt": "small"})
+    ws = Workspace.init(ws_dir, home=small_disk / "home")
+    ws.snapshot(label="base")
+    (ws_dir / "big.bin").write_bytes(os.urandom(6 << 20))
+    with pytest.raises(StoreFull, match="no space left"):
+        ws.snapshot(label="too big")
+    assert [s.label for s in ws.snapshots()] == ["base"]
+    (ws_dir / "big.bin").unlink()
+    assert ws.verify().ok
+    ws.snapshot(label="fits again")
+    assert ws.verify().ok and ws.verify().orphans == 0
+
+
+def test_full_workspace_disk_during_restore(small_disk: Path, tmp_path: Path) -> None:
+    root = small_disk / "ws"
+    make_tree(root, {"a.bin": os.urandom(1 << 20), ".gitignore": "*.log\n"})
+    ws = Workspace.init(root, home=tmp_path / "home")
+    ws.snapshot(label="base")
+    os.unlink(root / "a.bin")
+    # an ignored file fills the disk: the restore may not delete it to make room
+    (root / "filler.log").write_bytes(os.urandom((2 << 20) + (512 << 10)))
+    with pytest.raises(StoreFull, match="no space left"):
+        ws.restore("base")
+    # nothing the user had is gone, no temp files are left, and the safety snapshot exists
+    assert (root / "filler.log").stat().st_size == (2 << 20) + (512 << 10)
+    assert not [p for p in root.iterdir() if p.name.startswith(".ctrlz-tmp-")]
+    assert any(s.type == "safety" for s in ws.snapshots())
+
+
+def test_concurrent_writers_are_serialised_and_readers_are_not_blocked(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a.txt": "a"})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot(label="base")
+    holder = StoreLock(ws.store_path / "lock")
+    holder.acquire()
+    try:
+        # readers work while a writer holds the lock
+        assert [s.label for s in ws.snapshots()] == ["base"]
+        assert ws.diff().changes == []
+        other = StoreLock(ws.store_path / "lock", timeout=0.2)
+        with pytest.raises(StoreLocked, match="another ctrlz process"):
+            other.acquire()
+    finally:
+        holder.release()
+
+
+def test_parallel_snapshot_processes_never_corrupt(ws_dir: Path, tmp_path: Path) -> None:
+    make_tree(ws_dir, {f"f{i}.txt": f"{i}" * 100 for i in range(200)})
+    Workspace.init(ws_dir).close()
+    code = ("import sys; from ctrlz import Workspace\n"
+            "ws = Workspace.open(sys.argv[1])\n"
+            "for i in range(5):\n"
+            "    open(sys.argv[1] + f'/w{sys.argv[2]}.txt', 'w').write(str(i))\n"
+            "    ws.snapshot(type='auto')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(ws_dir), str(n)])
+             for n in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    ws = Workspace.open(ws_dir)
+    assert ws.verify().ok
