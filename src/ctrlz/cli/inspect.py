@@ -97,6 +97,9 @@ def diff_cmd(state: State, args: tuple[str, ...], mode: str | None, as_json: boo
         for c in d.changes:
             if c.kind == "d" and c.change_type != "permissions_changed":
                 continue
+            if c.change_type == "permissions_changed":
+                render.out(f" {_path_text(c)} | mode {c.old.mode:o} => {c.new.mode:o}")
+                continue
             delta = "" if c.size_delta is None else f" ({render.signed_size(c.size_delta)})"
             render.out(f" {_path_text(c)} | {c.change_type}{delta}")
         render.out(f" {_summary(d.changes)}")
