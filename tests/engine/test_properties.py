@@ -174,5 +174,5 @@ class EngineMachine(RuleBasedStateMachine):
 
 
 TestEngine = EngineMachine.TestCase
-TestEngine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None,
+TestEngine.settings = settings(max_examples=80, stateful_step_count=30, deadline=None,
                                suppress_health_check=[HealthCheck.too_slow])
