@@ -174,15 +174,22 @@ def test_paths_outside_the_workspace_are_refused(ws: Workspace, ws_dir: Path) ->
     assert ws.relpath(str(ws_dir / "a..b.txt")) == b"a..b.txt"
 
 
-def test_symlinked_parent_is_never_written_through(ws_dir: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
+def dir_replaced_by_link_out(ws_dir: Path, outside: Path) -> Workspace:
+    """A workspace whose snapshot has dir/f.txt, where an agent then replaced ``dir`` with a
+    symlink pointing outside the workspace."""
+    import shutil
     outside.mkdir()
     make_tree(ws_dir, {"dir": {"f.txt": "inside"}})
     ws = Workspace.init(ws_dir)
     ws.snapshot(label="base")
-    import shutil
     shutil.rmtree(ws_dir / "dir")
-    os.symlink(outside, ws_dir / "dir")  # agent replaced the dir with a link out
+    os.symlink(outside, ws_dir / "dir")
+    return ws
+
+
+def test_symlinked_parent_is_never_written_through(ws_dir: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    ws = dir_replaced_by_link_out(ws_dir, outside)
     ws.restore("base")
     assert list(outside.iterdir()) == []  # nothing written outside
     assert (ws_dir / "dir").is_dir() and not (ws_dir / "dir").is_symlink()
@@ -191,13 +198,7 @@ def test_symlinked_parent_is_never_written_through(ws_dir: Path, tmp_path: Path)
 
 def test_symlinked_parent_with_partial_restore_is_refused(ws_dir: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
-    outside.mkdir()
-    make_tree(ws_dir, {"dir": {"f.txt": "inside"}})
-    ws = Workspace.init(ws_dir)
-    ws.snapshot(label="base")
-    import shutil
-    shutil.rmtree(ws_dir / "dir")
-    os.symlink(outside, ws_dir / "dir")
+    ws = dir_replaced_by_link_out(ws_dir, outside)
     result = ws.restore("base", paths=["dir/f.txt"])
     assert list(outside.iterdir()) == []
     assert result.skipped

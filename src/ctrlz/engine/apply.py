@@ -121,7 +121,8 @@ class ApplyResult:
 
 
 class Applier:
-    def __init__(self, plan: RestorePlan, objects: ObjectStore, dest_roots: Sequence[bytes]) -> None:
+    def __init__(self, plan: RestorePlan, objects: ObjectStore,
+                 dest_roots: Sequence[bytes]) -> None:
         self.plan = plan
         self.objects = objects
         self.dirs = DirHandles(dest_roots)
@@ -229,8 +230,8 @@ class Applier:
         else:
             tmp = temp_name(name)
             if a.op == WRITE:
-                f = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            0o600, dir_fd=fd)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                f = os.open(tmp, flags, 0o600, dir_fd=fd)
                 try:
                     self.objects.write_to(entry.oid, f)
                     os.fchmod(f, entry.mode)

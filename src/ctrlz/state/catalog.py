@@ -239,7 +239,8 @@ class Catalog:
         if not fields or set(fields) - allowed:
             raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
         sets = ", ".join(f"{k} = ?" for k in fields)
-        self.db.execute(f"UPDATE snapshots SET {sets} WHERE id = ?", (*fields.values(), snapshot_id))
+        self.db.execute(f"UPDATE snapshots SET {sets} WHERE id = ?",
+                        (*fields.values(), snapshot_id))
 
 
 class _Transaction:

@@ -72,7 +72,8 @@ def decode_tree(data: bytes) -> list[Entry]:
                           bytes.fromhex(oid.decode()))
         except ValueError as exc:
             raise CorruptObject(f"tree record is malformed ({exc}); run `ctrlz verify`") from exc
-        if entry.kind not in KINDS or not valid_name(name) or (previous is not None and name <= previous):
+        unsorted = previous is not None and name <= previous
+        if entry.kind not in KINDS or not valid_name(name) or unsorted:
             raise CorruptObject(f"tree holds an invalid entry {name!r}; run `ctrlz verify`")
         previous = name
         entries.append(entry)
