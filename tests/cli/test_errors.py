@@ -1,0 +1,94 @@
+"""Errors are one line on stderr, a documented exit code, and never a traceback."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import CTRLZ, run
+
+COMMANDS = ["init", "snapshot", "list", "show", "diff", "changes", "history", "rollback",
+            "restore", "revert", "undo", "redo", "rm", "pin", "unpin", "prune", "gc", "verify",
+            "status", "config", "completion"]
+
+
+def test_no_workspace(tmp_path: Path) -> None:
+    for args in (["list"], ["snapshot"], ["status"], ["diff"], ["undo"]):
+        r = run(*args, cwd=tmp_path, ok=False)
+        assert r.code == 3 and "not inside a protected workspace" in r.err
+        assert "ctrlz init" in r.err
+
+
+def test_unknown_snapshot(ws: Path) -> None:
+    assert run("show", "latest", cwd=ws, ok=False).code == 4  # none yet
+    run("snapshot", cwd=ws)
+    for args in (["show", "nope"], ["rollback", "nope"], ["diff", "nope"], ["rm", "nope"],
+                 ["revert", "README.md", "--from", "nope"], ["restore", "nope", "--to", "x"]):
+        r = run(*args, cwd=ws, ok=False)
+        assert r.code == 4 and "no snapshot matches 'nope'" in r.err, args
+
+
+def test_ambiguous_prefix(ws: Path) -> None:
+    for _ in range(3):
+        run("snapshot", cwd=ws)
+    r = run("show", "snap_", cwd=ws, ok=False)
+    assert r.code == 4 and "matches 3 snapshots" in r.err and "type more" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_unreadable_store(ws: Path, tmp_path: Path) -> None:
+    run("snapshot", cwd=ws)
+    catalogs = list((tmp_path / "home").rglob("catalog.db"))
+    assert len(catalogs) == 1
+    for extra in catalogs[0].parent.glob("catalog.db-*"):
+        extra.unlink()
+    catalogs[0].write_bytes(b"this is not sqlite" * 100)
+    for args in (["list"], ["snapshot"], ["status"], ["verify"]):
+        r = run(*args, cwd=ws, ok=False)
+        assert r.code == 6 and "catalog" in r.err, (args, r.err)
+        assert len(r.err.strip().splitlines()) == 1
+
+
+def test_store_replaced_by_a_directory_is_reported(ws: Path, tmp_path: Path) -> None:
+    run("snapshot", cwd=ws)
+    catalog = next((tmp_path / "home").rglob("catalog.db"))
+    for extra in catalog.parent.glob("catalog.db*"):
+        extra.unlink()
+    catalog.mkdir()
+    r = run("list", cwd=ws, ok=False)
+    assert r.code in (3, 6)
+
+
+def test_bad_arguments_are_usage_errors(ws: Path) -> None:
+    r = run("snapshot", "--type", "weird", cwd=ws, ok=False)
+    assert r.code == 2
+    assert run("restore", "latest", cwd=ws, ok=False).code == 2  # --to is required
+    assert run("-C", str(ws / "missing"), "list", cwd=ws, ok=False).code == 2
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_examples(command: str, tmp_path: Path) -> None:
+    r = run(command, "--help", cwd=tmp_path)
+    assert "Examples:" in r.out and f"Usage: ctrlz {command}" in r.out
+
+
+def test_top_level_help_lists_every_command(tmp_path: Path) -> None:
+    out = run("--help", cwd=tmp_path).out
+    listed = re.findall(r"^  (\w+)\s{2,}", out.split("Commands:")[1], re.M)
+    assert sorted(listed) == sorted(COMMANDS)
+    assert "Examples:" in out
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(shell: str, tmp_path: Path) -> None:
+    assert "_CTRLZ_COMPLETE" in run("completion", shell, cwd=tmp_path).out
+
+
+def test_click_completion_mechanism(tmp_path: Path) -> None:
+    proc = subprocess.run([CTRLZ], cwd=tmp_path, capture_output=True, text=True,
+                          env={**__import__("os").environ, "_CTRLZ_COMPLETE": "bash_complete",
+                               "COMP_WORDS": "ctrlz rol", "COMP_CWORD": "1"})
+    assert "rollback" in proc.stdout
