@@ -85,4 +85,4 @@ class UndoResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.action, "operation": self.operation.to_json(),
-                "restore": self.restore.to_json()}
+                "restore": {"type": "restore", **self.restore.to_json()}}

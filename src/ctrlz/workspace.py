@@ -28,7 +28,13 @@ from .engine.diff import PathChange, diff_trees, unified_diff
 from .engine.refs import resolve
 from .engine.restore import RestoreResult, restore_snapshot
 from .engine.snapshot import overlay_reader, scan_working, take_snapshot
-from .errors import PathOutsideWorkspace, RestoreError, UsageError, WorkspaceError
+from .errors import (
+    PathOutsideWorkspace,
+    RestoreError,
+    StoreError,
+    UsageError,
+    WorkspaceError,
+)
 from .oplog import OpLog
 from .reports import History, Status, UndoResult, Version
 from .state.repository import Repository
@@ -112,6 +118,12 @@ class Workspace:
             raise UsageError(f"{start} does not exist")
         root = cls.find(start, home)
         if root is None:
+            here = Path(start).expanduser().resolve()
+            for candidate in (here, *here.parents):
+                store = store_path_for(candidate, home)
+                if store.is_dir() and any(store.iterdir()):
+                    raise StoreError(f"the store {store} of {candidate} is unreadable: its "
+                                     "catalog.db is missing or not a file")
             raise WorkspaceError(f"{Path(start).expanduser().resolve()} is not inside a protected "
                                  "workspace; run `ctrlz init` there first")
         return cls(root, Repository.open(store_path_for(root, home)),

@@ -21,9 +21,9 @@ def _actions(result) -> None:  # noqa: ANN001
         render.note(f"left alone: {k['path']}: {k['reason']}")
 
 
-def _report(result, verb: str, as_json: bool) -> None:  # noqa: ANN001
+def _report(result, kind: str, verb: str, as_json: bool) -> None:  # noqa: ANN001
     if as_json:
-        render.emit_json({"type": verb, **result.to_json()})
+        render.emit_json({"type": kind, **result.to_json()})
         return
     target = result.target
     label = f' "{target.label}"' if target.label else ""
@@ -63,7 +63,7 @@ def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool,
       ctrlz rollback snap_k3x9 --json
     """
     result = state.workspace().rollback(snap, list(paths) or None, dry_run=dry_run)
-    _report(result, "rolled back to", as_json)
+    _report(result, "rollback", "rolled back to", as_json)
 
 
 @click.command("restore")
@@ -112,7 +112,7 @@ def revert_cmd(state: State, path: str, from_: str | None, dry_run: bool,
       ctrlz revert docs/ --from baseline
     """
     result = state.workspace().revert(path, from_, dry_run=dry_run)
-    _report(result, "reverted " + path + " from", as_json)
+    _report(result, "revert", "reverted " + path + " from", as_json)
 
 
 def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
