@@ -49,7 +49,8 @@ INIT = obj({"type": {"const": "init"}, "workspace": {"type": "string"},
                              "exclude_globs": {"type": "array"},
                              "force_include": {"type": "array"}})})
 RESTORE = obj({
-    "type": {"enum": ["rollback", "revert", "restore"]}, "target": SNAP_ID, "safety_snapshot": SNAP_ID_OR_NULL,
+    "type": {"enum": ["rollback", "revert", "restore"]}, "target": SNAP_ID,
+    "safety_snapshot": SNAP_ID_OR_NULL,
     "dry_run": {"type": "boolean"}, "destination": STR_OR_NULL, "counts": COUNTS,
     "actions": {"type": "array", "items": obj({"op": {"type": "string"},
                                                "path": {"type": "string"},
