@@ -117,3 +117,30 @@ def test_bad_config_names_key_and_file(ws: Path, tmp_path: Path) -> None:
     user.write_text("manual_max = [\n")
     r = run("config", cwd=ws, ok=False)
     assert str(user) in r.err and "not valid TOML" in r.err
+
+
+def test_diff_is_coloured_on_a_terminal(ws: Path) -> None:
+    import subprocess
+
+    from .conftest import CTRLZ
+
+    run("snapshot", cwd=ws)
+    (ws / "README.md").write_text("# changed\n")
+    leader, follower = os.openpty()
+    try:
+        proc = subprocess.run([CTRLZ, "diff"], cwd=ws, stdout=follower, stderr=subprocess.PIPE,
+                              timeout=60)
+        os.close(follower)
+        data = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(leader)
+    assert proc.returncode == 0
+    assert b"\x1b[32m+# changed" in data and b"\x1b[31m-# demo" in data
