@@ -11,10 +11,20 @@ SRC = Path(ctrlz.__file__).parent
 
 
 def test_all_is_sorted_and_complete() -> None:
-    public = sorted(n for n in vars(ctrlz) if not n.startswith("_")
-                    and not isinstance(getattr(ctrlz, n), type(ctrlz)))
     assert ctrlz.__all__ == sorted(ctrlz.__all__)
-    assert set(public) == set(ctrlz.__all__)
+    assert set(ctrlz.__all__) == set(ctrlz._EXPORTS)
+    for name in ctrlz.__all__:
+        assert getattr(ctrlz, name).__module__.startswith("ctrlz."), name
+
+
+def test_importing_ctrlz_is_cheap() -> None:
+    """Hooks and `ctrlz --help` start a fresh interpreter each time; the package must not
+    pull in the engine until it is used."""
+    import subprocess
+    import sys
+    code = "import sys, ctrlz; print(sorted(m for m in sys.modules if m.startswith('ctrlz')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert out.strip() == "['ctrlz']"
 
 
 def imports(path: Path) -> set[str]:

@@ -8,33 +8,63 @@ SnapshotManager family (compatible with the nono-py API), the records they retur
 they raise. Everything else is private and may change.
 """
 
-from .errors import (
-    AmbiguousSnapshot,
-    ConfigError,
-    CorruptObject,
-    CtrlzError,
-    LimitExceeded,
-    PathOutsideWorkspace,
-    RestoreError,
-    SnapshotNotFound,
-    StoreError,
-    StoreFull,
-    StoreLocked,
-    UsageError,
-    VerifyMismatch,
-    WorkspaceError,
-)
-from .snapshot_manager import (
-    Change,
-    ContentHash,
-    ExclusionConfig,
-    FileState,
-    SessionMetadata,
-    SnapshotManager,
-    SnapshotManifest,
-)
-from .types import Skipped, Snapshot
-from .workspace import Diff, Workspace, default_home
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .errors import (
+        AmbiguousSnapshot,
+        ConfigError,
+        CorruptObject,
+        CtrlzError,
+        LimitExceeded,
+        PathOutsideWorkspace,
+        RestoreError,
+        SnapshotNotFound,
+        StoreError,
+        StoreFull,
+        StoreLocked,
+        UsageError,
+        VerifyMismatch,
+        WorkspaceError,
+    )
+    from .snapshot_manager import (
+        Change,
+        ContentHash,
+        ExclusionConfig,
+        FileState,
+        SessionMetadata,
+        SnapshotManager,
+        SnapshotManifest,
+    )
+    from .types import Skipped, Snapshot
+    from .workspace import Diff, Workspace, default_home
+
+# Exports load on first use, so that `ctrlz --help` and agent hooks start fast.
+_EXPORTS = {
+    **dict.fromkeys(
+        ["AmbiguousSnapshot", "ConfigError", "CorruptObject", "CtrlzError", "LimitExceeded",
+         "PathOutsideWorkspace", "RestoreError", "SnapshotNotFound", "StoreError", "StoreFull",
+         "StoreLocked", "UsageError", "VerifyMismatch", "WorkspaceError"], "errors"),
+    **dict.fromkeys(["Change", "ContentHash", "ExclusionConfig", "FileState", "SessionMetadata",
+                     "SnapshotManager", "SnapshotManifest"], "snapshot_manager"),
+    **dict.fromkeys(["Skipped", "Snapshot"], "types"),
+    **dict.fromkeys(["Diff", "Workspace", "default_home"], "workspace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctrlz' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.1.0"
 
