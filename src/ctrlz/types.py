@@ -25,6 +25,11 @@ def show_path(path: bytes) -> str:
     return os.fsdecode(path)
 
 
+def text_path(path: bytes) -> str:
+    """A path for storage as text (SQLite, JSON lines): undecodable bytes become ``\\xNN``."""
+    return path.decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True)
 class Skipped:
     """A path a scan saw but did not capture, and why. Restores never touch these."""

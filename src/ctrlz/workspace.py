@@ -37,7 +37,9 @@ from .errors import (
 )
 from .oplog import OpLog
 from .reports import History, Status, UndoResult, Version
+from .session import journal
 from .state.repository import Repository
+from .state.sessiondb import SessionDB
 from .state.scan import ScanStats
 from .state.trees import DIR, FILE, Entry
 from .types import Skipped, Snapshot, show_path
@@ -130,6 +132,8 @@ class Workspace:
                    config or load_config(root), home)
 
     def close(self) -> None:
+        if getattr(self, "_session_db", None) is not None:
+            self._session_db.close()
         self.repo.close()
 
     def __enter__(self) -> Workspace:
@@ -149,19 +153,34 @@ class Workspace:
     # -- snapshots ---------------------------------------------------------------------------
 
     def snapshot(self, type: str = "manual", label: str | None = None,
-                 pinned: bool = False) -> Snapshot:
+                 pinned: bool = False, dirty: set[bytes] | None = None,
+                 session_id: str | None = None) -> Snapshot:
         """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
         byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
         with self.repo.lock:
             if type == "manual":
                 retention.check_manual_cap(self.snapshots(), self.policy)
-            snap, self.last_scan = self._take(type, label, pinned)
+            snap, self.last_scan = self._take(type, label, pinned, dirty)
+            journal.record_snapshot(self.session_db, snap, auto_max=self.config["auto_max"],
+                                    session_id=session_id)
             self.enforce_pools()
         return snap
 
-    def _take(self, type: str, label: str | None, pinned: bool) -> tuple[Snapshot, ScanStats]:
+    def _take(self, type: str, label: str | None, pinned: bool,
+              dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:
+        """``dirty``: workspace-relative directories a watcher saw change since the last
+        snapshot; every other directory is reused from the stat cache without being listed."""
         return take_snapshot(self.repo, self.roots, [self.config.rules], type=type, label=label,
-                             pinned=pinned, limits=self.config.limits)
+                             pinned=pinned, limits=self.config.limits,
+                             dirty=[dirty] if dirty is not None else None)
+
+    @property
+    def session_db(self) -> SessionDB:
+        """The store's session database (file events, snapshot events, exec events)."""
+        db = getattr(self, "_session_db", None)
+        if db is None:
+            db = self._session_db = SessionDB(self.store_path / "session.db")
+        return db
 
     def snapshots(self) -> list[Snapshot]:
         """All snapshots, oldest first."""
@@ -271,8 +290,11 @@ class Workspace:
         """Roll the workspace (or only ``paths``) back to snapshot ``ref``, in place."""
         target = self.resolve(ref)
         vpaths = [self.vpath(self.relpath(p)) for p in paths] if paths else None
-        return restore_snapshot(self.repo, self.roots, [self.config.rules], target,
-                                paths=vpaths, dry_run=dry_run, limits=self.config.limits)
+        result = restore_snapshot(self.repo, self.roots, [self.config.rules], target,
+                                  paths=vpaths, dry_run=dry_run, limits=self.config.limits)
+        if not dry_run:
+            journal.record_restored(self.session_db, result)
+        return result
 
     def restore_to(self, ref: str, dest: str | os.PathLike[str],
                    paths: Sequence[str | bytes] | None = None,
@@ -350,8 +372,10 @@ class Workspace:
     def _restore_rel(self, ref: str, rels: Sequence[bytes]) -> RestoreResult:
         target = self.resolve(ref)
         vpaths = [self.vpath(r) for r in rels] if rels else None
-        return restore_snapshot(self.repo, self.roots, [self.config.rules], target,
-                                paths=vpaths, limits=self.config.limits)
+        result = restore_snapshot(self.repo, self.roots, [self.config.rules], target,
+                                  paths=vpaths, limits=self.config.limits)
+        journal.record_restored(self.session_db, result)
+        return result
 
     def rollback(self, ref: str, paths: Sequence[str | bytes] | None = None,
                  dry_run: bool = False, kind: str = "rollback") -> RestoreResult:

@@ -169,3 +169,20 @@ def test_git_directory_is_captured(ws_dir: Path) -> None:
     ws.snapshot()
     got = entries(ws)
     assert ".git/HEAD" in got and ".git/config" in got
+
+
+def test_dirty_set_rescans_only_the_directories_that_changed(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a": {"x.txt": "x", "deep": {"y.txt": "y"}}, "b": {"z.txt": "z"},
+                       "top.txt": "t"})
+    ws = Workspace.init(ws_dir)
+    first = ws.snapshot()
+    assert ws.snapshot(dirty=set()).root == first.root  # nothing changed: nothing listed
+    (ws_dir / "a" / "deep" / "y.txt").write_text("changed")
+    (ws_dir / "b" / "new.txt").write_text("new")
+    snap = ws.snapshot(dirty={b"a/deep", b"b"})
+    assert (snap.created, snap.modified, snap.deleted) == (1, 1, 0)
+    assert (snap.files, snap.dirs, snap.bytes) == (5, 3, first.bytes + len("changed") - 1 + 3)
+    # the dirty set is trusted: a change the watcher did not report waits for a full scan
+    (ws_dir / "b" / "z.txt").write_text("unreported")
+    assert ws.snapshot(dirty={b"a"}).modified == 0
+    assert ws.snapshot().modified == 1

@@ -79,25 +79,31 @@ class WorkingState:
 
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
-              limits: Limits, cache: StatCache) -> WorkingState:
+              limits: Limits, cache: StatCache,
+              dirty: Sequence[set[bytes] | None] | None = None) -> WorkingState:
     budget = [0]
     stats = ScanStats()
     skipped: list[Skipped] = []
     scans: list[ScanResult] = []
     top: list[Entry] = []
+    cached_snap = repo.catalog.snapshot(cache.snapshot_id) if cache.snapshot_id else None
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read") as pool:
         for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
             if not root.is_dir() or root.is_symlink():
                 raise UsageError(f"tracked path {root} is not a directory")
             matcher = Matcher(rule, disk_ignore_reader(root), internal_dirs(root, repo.path))
+            prefix = root_name(index) + b"/"
+            previous = [Skipped(k.path[len(prefix):], k.reason) for k in
+                        (cached_snap.skipped if cached_snap else ()) if k.path.startswith(prefix)]
             scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
-                              cache.trust_before_ns, budget)
+                              cache.trust_before_ns, budget,
+                              dirty=dirty[index] if dirty is not None else None,
+                              previous_skipped=previous)
             result = scanner.scan()
             scans.append(result)
             top.append(Entry(root_name(index), DIR, result.mode, 0, 0, result.oid))
             for field in ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees"):
                 setattr(stats, field, getattr(stats, field) + getattr(result.stats, field))
-            prefix = root_name(index) + b"/"
             skipped += [Skipped(prefix + s.path, s.reason) for s in result.skipped]
     top.sort(key=lambda e: e.name)
     return WorkingState(sink.put(encode_tree(top)), stats, skipped, scans)
@@ -114,10 +120,13 @@ def take_snapshot(
     limits: Limits | None = None,
     numbered: bool = True,
     parent: Snapshot | None = None,
+    dirty: Sequence[set[bytes] | None] | None = None,
 ) -> tuple[Snapshot, ScanStats]:
     """Scan and store the roots; returns the committed snapshot and the scan's statistics.
 
     ``parent`` is the snapshot changes are counted against (default: the newest one).
+    ``dirty`` (one set per root, from a file watcher) names the directories that changed
+    since the stat cache was written; the others are reused without being listed.
     """
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
@@ -129,7 +138,7 @@ def take_snapshot(
         scan_ns = time.time_ns()
         sink = StoreSink(writer)
         try:
-            state = _scan_all(repo, roots, rules, sink, limits, cache)
+            state = _scan_all(repo, roots, rules, sink, limits, cache, dirty)
         except BaseException:
             writer.abort()
             raise

@@ -152,7 +152,7 @@ class ScanResult:
 
 class _Dir:
     __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
-                 "unreadable")
+                 "unreadable", "totals")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
                  slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
@@ -179,12 +179,28 @@ class Scanner:
     cache: dict[bytes, DirCache] = field(default_factory=dict)
     trust_before_ns: int = 0
     entry_budget: list[int] = field(default_factory=lambda: [0])  # shared across roots
+    #: directories a watcher saw change since the cache was written; ``None``: unknown, list
+    #: everything. Any other directory with a cache entry is reused without being listed.
+    dirty: set[bytes] | None = None
+    #: what the cache's snapshot skipped, carried over for directories reused unlisted
+    previous_skipped: list[Skipped] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []
         self._pending: deque[tuple[_Dir, list[Any], Future[Any]]] = deque()
         self._root_bytes = os.fsencode(self.root)
+        self._reused: set[bytes] = set()
+        self._needed: set[bytes] | None = None
+        if self.dirty is not None:
+            needed = set()
+            for d in self.dirty:
+                while d not in needed:
+                    needed.add(d)
+                    if not d:
+                        break
+                    d = d.rpartition(b"/")[0]
+            self._needed = needed
 
     # -- walking -----------------------------------------------------------------------------
 
@@ -201,8 +217,16 @@ class Scanner:
             self._drain(block=False)
         self._drain(block=True)
         new_cache: dict[bytes, DirCache] = {}
+        if self._reused:  # reused subtrees keep their cache entries
+            for key, value in self.cache.items():
+                probe = key
+                while probe and probe not in self._reused:
+                    probe = probe.rpartition(b"/")[0]
+                if probe:
+                    new_cache[key] = value
         for node in reversed(order):
             self._finish(node, new_cache)
+
         if top.unreadable:
             raise WorkspaceError(f"cannot list the workspace root {self.root}; check its "
                                  "permissions")
@@ -256,6 +280,11 @@ class Scanner:
                 cached = cached_entries.get(name) if cached_entries is not None else None
                 if cached is None or cached[1] != (mode & 0o7777) or cached[0] != DIR:
                     node.dirty = True
+                elif self._needed is not None and rel not in self._needed:
+                    sub = self.cache.get(rel)
+                    if sub is not None and sub[0] == cached[6]:
+                        self._reuse_unlisted(rel, entry, sub)
+                        continue
                 child_rules = matcher.enter(rules, name, rel, has_ignore=False)
                 stack.append(_Dir(rel, de.path, child_rules,  # type: ignore[arg-type]
                                   self.cache.get(rel), (node, entry), mode & 0o7777))
@@ -305,6 +334,20 @@ class Scanner:
                         "max_bytes")
             else:
                 stats.symlinks += 1
+
+    def _reuse_unlisted(self, rel: bytes, entry: list[Any], sub: DirCache) -> None:
+        """Trust the watcher: nothing changed below ``rel``, so reuse its cached tree whole."""
+        entry[7] = sub[0]
+        files, dirs, links, nbytes = sub[2]
+        self.stats.files += files
+        self.stats.dirs += dirs + 1
+        self.stats.symlinks += links
+        self.stats.bytes += nbytes
+        self.stats.reused_trees += 1
+        self.entry_budget[0] += files + dirs + links
+        self._reused.add(rel)
+        prefix = rel + b"/"
+        self.skipped += [s for s in self.previous_skipped if s.path.startswith(prefix)]
 
     # -- reading (worker threads) -----------------------------------------------------------
 
@@ -370,9 +413,24 @@ class Scanner:
             return
         entries = [e for e in node.entries if e[7] is not None]
         cached = node.cached
+        prefix = node.rel + b"/" if node.rel else b""
+        files = links = nbytes = 0
+        dirs = 0
+        for e in entries:
+            if e[1] == DIR:
+                sub = new_cache.get(prefix + e[0])
+                if sub is not None:
+                    f, d, s_, b = sub[2]
+                    files, dirs, links, nbytes = files + f, dirs + d + 1, links + s_, nbytes + b
+            elif e[1] == FILE:
+                files += 1
+                nbytes += e[3]
+            else:
+                links += 1
+        totals = (files, dirs, links, nbytes)
         if (not node.dirty and cached is not None and len(entries) == len(cached[1])
                 and all(e[1] != DIR or cached[1][e[0]][6] == e[7] for e in entries)):
-            tree_oid, mapping = cached
+            tree_oid, mapping, _ = cached
             self.stats.reused_trees += 1
         else:
             entries.sort(key=lambda e: e[0])
@@ -380,7 +438,7 @@ class Scanner:
                           e[4] if e[1] != DIR else 0, e[7]) for e in entries]
             tree_oid = self.sink.put(encode_tree(tree))
             mapping = {e[0]: (e[1], e[2], e[3], e[4], e[5], e[6], e[7]) for e in entries}
-        new_cache[node.rel] = (tree_oid, mapping)
+        new_cache[node.rel] = (tree_oid, mapping, totals)
         if node.slot is not None:
             node.slot[1][7] = tree_oid
 

@@ -21,11 +21,14 @@ from typing import Any
 from .atomic import atomic_write_bytes
 
 RACY_WINDOW_NS = 1_000_000_000
-VERSION = 1
+VERSION = 2
 
-# per path: (kind, mode, size, mtime_ns, ctime_ns, ino, oid); per directory: (tree oid, entries)
+# per path: (kind, mode, size, mtime_ns, ctime_ns, ino, oid); per directory: (tree oid,
+# entries, subtree totals (files, dirs, symlinks, bytes)) -- the totals let a directory the
+# watcher saw no change in be reused without being listed
 CacheEntry = tuple[str, int, int, int, int, int, bytes]
-DirCache = tuple[bytes, dict[bytes, CacheEntry]]
+Totals = tuple[int, int, int, int]
+DirCache = tuple[bytes, dict[bytes, CacheEntry], Totals]
 
 
 @dataclass
