@@ -39,8 +39,8 @@ from .oplog import OpLog
 from .reports import History, Status, UndoResult, Version
 from .session import journal
 from .state.repository import Repository
-from .state.sessiondb import SessionDB
 from .state.scan import ScanStats
+from .state.sessiondb import SessionDB
 from .state.trees import DIR, FILE, Entry
 from .types import Skipped, Snapshot, show_path
 
