@@ -251,3 +251,13 @@ def test_file_directory_swaps(ws_dir: Path) -> None:
     (ws_dir / "b" / "x").write_text("x")
     ws.restore("base")
     assert tree_state(ws_dir) == before
+
+
+def test_mtime_only_change_is_restored_and_not_counted(ws: Workspace, ws_dir: Path) -> None:
+    ws.snapshot(label="base")
+    before = os.stat(ws_dir / "README.md").st_mtime_ns
+    os.utime(ws_dir / "README.md", ns=(1, 1))
+    result = ws.restore("base")
+    assert os.stat(ws_dir / "README.md").st_mtime_ns == before
+    assert result.plan.counts() == {"created": 0, "modified": 0, "deleted": 0,
+                                    "permissions_changed": 0}

@@ -7,7 +7,7 @@ one line and exits with the error's ``exit_code``, never with a traceback.
 
 Exit codes: 0 ok, 1 other error, 2 usage (bad arguments, paths outside the workspace, config),
 3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
-corrupt, full or locked, 7 restore failed, 130 interrupted.
+corrupt, full or locked, 7 restore failed, 70 internal error (a bug), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -57,4 +57,12 @@ def main(argv: list[str] | None = None) -> None:
         code, message = exit_code_for(exc)
         print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
         sys.exit(code)
+    except Exception as exc:  # a bug: still one line, unless asked for the traceback
+        import os
+
+        if os.environ.get("CTRLZ_DEBUG"):
+            raise
+        print(f"ctrlz: internal error: {type(exc).__name__}: {exc}. This is a bug in ctrlz; "
+              "rerun with CTRLZ_DEBUG=1 for the traceback and report it.", file=sys.stderr)
+        sys.exit(70)
     sys.exit(rv if isinstance(rv, int) else 0)

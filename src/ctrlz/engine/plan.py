@@ -62,8 +62,8 @@ class RestorePlan:
     def counts(self) -> dict[str, int]:
         counts = {CREATED: 0, MODIFIED: 0, DELETED: 0, PERMISSIONS: 0}
         for a in self.actions:
-            if a.op in (MKDIR, RMDIR, DIRMODE) or (a.entry or a.expect) is None:
-                continue
+            if a.op in (MKDIR, RMDIR, DIRMODE, UTIME) or (a.entry or a.expect) is None:
+                continue  # directories, and mtime-only fixes, are not counted as changes
             counts[a.change] += 1
         return counts
 

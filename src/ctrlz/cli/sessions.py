@@ -1,0 +1,209 @@
+"""``ctrlz run`` and the commands that read sessions back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from . import render
+from .app import State, pass_state
+
+RUN_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+@click.command("run", context_settings=RUN_CONTEXT)
+@click.option("--label", "-m", metavar="L", help="A label for the session and its pre-run "
+              "snapshot.")
+@click.option("--no-trace", is_flag=True, help="Do not record the commands the session runs.")
+@click.option("--verbose", "-v", is_flag=True, help="Say what ctrlz does, on stderr.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="[--] CMD "
+                "[ARG]...")
+@pass_state
+def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
+            command: tuple[str, ...]) -> None:
+    """Run an agent (or any command) under protection, and exit with its exit code.
+
+    A pinned pre-run snapshot is taken first; while CMD runs, a file watcher records every
+    change, a tracer records every process (strace; without it the session runs untraced and
+    says so once), and snapshots are taken on a timer, after git commits, successful builds and
+    idle periods. A post-run snapshot ends the session. The terminal, stdin, stdout, stderr and
+    signals belong to CMD; ctrlz stays quiet unless CMD fails, and then prints the one command
+    that rolls everything back.
+
+    \b
+    Examples:
+      ctrlz run -- claude
+      ctrlz run --label refactor -- codex exec "rename the module"
+      ctrlz run --no-trace -- make test
+    """
+    from ..errors import UsageError
+    from ..session.run import run_session
+
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise UsageError("ctrlz run needs a command: ctrlz run -- CMD [ARG...]")
+    ws = state.workspace()
+
+    def notify(message: str) -> None:
+        click.echo(message, err=True)
+
+    if verbose:
+        notify(f"ctrlz: protecting {ws.root}")
+    result = run_session(ws, argv, label=label, trace=not no_trace, notify=notify)
+    if verbose:
+        kinds = ", ".join(s.type for s in result.snapshots)
+        notify(f"ctrlz: session {result.session_id}: snapshots {kinds}")
+    code = result.exit_code
+    if code != 0 and result.pre_run is not None:
+        created, modified, deleted = result.changes
+        how = f"exited with {code}" if code > 0 else f"was killed by signal {-code}"
+        notify(f"ctrlz: {argv[0]} {how}; the session changed {created} created, "
+               f"{modified} modified, {deleted} deleted")
+        for line in result.changed_paths[:10]:
+            notify(f"  {line}")
+        if len(result.changed_paths) > 10:
+            notify(f"  ... and {len(result.changed_paths) - 10} more (ctrlz events "
+                   f"{result.session_id})")
+        notify(f"ctrlz: roll it all back with: ctrlz rollback {result.pre_run.id}")
+    state.close()
+    sys.stdout.flush()
+    if code < 0:  # killed by a signal: die the same way, like a shell would report it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
+@click.command("sessions")
+@render.json_option
+@pass_state
+def sessions_cmd(state: State, as_json: bool) -> None:
+    """List the sessions of this workspace, newest first.
+
+    \b
+    Examples:
+      ctrlz sessions
+      ctrlz sessions --json
+    """
+    rows = list(reversed(state.workspace().session_db.sessions()))
+    if as_json:
+        render.emit_json([r.to_json() for r in rows])
+        return
+    render.out(render.table(
+        ["SESSION", "STARTED", "EXIT", "SNAPSHOTS", "COMMAND"],
+        [[r.id, r.started[:19].replace("T", " "),
+          "running" if r.ended is None else str(r.exit_code), str(r.snapshot_count),
+          " ".join(r.command)[:60]] for r in rows]))
+    render.note(f"{len(rows)} sessions")
+
+
+@click.group("session")
+def session_group() -> None:
+    """Look at one session."""
+
+
+@session_group.command("show")
+@click.argument("session_id", required=False, metavar="[ID]")
+@render.json_option
+@pass_state
+def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> None:
+    """A timeline of one session (default: the newest): snapshots, file events, commands.
+
+    \b
+    Examples:
+      ctrlz session show
+      ctrlz session show sess_k2x --json
+    """
+    from ..session import records
+
+    ws = state.workspace()
+    row = records.resolve_session(ws, session_id)
+    items = records.timeline(ws, row)
+    if as_json:
+        render.emit_json({**row.to_json(), "timeline": [i.to_json() for i in items]})
+        return
+    render.out(f"session {row.id}: {' '.join(row.command)}")
+    code = "running" if row.ended is None else f"exit {row.exit_code}"
+    trace = "traced" if row.traced else f"untraced ({row.trace_note})"
+    render.out(f"started {row.started}, {code}, {row.snapshot_count} snapshots, {trace}")
+    for item in items:
+        t = item.timestamp[11:23]
+        d = item.data
+        if item.kind == "snapshot":
+            label = f' "{d["label"]}"' if d["label"] else ""
+            render.out(f"{t}  snapshot  {d['snapshot']} {d['type']}{label}")
+        elif item.kind == "file":
+            render.out(f"{t}  {d['action']:<9} {d['path']}")
+        else:
+            status = d["signal"] or ("running" if d["exit_code"] is None else d["exit_code"])
+            render.out(f"{t}  exec      {' '.join([d['command'], *d['args']])[:70]} "
+                       f"[{status}]")
+
+
+@click.command("trace")
+@click.argument("session_id", required=False, metavar="[ID]")
+@click.option("--grep", metavar="PATTERN", help="Only commands matching this regex.")
+@click.option("--failed", is_flag=True, help="Only commands that failed or were killed.")
+@render.json_option
+@pass_state
+def trace_cmd(state: State, session_id: str | None, grep: str | None, failed: bool,
+              as_json: bool) -> None:
+    """Every process a session started: pid, ppid, argv, cwd, exit code, duration.
+
+    \b
+    Examples:
+      ctrlz trace
+      ctrlz trace --grep '^git '
+      ctrlz trace sess_k2x --failed --json
+    """
+    from ..session import records
+
+    ws = state.workspace()
+    row = records.resolve_session(ws, session_id)
+    events = records.trace(ws, row, grep, failed)
+    if as_json:
+        render.emit_json(events)
+        return
+    if not row.traced:
+        render.note(f"session {row.id} was not traced: {row.trace_note}")
+    render.out(render.table(
+        ["TIME", "PID", "PPID", "EXIT", "DURATION", "COMMAND"],
+        [[e["timestamp"][11:23], str(e["pid"]), str(e["ppid"]),
+          e["signal"] or ("-" if e["exit_code"] is None else str(e["exit_code"])),
+          "-" if e["duration"] is None else f"{e['duration']:.3f}s",
+          " ".join([e["command"], *e["args"]])[:70]] for e in events]))
+
+
+@click.command("events")
+@click.argument("session_id", required=False, metavar="[ID]")
+@click.option("--path", "path_glob", metavar="GLOB", help="Only paths matching GLOB.")
+@render.json_option
+@pass_state
+def events_cmd(state: State, session_id: str | None, path_glob: str | None,
+               as_json: bool) -> None:
+    """The file events of a session: created, modified, deleted, restored.
+
+    \b
+    Examples:
+      ctrlz events
+      ctrlz events --path 'src/*'
+      ctrlz events sess_k2x --json
+    """
+    from ..session import records
+
+    ws = state.workspace()
+    row = records.resolve_session(ws, session_id)
+    events = records.file_events(ws, row, path_glob)
+    if as_json:
+        render.emit_json(events)
+        return
+    for e in events:
+        render.out(f"{e['timestamp'][11:23]}  {e['action']:<9} {e['path']}")
+    render.note(f"{len(events)} file events")
+
+
+COMMANDS = [run_cmd, sessions_cmd, session_group, trace_cmd, events_cmd]

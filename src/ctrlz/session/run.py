@@ -1,0 +1,235 @@
+"""``ctrlz run``: one protected session of an agent (or any command) in a workspace.
+
+In order: open the session's records; start the file watcher; take a pinned ``pre-run``
+snapshot; run the command under the exec tracer with the terminal, stdin, stdout, stderr and
+signals passing straight through; meanwhile the scheduler takes ``auto``/``git``/``build``/``idle``
+snapshots, each re-scanning only the directories the watcher saw change; when the command ends,
+take a ``post-run`` snapshot with a full scan and reconcile: every path that differs between
+pre-run and post-run gets a file event even if the watcher missed it. The exit code is recorded
+and returned unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import string
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..engine.diff import DIR, MODIFIED, PERMISSIONS, diff_trees
+from ..engine.snapshot import disk_ignore_reader
+from ..sources.trace import ExecEvent, Tracer
+from ..sources.watch import git_paths
+from ..state.exclude import Matcher
+from ..types import Snapshot, iso_utc, text_path
+from .scheduler import Scheduler, TriggerConfig
+from .triggers import is_build, is_git_commit, is_git_ref_change
+
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
+log = logging.getLogger("ctrlz.session")
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_session_id() -> str:
+    return "sess_" + "".join(secrets.choice(_ALPHABET) for _ in range(8))
+
+
+@dataclass
+class RunResult:
+    session_id: str
+    exit_code: int
+    traced: bool
+    trace_note: str | None
+    pre_run: Snapshot | None
+    post_run: Snapshot | None
+    snapshots: list[Snapshot] = field(default_factory=list)
+    changes: tuple[int, int, int] = (0, 0, 0)  # created, modified, deleted (pre-run → post-run)
+    changed_paths: list[str] = field(default_factory=list)
+    reconciled: int = 0  # file events added by the final reconciliation
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session_id, "exit_code": self.exit_code, "traced": self.traced,
+                "trace_note": self.trace_note,
+                "pre_run": self.pre_run.id if self.pre_run else None,
+                "post_run": self.post_run.id if self.post_run else None,
+                "snapshots": [{"id": s.id, "type": s.type} for s in self.snapshots],
+                "changes": dict(zip(("created", "modified", "deleted"), self.changes,
+                                    strict=True)),
+                "reconciled": self.reconciled, "errors": self.errors}
+
+
+class Session:
+    """Everything one ``ctrlz run`` holds while the command runs."""
+
+    def __init__(self, ws: Workspace, argv: list[str], label: str | None, trace: bool) -> None:
+        self.ws = ws
+        self.argv = argv
+        self.label = label
+        self.id = new_session_id()
+        self.db = ws.session_db
+        self.dir = ws.store_path / "sessions" / self.id
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg = ws.config
+        if not trace:
+            self.tracer, self.trace_note = Tracer(None), "tracing off (--no-trace)"
+        elif cfg["disable_exec"]:
+            self.tracer, self.trace_note = Tracer(None), "tracing off (disable_exec)"
+        else:
+            self.tracer = Tracer.detect()
+            self.trace_note = self.tracer.reason
+        self.scheduler = Scheduler(TriggerConfig(
+            auto_interval=cfg["auto_interval"], idle_threshold=cfg["idle_threshold_seconds"],
+            disable_auto=cfg["disable_auto"], disable_git_commits=cfg["disable_git_commits"],
+            disable_builds=cfg["disable_builds"], disable_idle=cfg["disable_idle"]),
+            self._take_auto)
+        self.snapshots: list[Snapshot] = []
+        self._lock = threading.Lock()  # one snapshot at a time (scheduler vs. main thread)
+        self.watcher = self._make_watcher()
+
+    # -- the watcher ------------------------------------------------------------------------
+
+    def _make_watcher(self) -> Any:
+        from ..sources.watch import Watcher  # inotify: Linux only, imported when used
+
+        matcher = Matcher(self.ws.config.rules, disk_ignore_reader(self.ws.root))
+
+        def is_excluded(rel: bytes, is_dir: bool) -> bool:
+            return bool(rel) and not matcher.covers(rel, is_dir)
+
+        return Watcher(self.ws.root, is_excluded, self._on_file_events,
+                       on_overflow=self._on_overflow, on_git_change=self._on_git_change)
+
+    def _on_file_events(self, events: list[Any]) -> None:
+        rows = [(iso_utc(int(e.timestamp * 1e9)), e.action, text_path(e.path), e.size)
+                for e in events if not e.is_dir]
+        if rows:
+            self.db.add_fs_events(rows)
+        self.scheduler.activity(files_changed=True)
+
+    def _on_overflow(self, reason: str) -> None:
+        log.warning("file watcher: %s; the next snapshot scans everything", reason)
+
+    def _on_git_change(self, rel: bytes) -> None:
+        if is_git_ref_change(rel):
+            self.scheduler.git_commit()
+
+    # -- the tracer -------------------------------------------------------------------------
+
+    def _on_exec(self, event: ExecEvent) -> None:
+        self.scheduler.activity()
+
+    def _on_exit(self, event: ExecEvent) -> None:
+        self.scheduler.activity()
+        if event.exit_code == 0:
+            if is_git_commit(event.argv):
+                self.scheduler.git_commit()
+            elif is_build(event.argv):
+                self.scheduler.build_finished(" ".join([event.command, *event.args]))
+
+    def _save_execs(self, events: list[ExecEvent]) -> None:
+        """Into the session database and ``exec.jsonl`` beside it."""
+        if not events:
+            return
+        records = [e.to_json() for e in events]
+        self.db.add_exec_events(self.id, records)
+        with open(self.dir / "exec.jsonl", "a", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r, ensure_ascii=True) + "\n")
+
+    # -- snapshots --------------------------------------------------------------------------
+
+    def take(self, type: str, label: str | None = None, *, pinned: bool = False,
+             full: bool = False) -> Snapshot:
+        with self._lock:
+            dirty: set[bytes] | None = None
+            if not full:
+                taken = self.watcher.take_dirty()
+                dirty = None if taken.rescan_all else set(taken.dirs)
+            else:
+                self.watcher.take_dirty()  # a full scan covers everything seen so far
+            snap = self.ws.snapshot(type=type, label=label, pinned=pinned, dirty=dirty,
+                                    session_id=self.id)
+            self.snapshots.append(snap)
+            return snap
+
+    def _take_auto(self, type: str, label: str | None) -> None:
+        self.take(type, label)
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def run(self, notify: Callable[[str], None]) -> RunResult:
+        ws, cfg = self.ws, self.ws.config
+        started = iso_utc(time.time_ns())
+        self.db.start_session(self.id, started, self.label, self.argv,
+                              [str(r) for r in ws.roots], self.tracer.enabled, self.trace_note)
+        if not self.tracer.enabled:
+            notify(f"ctrlz: running untraced: {self.trace_note}")
+        self.watcher.start()
+        pre = None
+        if not cfg["disable_pre_run"]:
+            pre = self.take("pre-run", self.label or "before " + " ".join(self.argv)[:60],
+                            pinned=True, full=True)
+        self.scheduler.start()
+        exit_code = 127
+        events: list[ExecEvent] = []
+        try:
+            result = self.tracer.run(self.argv, cwd=os.getcwd(), on_exec=self._on_exec,
+                                     on_exit=self._on_exit,
+                                     trace_file=self.dir / "strace.log")
+            exit_code, events = result.returncode, result.events
+        finally:
+            self.scheduler.stop()
+            self.watcher.stop()
+            self._save_execs(events)
+        post = self.take("post-run", f"after {' '.join(self.argv)[:60]} (exit {exit_code})",
+                         full=True)
+        out = RunResult(self.id, exit_code, self.tracer.enabled, self.trace_note, pre, post,
+                        list(self.snapshots), errors=list(self.scheduler.errors))
+        if pre is not None:
+            self._reconcile(pre, post, out)
+        self.db.end_session(self.id, iso_utc(time.time_ns()), exit_code)
+        return out
+
+    def _reconcile(self, pre: Snapshot, post: Snapshot, out: RunResult) -> None:
+        """Make sure every path that changed during the session has a file event."""
+        repo = self.ws.repo
+        first = self.db.session(self.id).first_fs_event_id  # type: ignore[union-attr]
+        seen = {row[3] for row in self.db.fs_events(first)}
+        created = modified = deleted = 0
+        missing = []
+        now = iso_utc(time.time_ns())
+        for c in diff_trees(repo.tree, pre.root, repo.tree, post.root):
+            if c.kind == DIR or not c.path.startswith(b"0/") or git_paths(c.path[2:])[0]:
+                continue  # like the watcher, no per-object events for .git/objects
+            rel = text_path(c.path[2:])
+            action = MODIFIED if c.change_type == PERMISSIONS else c.change_type
+            created += action == "created"
+            modified += action == MODIFIED
+            deleted += action == "deleted"
+            out.changed_paths.append(f"{action[0].upper()} {rel}")
+            if rel not in seen:
+                size = c.new.size if c.new is not None else None
+                missing.append((now, action, rel, size))
+        if missing:
+            self.db.add_fs_events(missing)
+        out.changes = (created, modified, deleted)
+        out.reconciled = len(missing)
+
+
+def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
+                trace: bool = True, notify: Callable[[str], None] = lambda m: None) -> RunResult:
+    return Session(ws, argv, label, trace).run(notify)
+
+
+def session_dir(ws: Workspace, session_id: str) -> Path:
+    return ws.store_path / "sessions" / session_id

@@ -1,0 +1,542 @@
+"""The file watcher behind ``ctrlz run``: inotify events, coalesced, never silently lost.
+
+Earlier systems polled the tree and dropped whatever changed between two polls. This watcher
+takes the other route: one inotify watch per directory, a background thread that reads the
+kernel's queue, and a rule for every way events can go missing.
+
+What the session gets:
+
+- ``on_events(list[FileEvent])``: created / modified / deleted paths, coalesced per path within
+  a window (see :func:`combine`). Delivery is at-least-once, so consumers should upsert: a path
+  can occasionally be reported ``created`` twice when a new directory is scanned while its first
+  files are still being written.
+- :meth:`Watcher.take_dirty`: the directories whose listing or files changed since the last
+  take, so a snapshot taken during a session re-scans only those. ``rescan_all`` means "the
+  watcher cannot vouch for the set": after a queue overflow, a watch that could not be added
+  (``max_user_watches`` exhausted), the root moving, or a callback raising.
+- ``on_overflow(reason)``: fired whenever ``rescan_all`` is raised, so the session can reconcile
+  by scanning instead of trusting an incomplete event stream.
+- ``on_git_change(rel_path)``: a ref, ``HEAD``, ``logs/HEAD`` or ``packed-refs`` changed in a
+  ``.git`` directory, so the session can fire its git trigger.
+
+Renames are reported as ``deleted`` (old path) plus ``created`` (new path, and everything under
+it when it is a directory: the new location is scanned). A deleted or moved-away *directory* is
+one ``deleted`` event with ``is_dir=True`` meaning its whole subtree is gone; files still inside
+it at that moment are not listed one by one.
+
+Threading: every callback runs on the watcher thread, one at a time, never while an internal
+lock is held. Callbacks must be quick (the kernel queue fills while they run; if it overflows the
+session is told) and must not call :meth:`Watcher.sync` or :meth:`Watcher.take_dirty` (those wait
+for the watcher thread; called from it they return without waiting).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from inotify_simple import INotify
+from inotify_simple import flags as F
+
+log = logging.getLogger(__name__)
+
+Action = Literal["created", "modified", "deleted"]
+
+#: The watch mask. IN_EXCL_UNLINK keeps a file that is unlinked while still open from turning a
+#: ``deleted`` back into ``modified``; IN_ONLYDIR | IN_DONT_FOLLOW make sure a directory swapped
+#: for a symlink between our ``scandir`` and ``add_watch`` is never followed.
+WATCH_MASK = (F.CREATE | F.DELETE | F.CLOSE_WRITE | F.MODIFY | F.MOVED_FROM | F.MOVED_TO
+              | F.ATTRIB | F.DELETE_SELF | F.MOVE_SELF | F.ONLYDIR | F.DONT_FOLLOW
+              | F.EXCL_UNLINK)
+
+_CREATED = F.CREATE | F.MOVED_TO
+_DELETED = F.DELETE | F.MOVED_FROM
+_MODIFIED = F.MODIFY | F.CLOSE_WRITE | F.ATTRIB
+_GIT = b".git"
+_GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
+# add_watch errors that mean "this directory is not watched although it should be".
+_LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
+# Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
+# default) still has ten times the room it needs.
+_BATCH_DELAY = 0.01
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One coalesced change. ``path`` is raw bytes, workspace-relative and '/'-separated, so
+    names that are not valid UTF-8 survive; ``size`` is the size after the change (None for
+    deletions and directories, or when the path vanished before it could be measured)."""
+
+    timestamp: float
+    action: Action
+    path: bytes
+    size: int | None
+    is_dir: bool
+
+
+@dataclass(frozen=True)
+class DirtySet:
+    """Directories (workspace-relative, ``b""`` for the root) whose listing or files changed.
+    ``rescan_all`` overrides ``dirs``: the watcher may have missed changes anywhere."""
+
+    dirs: frozenset[bytes]
+    rescan_all: bool
+
+
+def combine(earlier: Action, later: Action) -> Action | None:
+    """Coalesce two actions on one path into one, or None when the path ends as it began
+    (created then deleted). The result depends only on whether the path existed before the
+    first action and exists after the last one:
+
+    created+modified → created, created+deleted → nothing, modified+deleted → deleted,
+    deleted+created → modified.
+    """
+    existed = earlier != "created"
+    exists = later != "deleted"
+    if existed:
+        return "modified" if exists else "deleted"
+    return "created" if exists else None
+
+
+def git_paths(rel: bytes) -> tuple[bool, bool]:
+    """``(quiet, trigger)`` for a path: ``quiet`` when it lies under ``.git/objects`` (no per-path
+    events: a commit writes dozens), ``trigger`` when it is a ref, ``HEAD``, ``logs/HEAD`` or
+    ``packed-refs`` (lock files excluded: git renames them into place, which is the trigger)."""
+    if _GIT not in rel:  # the common case, without splitting
+        return False, False
+    parts = rel.split(b"/")
+    if _GIT not in parts:
+        return False, False
+    tail = parts[parts.index(_GIT) + 1:]
+    if not tail:
+        return False, False
+    if tail[0] == b"objects":
+        return True, False
+    sub = b"/".join(tail)
+    trigger = (sub in _GIT_REFS_FILES or (tail[0] == b"refs" and len(tail) > 1)) \
+        and not sub.endswith(b".lock")
+    return False, trigger
+
+
+@dataclass
+class _Pending:
+    action: Action
+    is_dir: bool
+    timestamp: float
+
+
+class Watcher:
+    """Watches every non-excluded directory under ``root`` (see the module docstring).
+
+    ``is_excluded(rel_path, is_dir)`` decides what is neither watched nor reported; it is called
+    for each path whose parent is watched, on the watcher thread. ``coalesce_seconds`` is the
+    quiet time after which pending events are delivered; a path written continuously is still
+    reported at least every ``max(1, 10 * coalesce_seconds)`` seconds.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        is_excluded: Callable[[bytes, bool], bool],
+        on_events: Callable[[list[FileEvent]], None],
+        *,
+        coalesce_seconds: float = 0.2,
+        on_overflow: Callable[[str], None] | None = None,
+        on_git_change: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self._root_b = os.fsencode(self.root)
+        self._is_excluded = is_excluded
+        self._on_events = on_events
+        self._on_overflow = on_overflow
+        self._on_git_change = on_git_change
+        self.coalesce_seconds = coalesce_seconds
+        self._max_delay = max(1.0, 10 * coalesce_seconds)
+        #: Times the kernel queue overflowed (each one raised ``rescan_all``).
+        self.overflowed = 0
+
+        # Owned by the watcher thread (and by start() before the thread runs).
+        self._inotify: INotify | None = None
+        self._wd_path: dict[int, bytes] = {}
+        self._path_wd: dict[bytes, int] = {}
+        self._pending: dict[bytes, _Pending] = {}
+        self._first_pending = 0.0
+        self._last_raw = 0.0
+        self._reasons: list[str] = []  # overflow reasons waiting to be delivered
+
+        # Shared, under _lock.
+        self._lock = threading.Lock()
+        self._dirty: set[bytes] = set()
+        self._rescan_all = False
+        self._unwatched: set[bytes] = set()  # dirs whose watch failed: rescan_all stays up
+        self._sync_waiters: list[threading.Event] = []
+        self._failed = False
+
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._wake_r = self._wake_w = -1
+
+    # -- public API -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Watch the whole tree (synchronously: when this returns, every non-excluded directory
+        is watched) and start the reader thread."""
+        if self._thread is not None:
+            raise RuntimeError("watcher already started")
+        self._inotify = INotify(nonblocking=True)
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._add_tree(b"", emit=False)
+        if b"" not in self._path_wd:
+            self._close_fds()
+            raise OSError(errno.ENOENT, "cannot watch workspace root", str(self.root))
+        self._thread = threading.Thread(target=self._run, name="ctrlz-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Deliver everything that happened before this call, then stop the thread and close
+        the inotify descriptor. Idempotent."""
+        thread = self._thread
+        if thread is None or self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake()
+        thread.join()
+        self._close_fds()
+
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Wait until every change made before this call has reached the dirty set and been
+        delivered to ``on_events`` (pending events are flushed early). inotify queues events
+        synchronously with the system call that causes them, so one read after this call
+        started sees them all. Returns False on timeout or when the thread is not running."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or threading.current_thread() is thread:
+            return False
+        done = threading.Event()
+        with self._lock:
+            self._sync_waiters.append(done)
+        self._wake()
+        return done.wait(timeout)
+
+    def take_dirty(self) -> DirtySet:
+        """Return and clear the dirty set (after a :meth:`sync`). ``rescan_all`` is cleared too,
+        except while some directory is still unwatched or the thread has died: then it stays up
+        on every take, since the watcher cannot see changes there."""
+        self.sync()
+        with self._lock:
+            thread_dead = self._thread is not None and not self._thread.is_alive() \
+                and not self._stopping.is_set()
+            out = DirtySet(frozenset(self._dirty),
+                           self._rescan_all or bool(self._unwatched) or self._failed
+                           or thread_dead)
+            self._dirty = set()
+            self._rescan_all = False
+        return out
+
+    @property
+    def watched_dirs(self) -> int:
+        """How many directories currently hold a watch (each costs one of the user's
+        ``fs.inotify.max_user_watches``)."""
+        return len(self._path_wd)
+
+    def __enter__(self) -> Watcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        assert self._inotify is not None
+        poller = select.poll()
+        poller.register(self._inotify.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        try:
+            self._deliver_reasons()  # failures during start()
+            while True:
+                woken = poller.poll(self._poll_timeout_ms())
+                self._drain_wake()
+                stopping = self._stopping.is_set()
+                if woken and not stopping and not self._sync_waiters:
+                    # Let a burst accumulate: one read of many events costs far less CPU than
+                    # one wake-up per event (the agent's process competes for the same cores).
+                    time.sleep(_BATCH_DELAY)
+                with self._lock:
+                    waiters, self._sync_waiters = self._sync_waiters, []
+                self._read_events()
+                if waiters and self._unwatched and not stopping:
+                    self._retry_unwatched()
+                if stopping or waiters or self._flush_due():
+                    self._flush()
+                for w in waiters:
+                    w.set()
+                if stopping:
+                    return
+        except Exception:  # never die silently: the session must know to rescan
+            log.exception("file watcher thread failed; the session must rescan")
+            with self._lock:
+                self._failed = True
+                waiters, self._sync_waiters = self._sync_waiters, []
+            for w in waiters:
+                w.set()
+            self._call(self._on_overflow, "watcher failed")
+
+    def _poll_timeout_ms(self) -> int:
+        if not self._pending:
+            return -1
+        now = time.monotonic()
+        deadline = min(self._last_raw + self.coalesce_seconds,
+                       self._first_pending + self._max_delay)
+        return max(0, int((deadline - now) * 1000) + 1)
+
+    def _flush_due(self) -> bool:
+        if not self._pending:
+            return False
+        now = time.monotonic()
+        return (now - self._last_raw >= self.coalesce_seconds
+                or now - self._first_pending >= self._max_delay)
+
+    def _read_events(self) -> None:
+        assert self._inotify is not None
+        events = self._inotify.read(timeout=0)
+        for ev in events:
+            self._handle(ev.wd, ev.mask, os.fsencode(ev.name))
+        self._deliver_reasons()
+
+    def _handle(self, wd: int, mask: int, name: bytes) -> None:
+        if mask & F.Q_OVERFLOW:
+            self.overflowed += 1
+            self._lose("inotify queue overflow")
+            self._rewatch()
+            return
+        d = self._wd_path.get(wd)
+        if d is None:  # a watch we already dropped
+            return
+        if mask & F.IGNORED:
+            self._forget(d)
+            return
+        if not name:  # an event on the watched directory itself
+            if d == b"" and mask & (F.DELETE_SELF | F.MOVE_SELF | F.UNMOUNT):
+                self._lose("workspace root moved, deleted or unmounted")
+            return
+        rel = d + b"/" + name if d else name
+        is_dir = bool(mask & F.ISDIR)
+        if self._is_excluded(rel, is_dir):
+            return
+        self._mark_dirty(d)
+        if mask & _CREATED:
+            self._record(rel, "created", is_dir)
+            if is_dir:
+                self._add_tree(rel, emit=True)
+        elif mask & _DELETED:
+            if is_dir:
+                self._drop_tree(rel, remove_watches=bool(mask & F.MOVED_FROM))
+            self._record(rel, "deleted", is_dir)
+        elif mask & _MODIFIED:
+            self._record(rel, "modified", is_dir)
+
+    # -- watches ----------------------------------------------------------------------------
+
+    def _abs(self, rel: bytes) -> bytes:
+        return self._root_b + b"/" + rel if rel else self._root_b
+
+    def _add_tree(self, top: bytes, *, emit: bool, report: bool = True) -> None:
+        """Watch ``top`` and every non-excluded directory under it. The watch goes on *before*
+        the listing, so a file created in between is seen by one or the other (or both:
+        coalescing merges the duplicate). With ``emit``, everything found is reported created:
+        the directory is new to the workspace."""
+        assert self._inotify is not None
+        stack = [top]
+        lost: list[bytes] = []
+        while stack:
+            d = stack.pop()
+            try:
+                wd = self._inotify.add_watch(self._abs(d), WATCH_MASK)
+            except OSError as e:
+                if e.errno in _LOST_ERRNOS:
+                    lost.append(d)
+                continue  # vanished, not a directory any more, or unreadable: nothing to see
+            old = self._wd_path.get(wd)
+            if old is not None and old != d:
+                self._path_wd.pop(old, None)
+            self._wd_path[wd] = d
+            self._path_wd[d] = wd
+            if emit:
+                self._mark_dirty(d)
+            try:
+                with os.scandir(self._abs(d)) as it:
+                    for entry in it:
+                        rel = d + b"/" + entry.name if d else entry.name
+                        try:
+                            is_dir = entry.is_dir(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if self._is_excluded(rel, is_dir):
+                            continue
+                        if emit:
+                            self._record(rel, "created", is_dir)
+                        if is_dir:
+                            stack.append(rel)
+            except OSError:
+                continue
+        if lost:
+            with self._lock:
+                fresh = not self._unwatched
+                self._unwatched.update(lost)
+            if fresh and report:  # report the first failure, not every retry
+                self._lose(f"cannot add watches ({len(lost)} directories): "
+                           "fs.inotify.max_user_watches exhausted?")
+
+    def _retry_unwatched(self) -> None:
+        """Try again to watch directories whose watch failed (someone may have freed watches).
+        Whatever changed there meanwhile went unseen, so success still asks for one rescan."""
+        with self._lock:
+            retry, self._unwatched = self._unwatched, set()
+        for d in sorted(retry):
+            self._add_tree(d, emit=False, report=False)
+        with self._lock:
+            if not self._unwatched:
+                self._rescan_all = True
+
+    def _drop_tree(self, top: bytes, *, remove_watches: bool) -> None:
+        """Forget ``top`` and the directories under it. A moved-away directory keeps its kernel
+        watches at its new place (maybe outside the workspace), so those are removed too; a
+        deleted one loses them by itself."""
+        prefix = top + b"/"
+        for path in [p for p in self._path_wd if p == top or p.startswith(prefix)]:
+            wd = self._path_wd.pop(path)
+            self._wd_path.pop(wd, None)
+            if remove_watches and self._inotify is not None:
+                try:
+                    self._inotify.rm_watch(wd)
+                except OSError:
+                    pass
+        with self._lock:
+            self._unwatched = {p for p in self._unwatched
+                               if not (p == top or p.startswith(prefix))}
+
+    def _forget(self, d: bytes) -> None:
+        wd = self._path_wd.pop(d, None)
+        if wd is not None:
+            self._wd_path.pop(wd, None)
+
+    def _rewatch(self) -> None:
+        """After an overflow the map may be stale (directories created, moved or deleted while
+        events were lost): walk the tree again, adding missing watches and dropping those whose
+        directory is no longer where we thought. No events are emitted: ``rescan_all`` covers
+        them."""
+        before = dict(self._wd_path)
+        self._wd_path.clear()
+        self._path_wd.clear()
+        with self._lock:
+            self._unwatched.clear()
+        self._add_tree(b"", emit=False)
+        assert self._inotify is not None
+        for wd in before.keys() - self._wd_path.keys():
+            try:
+                self._inotify.rm_watch(wd)
+            except OSError:
+                pass
+
+    # -- dirty set, pending events, delivery ------------------------------------------------
+
+    def _mark_dirty(self, d: bytes) -> None:
+        with self._lock:
+            self._dirty.add(d)
+
+    def _lose(self, reason: str) -> None:
+        log.warning("file watcher: %s; the session must rescan", reason)
+        with self._lock:
+            self._rescan_all = True
+        self._reasons.append(reason)
+
+    def _record(self, rel: bytes, action: Action, is_dir: bool) -> None:
+        quiet, _ = git_paths(rel)
+        if quiet:
+            return
+        now = time.monotonic()
+        if not self._pending:
+            self._first_pending = now
+        self._last_raw = now
+        prev = self._pending.get(rel)
+        if prev is None:
+            self._pending[rel] = _Pending(action, is_dir, time.time())
+            return
+        merged = combine(prev.action, action)
+        if merged is None:
+            del self._pending[rel]
+        else:
+            prev.action, prev.is_dir, prev.timestamp = merged, is_dir, time.time()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        events: list[FileEvent] = []
+        triggers: list[bytes] = []
+        for rel, p in pending.items():
+            size = None
+            if p.action != "deleted" and not p.is_dir:
+                try:
+                    st = os.lstat(self._abs(rel))
+                    if not stat.S_ISDIR(st.st_mode):
+                        size = st.st_size
+                except OSError:
+                    pass  # gone already: its deletion is queued behind
+            events.append(FileEvent(p.timestamp, p.action, rel, size, p.is_dir))
+            if git_paths(rel)[1]:
+                triggers.append(rel)
+        if not self._call(self._on_events, events):
+            self._lose("on_events callback failed")  # the consumer lost these events
+        for rel in triggers:
+            self._call(self._on_git_change, rel)
+        self._deliver_reasons()
+
+    def _deliver_reasons(self) -> None:
+        reasons, self._reasons = self._reasons, []
+        for reason in reasons:
+            self._call(self._on_overflow, reason)
+
+    @staticmethod
+    def _call(fn: Callable[..., None] | None, arg: object) -> bool:
+        if fn is None:
+            return True
+        try:
+            fn(arg)
+            return True
+        except Exception:
+            log.exception("file watcher callback %r failed", fn)
+            return False
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:  # pipe full (already awake) or closed
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except OSError:
+            pass
+
+    def _close_fds(self) -> None:
+        if self._inotify is not None:
+            self._inotify.close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
