@@ -103,7 +103,13 @@ def sessions_cmd(state: State, as_json: bool) -> None:
 
 @click.group("session")
 def session_group() -> None:
-    """Look at one session."""
+    """Look at one session of `ctrlz run`.
+
+    \b
+    Examples:
+      ctrlz session show            the newest session's timeline
+      ctrlz session show sess_k2x --json
+    """
 
 
 @session_group.command("show")
