@@ -65,9 +65,9 @@ def cli(ctx: click.Context, directory: str | None) -> None:
 
 
 def _register() -> None:
-    from . import inspect, maintenance, restore, sessions, snapshots
+    from . import agents, inspect, maintenance, mcp_server, restore, sessions, snapshots
 
-    for module in (snapshots, inspect, restore, maintenance, sessions):
+    for module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -1,0 +1,5 @@
+"""Agent integration commands: ``ctrlz hook``, ``ctrlz install``/``uninstall``, ``ctrlz rewind``."""
+
+from __future__ import annotations
+
+COMMANDS: list = []
