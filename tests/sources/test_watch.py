@@ -1,0 +1,384 @@
+"""The file watcher on real inotify and real files. No timing assertions: tests either call
+``sync()`` (every change made before it is delivered when it returns) or poll for a condition
+with a bound. Most watchers get a 60 s coalescing window, so only ``sync()`` flushes and the
+grouping of events never depends on how fast the machine is."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ctrlz.sources.watch import FileEvent, Watcher, combine, git_paths
+
+MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
+
+
+class Recorder:
+    """Collects what the watcher delivers (from its thread)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[FileEvent] = []
+        self.overflows: list[str] = []
+        self.git: list[bytes] = []
+
+    def on_events(self, events: list[FileEvent]) -> None:
+        with self.lock:
+            self.events.extend(events)
+
+    def on_overflow(self, reason: str) -> None:
+        with self.lock:
+            self.overflows.append(reason)
+
+    def on_git_change(self, rel: bytes) -> None:
+        with self.lock:
+            self.git.append(rel)
+
+    def actions(self) -> dict[bytes, list[str]]:
+        out: dict[bytes, list[str]] = {}
+        with self.lock:
+            for e in self.events:
+                out.setdefault(e.path, []).append(e.action)
+        return out
+
+    def last(self, path: bytes) -> FileEvent:
+        with self.lock:
+            return [e for e in self.events if e.path == path][-1]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def never_excluded(rel: bytes, is_dir: bool) -> bool:
+    return False
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., tuple[Watcher, Recorder, Path]]]:
+    watchers: list[Watcher] = []
+
+    def make(is_excluded: Callable[[bytes, bool], bool] = never_excluded,
+             coalesce_seconds: float = 60, setup: Callable[[Path], None] | None = None,
+             on_events: Callable[[list[FileEvent]], None] | None = None,
+             ) -> tuple[Watcher, Recorder, Path]:
+        root = tmp_path / "ws"
+        root.mkdir(exist_ok=True)
+        if setup:
+            setup(root)
+        rec = Recorder()
+        w = Watcher(root, is_excluded, on_events or rec.on_events,
+                    coalesce_seconds=coalesce_seconds, on_overflow=rec.on_overflow,
+                    on_git_change=rec.on_git_change)
+        w.start()
+        watchers.append(w)
+        return w, rec, root
+
+    yield make
+    for w in watchers:
+        w.stop()
+
+
+def test_coalescing_rules() -> None:
+    assert combine("created", "modified") == "created"
+    assert combine("created", "deleted") is None
+    assert combine("modified", "deleted") == "deleted"
+    assert combine("deleted", "created") == "modified"
+    assert combine("modified", "modified") == "modified"
+    assert combine("created", "created") == "created"
+
+
+def test_git_path_classification() -> None:
+    assert git_paths(b".git/objects/ab/cdef") == (True, False)
+    assert git_paths(b"sub/.git/objects/pack") == (True, False)
+    assert git_paths(b".git/refs/heads/main") == (False, True)
+    assert git_paths(b".git/refs/heads/main.lock") == (False, False)
+    assert git_paths(b".git/HEAD") == (False, True)
+    assert git_paths(b".git/logs/HEAD") == (False, True)
+    assert git_paths(b".git/packed-refs") == (False, True)
+    assert git_paths(b".git/index") == (False, False)
+    assert git_paths(b"src/git/HEAD") == (False, False)
+
+
+def test_create_modify_delete(start) -> None:
+    w, rec, root = start(coalesce_seconds=0.05, setup=lambda r: (r / "old.txt").write_text("old"))
+    (root / "new.txt").write_text("hello")
+    assert wait_for(lambda: b"new.txt" in rec.actions())  # delivered without sync()
+    (root / "old.txt").write_text("changed!")
+    (root / "new.txt").unlink()
+    assert w.sync()
+    acts = rec.actions()
+    assert acts[b"new.txt"] == ["created", "deleted"]
+    assert set(acts[b"old.txt"]) == {"modified"}
+    assert rec.last(b"old.txt").size == 8
+    assert rec.last(b"new.txt").size is None
+    first = [e for e in rec.events if e.path == b"new.txt"][0]
+    assert first.size == 5 and not first.is_dir
+    dirty = w.take_dirty()
+    assert dirty.dirs == {b""} and not dirty.rescan_all
+    assert w.take_dirty().dirs == set()
+
+
+def test_new_nested_dirs_filled_immediately(start) -> None:
+    """mkdir -p a/b && echo x > a/b/c: the files land before the watch on a/b can exist."""
+    w, rec, root = start()
+    subprocess.run("mkdir -p a/b/d && echo x > a/b/c && echo y > a/b/d/e", shell=True,
+                   cwd=root, check=True)
+    assert w.sync()
+    acts = rec.actions()
+    for path in (b"a", b"a/b", b"a/b/d", b"a/b/c", b"a/b/d/e"):
+        assert acts.get(path) == ["created"], (path, acts)
+    assert rec.last(b"a").is_dir and rec.last(b"a/b/c").size == 2
+    assert {b"", b"a", b"a/b", b"a/b/d"} <= w.take_dirty().dirs
+    (root / "a/b/d/f").write_text("later")  # the new directories are watched now
+    assert w.sync()
+    assert rec.actions()[b"a/b/d/f"] == ["created"]
+
+
+def test_rename_in_and_out(start, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "tree/sub").mkdir(parents=True)
+    (outside / "tree/sub/f").write_text("f")
+    (outside / "file").write_text("x")
+    w, rec, root = start(setup=lambda r: ((r / "leaving").mkdir(), (r / "gone.txt").touch()))
+    os.rename(outside / "file", root / "file")
+    os.rename(outside / "tree", root / "tree")
+    os.rename(root / "gone.txt", outside / "gone.txt")
+    os.rename(root / "leaving", outside / "leaving")
+    os.rename(root / "file", root / "renamed")
+    assert w.sync()
+    acts = rec.actions()
+    assert acts[b"renamed"] == ["created"]
+    assert b"file" not in acts  # created + deleted in one window: nothing
+    for path in (b"tree", b"tree/sub", b"tree/sub/f"):
+        assert acts[path] == ["created"]
+    assert acts[b"gone.txt"] == ["deleted"] and acts[b"leaving"] == ["deleted"]
+    assert rec.last(b"leaving").is_dir
+    # the moved-in tree is watched; the moved-out one is not any more
+    (root / "tree/sub/g").write_text("g")
+    (outside / "leaving/ghost").write_text("boo")
+    assert w.sync()
+    acts = rec.actions()
+    assert acts[b"tree/sub/g"] == ["created"]
+    assert not any(p.startswith(b"leaving/") or p == b"ghost" for p in acts)
+
+
+def test_excluded_trees_and_globs(start) -> None:
+    def excluded(rel: bytes, is_dir: bool) -> bool:
+        return rel.split(b"/")[0] == b"build" or rel.endswith(b".log")
+
+    w, rec, root = start(excluded, setup=lambda r: (r / "build").mkdir())
+    before = w.watched_dirs
+    (root / "build/out.o").write_text("obj")
+    (root / "app.log").write_text("log")
+    (root / "build2").mkdir()
+    (root / "build2/x.log").write_text("log")
+    (root / "kept.txt").write_text("kept")
+    assert w.sync()
+    acts = rec.actions()
+    assert acts == {b"build2": ["created"], b"kept.txt": ["created"]}
+    assert w.watched_dirs == before + 1  # build2 only, never build
+    assert b"build" not in w.take_dirty().dirs
+
+
+def test_writes_coalesce_into_one_event(start) -> None:
+    w, rec, root = start(setup=lambda r: (r / "existing").touch())
+    for i in range(100):
+        (root / "hot").write_text(str(i))
+        (root / "existing").write_text(str(i))
+    (root / "tmp").write_text("t")
+    (root / "tmp").unlink()
+    assert w.sync()
+    assert rec.actions() == {b"hot": ["created"], b"existing": ["modified"]}
+    assert rec.last(b"hot").size == 2
+
+
+def test_deleted_directory(start) -> None:
+    def setup(r: Path) -> None:
+        (r / "d/e").mkdir(parents=True)
+        (r / "d/e/f").write_text("f")
+
+    w, rec, root = start(setup=setup)
+    watched = w.watched_dirs
+    subprocess.run(["rm", "-rf", "d"], cwd=root, check=True)
+    assert w.sync()
+    acts = rec.actions()
+    assert acts == {b"d": ["deleted"], b"d/e": ["deleted"], b"d/e/f": ["deleted"]}
+    assert rec.last(b"d").is_dir and not rec.last(b"d/e/f").is_dir
+    assert wait_for(lambda: w.watched_dirs == watched - 2)
+
+
+def test_symlink_reported_not_followed(start, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    w, rec, root = start()
+    os.symlink(target, root / "link")
+    assert w.sync()
+    ev = rec.last(b"link")
+    assert ev.action == "created" and not ev.is_dir and ev.size == len(os.fsencode(target))
+    (target / "inside").write_text("x")
+    assert w.sync()
+    assert set(rec.actions()) == {b"link"}
+    assert w.watched_dirs == 1
+
+
+def test_non_utf8_names(start) -> None:
+    w, rec, root = start()
+    name = b"caf\xe9-\xff.txt"
+    fd = os.open(os.fsencode(root) + b"/" + name, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, b"abc")
+    os.close(fd)
+    os.mkdir(os.fsencode(root) + b"/dir\xfe")
+    with open(os.fsencode(root) + b"/dir\xfe/inner", "wb") as f:
+        f.write(b"z")
+    assert w.sync()
+    acts = rec.actions()
+    assert acts[name] == ["created"] and rec.last(name).size == 3
+    assert acts[b"dir\xfe/inner"] == ["created"]
+
+
+def test_git_refs_fire_trigger_objects_stay_quiet(start) -> None:
+    def setup(r: Path) -> None:
+        (r / ".git/refs/heads").mkdir(parents=True)
+        (r / ".git/objects").mkdir()
+        (r / ".git/HEAD").write_text("ref: refs/heads/main\n")
+
+    w, rec, root = start(setup=setup)
+    (root / ".git/objects/ab").mkdir()
+    (root / ".git/objects/ab/cdef").write_bytes(b"blob")
+    lock = root / ".git/refs/heads/main.lock"  # the way git updates a ref
+    lock.write_text("0" * 40 + "\n")
+    os.rename(lock, root / ".git/refs/heads/main")
+    assert w.sync()
+    acts = rec.actions()
+    assert acts[b".git/refs/heads/main"] == ["created"]
+    assert not any(p.startswith(b".git/objects") for p in acts)
+    assert rec.git == [b".git/refs/heads/main"]
+    dirty = w.take_dirty().dirs
+    assert {b".git/objects", b".git/objects/ab", b".git/refs/heads"} <= dirty
+
+
+@pytest.fixture
+def small_queue() -> Iterator[Callable[[], None]]:
+    """Lower fs.inotify.max_queued_events (read when an inotify instance is created) and give
+    back a function that restores it; restored at teardown at the latest. The setting is
+    global, so concurrent test runs take turns under a file lock: otherwise one could save the
+    other's lowered value and "restore" it forever."""
+    lock = open("/tmp/ctrlz-test-max-queued-events.lock", "w")  # noqa: SIM115
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        saved = MAX_QUEUED.read_text()
+        MAX_QUEUED.write_text("64\n")
+    except OSError:
+        lock.close()
+        pytest.skip("cannot lower fs.inotify.max_queued_events (needs root)")
+
+    def restore() -> None:
+        MAX_QUEUED.write_text(saved)
+
+    try:
+        yield restore
+    finally:
+        restore()
+        lock.close()
+
+
+def test_overflow_means_rescan_all(start, small_queue) -> None:
+    """Hold the watcher thread inside a callback while 600 files appear: the 64-event queue
+    overflows. The watcher must say so (rescan_all, on_overflow, counter) and keep working."""
+    entered, gate = threading.Event(), threading.Event()
+    rec_events: list[FileEvent] = []
+
+    def blocking(events: list[FileEvent]) -> None:
+        rec_events.extend(events)
+        entered.set()
+        gate.wait(10)
+
+    w, rec, root = start(coalesce_seconds=0.05, on_events=blocking)
+    small_queue()  # the watcher's instance has its limit; restore for everyone else
+    try:
+        (root / "first").touch()
+        assert entered.wait(5)
+        for i in range(600):
+            (root / f"f{i}").touch()
+    finally:
+        gate.set()
+    assert wait_for(lambda: w.overflowed >= 1)
+    assert w.take_dirty().rescan_all
+    assert rec.overflows and "overflow" in rec.overflows[0]
+    assert not w.take_dirty().rescan_all  # taken: the session reconciled
+    (root / "after").touch()  # still watching
+    assert w.sync()
+    assert any(e.path == b"after" for e in rec_events)
+
+
+def test_stop_flushes_everything(tmp_path: Path) -> None:
+    rec = Recorder()
+    w = Watcher(tmp_path, never_excluded, rec.on_events, coalesce_seconds=60)
+    with w:
+        (tmp_path / "x").write_text("x")
+    assert rec.actions() == {b"x": ["created"]}
+    w.stop()  # idempotent
+
+
+ENOSPC_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from ctrlz.sources.watch import Watcher
+
+LIMIT = Path("/proc/sys/user/max_inotify_watches")  # this user namespace's own limit
+root = Path(sys.argv[1])
+for d in ("a", "b", "c", "d", "e"):
+    (root / d).mkdir()
+LIMIT.write_text("3\n")
+reasons, events = [], []
+w = Watcher(root, lambda rel, is_dir: False, events.extend, coalesce_seconds=60,
+            on_overflow=reasons.append)
+w.start()
+out = {"reasons": reasons[:], "watched": w.watched_dirs}
+out["take1"] = w.take_dirty().rescan_all
+out["take2"] = w.take_dirty().rescan_all  # sticky while directories are unwatched
+LIMIT.write_text("100\n")
+out["take3"] = w.take_dirty().rescan_all  # watches added now; one rescan for the gap
+out["take4"] = w.take_dirty().rescan_all
+for d in ("a", "b", "c", "d", "e"):
+    (root / d / "x").touch()
+w.sync()
+out["seen"] = sorted(e.path.decode() for e in events)
+out["reasons_after"] = len(reasons)
+w.stop()
+print(json.dumps(out))
+"""
+
+
+def test_watch_limit_exhausted_means_rescan_all(tmp_path: Path) -> None:
+    """ENOSPC from inotify_add_watch (max_user_watches reached) must not go unnoticed. The limit
+    is lowered inside a throwaway user namespace, so the host's limit is never touched."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", ENOSPC_SCRIPT, root],
+        capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0 and "Traceback" not in proc.stderr:
+        pytest.skip(f"no user namespaces here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["watched"] == 3
+    assert len(out["reasons"]) == 1 and "max_user_watches" in out["reasons"][0]
+    assert out["take1"] and out["take2"] and out["take3"] and not out["take4"]
+    assert out["seen"] == ["a/x", "b/x", "c/x", "d/x", "e/x"]
+    assert out["reasons_after"] == 1
