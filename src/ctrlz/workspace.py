@@ -259,6 +259,26 @@ class Workspace:
                 not p or c.path == p or c.path.startswith(p + b"/") for p in prefixes)]
         return Diff(a.id, new_name, changes)
 
+    def diffs_to_working(self, olds: Sequence[str]) -> list[Diff]:
+        """``diff(old)`` against the working tree for each of ``olds``, scanning the working
+        tree only once (the MCP server's change listing compares it with every snapshot)."""
+        state, sink = scan_working(self.repo, self.roots, [self.config.rules],
+                                   self.config.limits)
+        read_new = overlay_reader(self.repo, sink.blobs)
+        out = []
+        for ref in olds:
+            a = self.resolve(ref)
+            changes = [PathChange(c.path[2:], c.change_type, c.old, c.new)
+                       for c in diff_trees(self.repo.tree, a.root, read_new, state.root)
+                       if c.path.startswith(b"0/")]
+            out.append(Diff(a.id, "working tree", changes))
+        return out
+
+    def entry_at(self, ref: str, path: str | bytes) -> Entry | None:
+        """What snapshot ``ref`` holds at ``path`` (a file, symlink or directory entry), or
+        None if the path was absent from it."""
+        return self._entry_at(self.resolve(ref), self.relpath(path))
+
     def content(self, entry: Entry | None, rel: bytes, working: bool) -> bytes | None:
         """A file's bytes from the store or, for the working tree side, from disk."""
         if entry is None or entry.kind == DIR:
@@ -419,6 +439,17 @@ class Workspace:
                           candidates[-1])
             from_ = source.id
         return self.rollback(from_, [path], dry_run=dry_run, kind="revert")
+
+    def relabel(self, ref: str, label: str | None, type: str | None = None) -> Snapshot:
+        """Give snapshot ``ref`` a new label (and optionally a new pool type)."""
+        with self.repo.lock:
+            snap = self.resolve(ref)
+            fields: dict[str, object] = {"label": label}
+            if type is not None:
+                fields["type"] = type
+            with self.repo.catalog.transaction():
+                self.repo.catalog.update_snapshot(snap.id, **fields)
+        return self.resolve(snap.id)
 
     def undo(self) -> UndoResult:
         """Take back the newest rollback/revert that is not undone yet."""
