@@ -1,0 +1,34 @@
+"""Per-tool-call snapshots, turns and rewind for agent sessions (see docs/agents.md).
+
+Pre-images of the paths one agent tool call is about to change are captured into the workspace's
+store (``<store>/toolcalls/``, see :mod:`ctrlz.toolcalls.store`), keyed by the agent's session id
+and tool-call id. This package is the library; ``ctrlz.hooks`` and the CLI are faces over it.
+
+Submodules load lazily, so a hook that only needs ``fs_snapshot`` never imports the engine.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api",
+    "drop_session": "api", "drop_snapshot": "api", "fs_restore": "api", "fs_snapshot": "api",
+    "list_snapshots": "api", "tool_call": "api", "write_file": "api",
+    "redo": "turns", "rollback": "turns",
+    "RewindResult": "rewind", "agent_sessions": "rewind", "latest_session": "rewind",
+    "rewind": "rewind", "timeline": "rewind",
+    "DEFAULT_BYTE_CAP": "records",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctrlz.toolcalls' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,215 @@
+"""Per-tool-call snapshots (harn's ``fs_snapshot`` family), durable and deduplicated.
+
+A snapshot is keyed by ``(session_id, snapshot_id)``; ``snapshot_id`` is the ``scope_id`` given
+(canonically the agent's tool-call id), so the snapshot and the transcript share one id space.
+Explicit mode captures the given paths now; lazy mode opens a scope and the :func:`write_file` /
+:func:`delete_file` helpers capture each path the first time they touch it inside
+``with tool_call(...)``. Unlike harn, the state is in SQLite and survives a restart, bodies are
+deduplicated across every tool call, and a restore does not clobber a later edit unless forced.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from . import records
+from .core import (
+    Place,
+    WorkspaceLike,
+    capture_into,
+    check_id,
+    evict,
+    opened,
+    record_post,
+    rel_of,
+    require,
+    restore_entries,
+)
+from .images import write_bytes
+
+PathArg = str | os.PathLike[str] | bytes
+
+
+def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None = None,
+                root: str | os.PathLike[str] | None = None, *,
+                workspace: WorkspaceLike = None, agent: str | None = None,
+                tool: str | None = None) -> dict[str, Any]:
+    """Register the snapshot ``scope_id`` (re-registering is an upsert) and capture ``paths``
+    now; without paths, open it so the helpers capture lazily. Returns ``{snapshot_id,
+    captured_paths, byte_count}``."""
+    check_id("session_id", session_id)
+    check_id("scope_id", scope_id)
+    with opened(workspace, root) as place:
+        base = os.fspath(root) if root is not None else None
+        rels = [rel_of(place, p, base) for p in paths or ()]
+        with place.store.lock:
+            snap = _register(place, session_id, scope_id, lazy=not paths, agent=agent,
+                             tool=tool)
+            capture_into(place, snap, rels)
+            evict(place, session_id, protected=snap.seq)
+            snap = require(place, session_id, scope_id)
+        return {"snapshot_id": snap.snapshot_id,
+                "captured_paths": [os.fsdecode(place.rootb + b"/" + p) for p in snap.paths],
+                "byte_count": snap.byte_count}
+
+
+def _register(place: Place, session_id: str, scope_id: str, *, lazy: bool,
+              agent: str | None = None, tool: str | None = None, kind: str = "files",
+              detail: str | None = None, args_key: str | None = None,
+              ws_snapshot: str | None = None) -> records.SnapRow:
+    with place.store.catalog.transaction():
+        turn = records.ensure_session(place.db, session_id, agent)
+        snap = records.find(place.db, session_id, scope_id)
+        if snap is None:
+            snap = records.add_snapshot(place.db, session_id, scope_id, turn, kind, tool=tool,
+                                        detail=detail, args_key=args_key,
+                                        ws_snapshot=ws_snapshot, open=lazy)
+        if lazy:
+            records.close_open(place.db, session_id, except_seq=snap.seq)
+            place.db.execute("UPDATE tc_snapshots SET open = 1 WHERE seq = ?", (snap.seq,))
+    return snap
+
+
+def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | None = None, *,
+               force: bool = False, workspace: WorkspaceLike = None) -> dict[str, Any]:
+    """Put the snapshot's pre-images back (a path captured as absent is deleted). A path whose
+    current content is not what the tool call left there is skipped and reported, unless
+    ``force``. Returns ``{snapshot_id, restored_paths, skipped_paths_with_reasons}``."""
+    with opened(workspace) as place, place.store.lock:
+        snap = require(place, session_id, snapshot_id)
+        wanted = {rel_of(place, p) for p in paths} if paths else None
+        if snap.kind == "bash":
+            return {"snapshot_id": snapshot_id, "restored_paths": [],
+                    "skipped_paths_with_reasons": [{
+                        "path": snap.detail or "", "reason": "a shell command: its changes are "
+                        f"in workspace snapshot {snap.ws_snapshot}; use `ctrlz rewind "
+                        f"{snapshot_id}`"}]}
+        result = restore_entries(place, snap, wanted, force)
+        with place.store.catalog.transaction():
+            records.clear_redo(place.db, session_id)
+        return result
+
+
+def list_snapshots(session_id: str, *, workspace: WorkspaceLike = None) -> list[dict[str, Any]]:
+    """The session's tool-call snapshots, sorted by capture time."""
+    with opened(workspace) as place:
+        return [s.to_json() for s in records.snapshots(place.db, session_id)]
+
+
+def drop_snapshot(session_id: str, snapshot_id: str, *,
+                  workspace: WorkspaceLike = None) -> dict[str, Any]:
+    """Forget one snapshot and its bodies (idempotent)."""
+    with opened(workspace) as place, place.store.lock:
+        snap = records.find(place.db, session_id, snapshot_id)
+        if snap is not None:
+            with place.store.catalog.transaction():
+                records.delete_snapshot(place.db, snap.seq)
+            place.store.compact()
+        return {"snapshot_id": snapshot_id, "dropped": snap is not None}
+
+
+def drop_session(session_id: str, *, workspace: WorkspaceLike = None) -> dict[str, Any]:
+    """Forget every snapshot, turn and redo entry of a session."""
+    with opened(workspace) as place, place.store.lock:
+        with place.store.catalog.transaction():
+            n = records.drop_session(place.db, session_id)
+        place.store.compact()
+        return {"session_id": session_id, "dropped_snapshots": n}
+
+
+def configure_byte_cap(session_id: str, cap: int, *, workspace: WorkspaceLike = None) -> list[str]:
+    """Set the session's byte cap (default 1 GiB) and enforce it now; returns evicted ids."""
+    with opened(workspace) as place, place.store.lock:
+        with place.store.catalog.transaction():
+            records.ensure_session(place.db, session_id)
+            records.set_byte_cap(place.db, session_id, cap)
+        open_seq = place.db.execute("SELECT seq FROM tc_snapshots WHERE session_id = ? AND "
+                                    "open = 1", (session_id,)).fetchone()
+        return evict(place, session_id, protected=open_seq[0] if open_seq else None)
+
+
+def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
+               agent: str | None = None) -> int:
+    """Start the next turn (a user prompt); later snapshots belong to it. Clears redo."""
+    with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
+        records.ensure_session(place.db, session_id, agent)
+        records.clear_redo(place.db, session_id)
+        records.close_open(place.db, session_id)
+        return records.bump_turn(place.db, session_id)
+
+
+# -- lazy capture -----------------------------------------------------------------------------
+
+@dataclass
+class _Scope:
+    session_id: str
+    scope_id: str
+    workspace: WorkspaceLike
+    root: str | None
+
+
+_SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("ctrlz_tool_call",
+                                                                       default=None)
+
+
+@contextmanager
+def tool_call(session_id: str, scope_id: str, *, workspace: WorkspaceLike = None,
+              root: str | os.PathLike[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Open the snapshot ``scope_id`` for the duration of one tool call; ``write_file`` and
+    ``delete_file`` inside it capture pre-images lazily. The scope is closed on exit."""
+    info = fs_snapshot(session_id, scope_id, None, root, workspace=workspace)
+    token = _SCOPE.set(_Scope(session_id, scope_id, workspace,
+                              os.fspath(root) if root is not None else None))
+    try:
+        yield info
+    finally:
+        _SCOPE.reset(token)
+        with opened(workspace, root) as place, place.store.lock, \
+                place.store.catalog.transaction():
+            place.db.execute("UPDATE tc_snapshots SET open = 0 WHERE session_id = ? AND "
+                             "snapshot_id = ?", (session_id, scope_id))
+
+
+def _with_capture(path: PathArg, action: Any) -> None:
+    scope = _SCOPE.get()
+    if scope is None:
+        action(None, None)
+        return
+    with opened(scope.workspace, scope.root) as place, place.store.lock:
+        snap = require(place, scope.session_id, scope.scope_id)
+        rel = rel_of(place, path)
+        capture_into(place, snap, [rel])
+        action(place, rel)
+        record_post(place, snap, [rel])
+        evict(place, scope.session_id, protected=snap.seq)
+
+
+def write_file(path: PathArg, data: bytes | str, mode: int | None = None) -> None:
+    """Write ``data`` atomically at ``path``, capturing its pre-image first when inside
+    :func:`tool_call`."""
+    body = data.encode() if isinstance(data, str) else bytes(data)
+
+    def action(place: Place | None, rel: bytes | None) -> None:
+        if place is None or rel is None:
+            full = os.path.abspath(os.fsencode(path))
+            write_bytes(os.path.dirname(full), os.path.basename(full), body, mode)
+        else:
+            write_bytes(place.rootb, rel, body, mode)
+
+    _with_capture(path, action)
+
+
+def delete_file(path: PathArg) -> None:
+    """Delete the file at ``path``, capturing its pre-image first when inside
+    :func:`tool_call`. A missing file raises ``FileNotFoundError`` (after the capture)."""
+
+    def action(place: Place | None, rel: bytes | None) -> None:
+        full = os.fsencode(path) if place is None or rel is None else place.rootb + b"/" + rel
+        os.unlink(full)
+
+    _with_capture(path, action)

@@ -1,0 +1,162 @@
+"""Shared machinery of the tool-call API: open the store, capture paths, restore entries.
+
+Capturing and restoring both run under the tool-call store's lock; the workspace store's lock is
+only taken by operations that touch workspace snapshots (Bash snapshots, rewind).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
+from ..types import show_path
+from . import records
+from .images import Image, UnsafePath, capture, fingerprint, put_back
+from .store import ToolcallStore, find_workspace
+
+WorkspaceLike = Any  # a ctrlz.Workspace, a path inside one, or None (the cwd)
+
+
+@dataclass
+class Place:
+    """An open tool-call store and the workspace root it belongs to."""
+
+    root: Path
+    store: ToolcallStore
+
+    @property
+    def rootb(self) -> bytes:
+        return os.fsencode(self.root)
+
+    @property
+    def db(self) -> Any:
+        return self.store.db
+
+
+@contextmanager
+def opened(workspace: WorkspaceLike = None, root: str | os.PathLike[str] | None = None
+           ) -> Iterator[Place]:
+    """The tool-call store of ``workspace`` (a Workspace, or a path), else of the workspace
+    containing ``root`` or the current directory."""
+    if workspace is not None and hasattr(workspace, "store_path"):
+        ws_root, store = Path(workspace.root), Path(workspace.store_path)
+    else:
+        ws_root, store = find_workspace(workspace if workspace is not None else (root or "."))
+    tc = ToolcallStore(store)
+    try:
+        yield Place(ws_root.resolve(), tc)
+    finally:
+        tc.close()
+
+
+def check_id(name: str, value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{name} must be a non-empty string")
+    return value
+
+
+def rel_of(place: Place, path: str | os.PathLike[str] | bytes, base: str | None = None) -> bytes:
+    """A path (absolute, or relative to ``base``/the cwd) as workspace-relative bytes; lexical
+    normalisation only, so a symlink is never followed here."""
+    raw = os.fsencode(path)
+    if not raw:
+        raise UsageError("empty path")
+    start = os.fsencode(base) if base else os.fsencode(os.getcwd())
+    full = os.path.normpath(raw if raw.startswith(b"/") else os.path.join(start, raw))
+    root = place.rootb
+    if not full.startswith(root + b"/"):
+        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace {place.root}")
+    return full[len(root) + 1:]
+
+
+def require(place: Place, session_id: str, snapshot_id: str) -> records.SnapRow:
+    if not records.session_exists(place.db, session_id):
+        raise SnapshotNotFound(f"no snapshots registered for session {session_id}")
+    snap = records.find(place.db, session_id, snapshot_id)
+    if snap is None:
+        raise SnapshotNotFound(f"unknown snapshot {snapshot_id} in session {session_id}")
+    return snap
+
+
+def capture_into(place: Place, snap: records.SnapRow, rels: Iterable[bytes],
+                 invalidate: bool = True) -> list[bytes]:
+    """Capture the pre-image of every path the snapshot has not seen yet (first touch wins).
+    Returns the paths captured now. Call with the store lock held."""
+    todo = [r for r in dict.fromkeys(rels) if not records.has_entry(place.db, snap.seq, r)]
+    if not todo:
+        return []
+    writer = place.store.objects.writer()
+    try:
+        images = [(rel, capture(place.rootb, rel, writer)) for rel in todo]
+    except UnsafePath as exc:
+        writer.abort()
+        raise UsageError(f"cannot capture a pre-image there: {exc}") from None
+    except BaseException:
+        writer.abort()
+        raise
+    with place.store.catalog.transaction():
+        writer.commit(place.store.catalog)
+        for rel, image in images:
+            records.add_entry(place.db, snap.seq, rel, image)
+        if invalidate:
+            records.clear_redo(place.db, snap.session_id)
+    return todo
+
+
+def record_post(place: Place, snap: records.SnapRow, rels: Iterable[bytes] | None = None) -> None:
+    """Remember what the tool call left at its paths (checked by later restores)."""
+    wanted = set(rels) if rels is not None else None
+    posts = [(e.path, fingerprint(place.rootb, e.path, place.store.objects))
+             for e in records.entries(place.db, snap.seq)
+             if wanted is None or e.path in wanted]
+    with place.store.catalog.transaction():
+        for rel, image in posts:
+            records.set_post(place.db, snap.seq, rel, image)
+
+
+def expected_now(place: Place, snap: records.SnapRow, entry: records.EntryRow) -> Image | None:
+    """What should be at the path if nobody changed it after this tool call."""
+    return entry.post or records.next_pre(place.db, snap.session_id, snap.seq, entry.path)
+
+
+def restore_entries(place: Place, snap: records.SnapRow, paths: set[bytes] | None,
+                    force: bool) -> dict[str, Any]:
+    """Put back the pre-images of one snapshot, path by path, skipping (with a reason) a path
+    whose content is no longer what the tool call left there, unless ``force``."""
+    restored: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for entry in records.entries(place.db, snap.seq):
+        if paths is not None and entry.path not in paths:
+            continue
+        shown = show_path(entry.path)
+        try:
+            now = fingerprint(place.rootb, entry.path, place.store.objects)
+            if now.key == entry.pre.key:
+                restored.append(shown)
+                continue
+            expected = expected_now(place, snap, entry)
+            if not force and expected is not None and now.key != expected.key:
+                skipped.append({"path": shown, "reason": "changed after the tool call "
+                                f"{snap.snapshot_id} (a later edit); use force to overwrite"})
+                continue
+            put_back(place.rootb, entry.path, entry.pre, place.store.objects)
+            restored.append(shown)
+        except UnsafePath as exc:
+            skipped.append({"path": shown, "reason": str(exc)})
+        except OSError as exc:
+            skipped.append({"path": shown, "reason": exc.strerror or str(exc)})
+    return {"snapshot_id": snap.snapshot_id, "restored_paths": restored,
+            "skipped_paths_with_reasons": skipped}
+
+
+def evict(place: Place, session_id: str, protected: int | None) -> list[str]:
+    with place.store.catalog.transaction():
+        gone = records.enforce_cap(place.db, session_id, protected)
+    if gone:
+        place.store.compact()
+    return gone

@@ -1,0 +1,192 @@
+"""Pre-images of single paths: capture one into the store, fingerprint one on disk, put one back.
+
+A pre-image is what one path was just before a tool call touched it: a file (body, mode), a
+symlink (target), ``absent`` (the tool call created it) or ``dir`` (recorded, never restored:
+a pre-image is about one file). Putting one back obeys the safety contract for a single path:
+the path is validated first (relative, no ``..``, no symlinked parent, inside the root), files are
+written to a temp file in the same directory, fsynced and renamed over the target, and nothing is
+ever read or written through a symlink. ``absent`` over a directory is refused rather than
+removing a tree the agent made later (harn deletes it).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from ..state.atomic import fsync_dir, temp_name
+from ..state.objects import LOOSE_MIN, ObjectStore, ObjectWriter
+
+FILE, SYMLINK, ABSENT, DIR, OTHER = "file", "symlink", "absent", "dir", "other"
+
+
+@dataclass(frozen=True)
+class Image:
+    """One path's state: kind plus, for files and symlinks, the body's id."""
+
+    kind: str
+    oid: bytes | None = None
+    size: int = 0
+    mode: int | None = None
+
+    @property
+    def key(self) -> tuple[str, bytes | None]:
+        return (self.kind, self.oid)
+
+
+class UnsafePath(Exception):
+    """A path that must not be touched (reason in the message)."""
+
+
+def check_rel(root: bytes, rel: bytes) -> bytes:
+    """The absolute path for ``rel``, refusing traversal and symlinked parents."""
+    if not rel or rel.startswith(b"/") or b"\0" in rel:
+        raise UnsafePath("not a workspace-relative path")
+    parts = rel.split(b"/")
+    if any(p in (b"", b".", b"..") for p in parts):
+        raise UnsafePath("path has an empty, '.' or '..' component")
+    here = root
+    for part in parts[:-1]:
+        here = here + b"/" + part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return root + b"/" + rel  # parents will be created as real directories
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath("a parent is a symlink or not a directory")
+    return root + b"/" + rel
+
+
+def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
+    """Store the current state of ``rel`` (its body goes into ``writer``)."""
+    full = check_rel(root, rel)
+    try:
+        st = os.lstat(full)
+    except FileNotFoundError:
+        return Image(ABSENT)
+    except NotADirectoryError:
+        return Image(ABSENT)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(full)
+        return Image(SYMLINK, writer.put(target), len(target))
+    if stat.S_ISDIR(st.st_mode):
+        return Image(DIR, mode=stat.S_IMODE(st.st_mode))
+    if not stat.S_ISREG(st.st_mode):
+        return Image(OTHER)
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if st.st_size >= LOOSE_MIN:
+            oid, tmp, size, stored, codec = writer.ingest_large(fd)
+            writer.adopt_large(oid, tmp, size, stored, codec)
+        else:
+            data = _read_all(fd)
+            oid, size = writer.put(data), len(data)
+    finally:
+        os.close(fd)
+    return Image(FILE, oid, size, stat.S_IMODE(st.st_mode))
+
+
+def fingerprint(root: bytes, rel: bytes, objects: ObjectStore) -> Image:
+    """The current state of ``rel`` as an image, hashing without storing."""
+    full = root + b"/" + rel
+    try:
+        st = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return Image(ABSENT)
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(full)
+        return Image(SYMLINK, objects.digest(target), len(target))
+    if stat.S_ISDIR(st.st_mode):
+        return Image(DIR)
+    if not stat.S_ISREG(st.st_mode):
+        return Image(OTHER)
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if st.st_size >= LOOSE_MIN:
+            hasher = objects.new_hasher()
+            while chunk := os.read(fd, 4 << 20):
+                hasher.update(chunk)
+            return Image(FILE, hasher.digest(), st.st_size, stat.S_IMODE(st.st_mode))
+        data = _read_all(fd)
+    finally:
+        os.close(fd)
+    return Image(FILE, objects.digest(data), len(data), stat.S_IMODE(st.st_mode))
+
+
+def put_back(root: bytes, rel: bytes, image: Image, objects: ObjectStore) -> None:
+    """Make ``rel`` match ``image``. Raises :class:`UnsafePath` with the reason to skip."""
+    full = check_rel(root, rel)
+    try:
+        st: os.stat_result | None = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode) and image.kind != DIR:
+        raise UnsafePath("a directory is there now; not removing it")
+    if image.kind == ABSENT:
+        if st is not None:
+            os.unlink(full)
+            fsync_dir(os.path.dirname(full))
+        return
+    if image.kind in (DIR, OTHER):
+        raise UnsafePath(f"the pre-image is a {image.kind}, which a tool-call snapshot does not "
+                         "restore")
+    assert image.oid is not None
+    parent = os.path.dirname(full)
+    os.makedirs(parent, exist_ok=True)
+    check_rel(root, rel)  # parents made just now are real directories
+    tmp = os.path.join(parent, os.fsencode(temp_name(os.path.basename(full))))
+    try:
+        if image.kind == SYMLINK:
+            os.symlink(objects.read(image.oid), tmp)
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                objects.write_to(image.oid, fd)
+                os.fchmod(fd, image.mode if image.mode is not None else 0o644)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, full)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(parent)
+
+
+def write_bytes(root: bytes, rel: bytes, data: bytes, mode: int | None) -> None:
+    """Atomically write ``data`` at ``rel`` (the ``write_file`` helper's own write)."""
+    full = check_rel(root, rel)
+    parent = os.path.dirname(full)
+    os.makedirs(parent, exist_ok=True)
+    if mode is None:
+        try:
+            st = os.lstat(full)
+            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
+        except FileNotFoundError:
+            mode = 0o644
+    tmp = os.path.join(parent, os.fsencode(temp_name(os.path.basename(full))))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, full)
+    fsync_dir(parent)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,188 @@
+"""Where tool-call state lives: ``<workspace store>/toolcalls/``, never in the workspace.
+
+Layout::
+
+    <store>/toolcalls/catalog.db   SQLite (WAL): the object index of the pre-image bodies, plus
+                                   the tc_* tables (sessions, snapshots, entries, redo stack)
+    <store>/toolcalls/packs/       pack files of pre-image bodies (content-addressed, deduplicated)
+    <store>/toolcalls/objects/     large pre-image bodies, one file each
+    <store>/toolcalls/lock         writer lock (flock): hooks of one agent run in parallel
+
+Why a store of its own rather than the workspace's object store: the engine's garbage collector
+keeps only objects reachable from workspace snapshots, and retention runs it whenever a snapshot is
+dropped, so a pre-image body put there would vanish at the next prune. Here the bodies live in the
+same kind of store (same ``ObjectStore``/``ObjectWriter``, same hash algorithm, verified on read,
+deduplicated across every tool call of every session), and :meth:`ToolcallStore.compact` collects
+exactly the bodies no entry references.
+
+Opening this store is deliberately cheap (sqlite3, the object store, hashing; no scanner, no
+config, no engine), so a file-tool hook stays well under 100 ms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+from ..errors import WorkspaceError
+from ..state.catalog import Catalog
+from ..state.lock import StoreLock
+from ..state.objects import ObjectStore
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tc_sessions (
+    session_id TEXT PRIMARY KEY,
+    agent TEXT,
+    byte_cap INTEGER,
+    turn INTEGER NOT NULL DEFAULT 0,
+    created_ns INTEGER NOT NULL,
+    last_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tc_snapshots (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    snapshot_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    taken_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL,              -- files | bash | redo
+    tool TEXT,                       -- the agent's tool name
+    detail TEXT,                     -- the shell command, for bash
+    args_key TEXT,                   -- hash of the tool arguments (Gemini has no tool-call id)
+    ws_snapshot TEXT,                -- bash: the workspace `tool` snapshot taken just before it
+    open INTEGER NOT NULL DEFAULT 0, -- a lazy scope still capturing
+    rolled_back INTEGER NOT NULL DEFAULT 0,
+    byte_count INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, snapshot_id)
+);
+CREATE INDEX IF NOT EXISTS tc_snapshots_session ON tc_snapshots (session_id, seq);
+CREATE TABLE IF NOT EXISTS tc_entries (
+    seq INTEGER NOT NULL,            -- tc_snapshots.seq
+    path BLOB NOT NULL,              -- workspace-relative, filesystem bytes
+    kind TEXT NOT NULL,              -- file | symlink | absent | dir
+    oid BLOB, size INTEGER, mode INTEGER,
+    post_kind TEXT, post_oid BLOB,   -- what the tool call left there, when known
+    PRIMARY KEY (seq, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tc_redo (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    rolled_back TEXT NOT NULL,       -- JSON list of tc_snapshots.seq
+    redo_seq INTEGER NOT NULL        -- the redo snapshot's tc_snapshots.seq
+);
+"""
+
+
+def default_home() -> Path:
+    """Same rule as :func:`ctrlz.workspace.default_home`, without importing the engine."""
+    env = os.environ.get("CTRLZ_HOME")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("ctrlz"))
+
+
+def store_path_for(root: Path, home: Path) -> Path:
+    """Same formula as :func:`ctrlz.workspace.store_path_for` (a test keeps them equal)."""
+    real = os.fsencode(root.resolve())
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", root.resolve().name)[:40] or "root"
+    return home / "workspaces" / f"{slug}-{hashlib.sha256(real).hexdigest()[:16]}"
+
+
+def find_workspace(start: str | os.PathLike[str], home: Path | None = None) -> tuple[Path, Path]:
+    """(workspace root, its store) for the protected workspace containing ``start``."""
+    home = (home or default_home()).expanduser()
+    here = Path(start).expanduser().resolve()
+    for candidate in (here, *here.parents):
+        store = store_path_for(candidate, home)
+        if (store / "catalog.db").is_file():
+            return candidate, store
+    raise WorkspaceError(f"{here} is not inside a protected workspace; run `ctrlz init` there "
+                         "first")
+
+
+class ToolcallStore:
+    """The tool-call part of one workspace store: bodies plus the tc_* tables."""
+
+    def __init__(self, store: Path) -> None:
+        self.path = store / "toolcalls"
+        self.path.mkdir(mode=0o700, exist_ok=True)
+        self.catalog = Catalog(self.path / "catalog.db")
+        algorithm = self.catalog.get_meta("algorithm")
+        if algorithm is None:
+            algorithm = _main_algorithm(store)
+            with self.catalog.transaction():
+                self.catalog.set_meta("algorithm", algorithm)
+                _create_schema(self.catalog.db)
+        self.objects = ObjectStore(self.path, self.catalog, algorithm)
+        self.lock = StoreLock(self.path / "lock")
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self.catalog.db
+
+    def close(self) -> None:
+        self.objects.close()
+        self.catalog.close()
+
+    def __enter__(self) -> ToolcallStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def compact(self) -> int:
+        """Forget bodies no entry references; returns how many. Packs whose objects are all
+        dead are deleted; partly live packs are kept (they are small: one per tool call)."""
+        with self.lock:
+            live = {bytes(r[0]) for r in self.db.execute(
+                "SELECT oid FROM tc_entries WHERE oid IS NOT NULL")}
+            rows = self.catalog.object_rows()
+            dead = [r for r in rows if r[0] not in live]
+            if not dead:
+                return 0
+            live_packs = {r[1] for r in rows if r[0] in live}
+            dead_packs = {r[1] for r in dead if r[1] is not None} - live_packs
+            packs = self.catalog.packs()
+            removable = [r for r in dead if r[1] is None or r[1] in dead_packs]
+            with self.catalog.transaction():
+                self.catalog.delete_objects(r[0] for r in removable)
+                for pack_id in dead_packs:
+                    self.catalog.delete_pack(pack_id)
+            self.objects.close()
+            for pack_id in dead_packs:
+                _unlink(self.objects.packs_dir / packs[pack_id][0])
+            for r in removable:
+                if r[1] is None:
+                    _unlink(self.objects.loose_path(r[0]))
+            return len(removable)
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _main_algorithm(store: Path) -> str:
+    """The workspace store's hash algorithm, so ids mean the same thing in both stores."""
+    try:
+        db = sqlite3.connect(f"file:{store / 'catalog.db'}?mode=ro", uri=True, timeout=30)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'algorithm'").fetchone()
+        finally:
+            db.close()
+        return row[0] if row else "blake3"
+    except sqlite3.DatabaseError:
+        return "blake3"
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
