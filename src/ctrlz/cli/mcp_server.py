@@ -18,9 +18,9 @@ def mcp_cmd(log_level: str) -> None:
     snapshots_restore, snapshots_delete, snapshots_compact.
 
     \b
-    Register it with an agent, for example:
-      claude mcp add ctrlz -- ctrlz mcp
-      ctrlz -C ~/code/app mcp
+    Examples:
+      claude mcp add ctrlz -- ctrlz mcp     register it with Claude Code
+      ctrlz -C ~/code/app mcp               serve another workspace
     """
     from ..mcp.server import serve
 
