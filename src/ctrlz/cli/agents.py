@@ -2,4 +2,194 @@
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import click
+
+from . import render
+from .app import State, pass_state
+
+AGENTS = ("claude", "gemini", "codex")
+
+
+@click.command("hook", context_settings={"ignore_unknown_options": True,
+                                         "allow_extra_args": True})
+@click.argument("agent", required=False, default="")
+def hook_cmd(agent: str) -> int:
+    """Handle one agent hook: the agent's hook JSON on stdin (AGENT: claude, gemini, codex).
+
+    Registered by `ctrlz install`; not meant to be typed. It always exits 0 and prints nothing,
+    so it can never block or confuse the agent; errors go to the store's hook-errors.jsonl and
+    hooks.log, and `ctrlz hook-errors` shows them.
+    """
+    from ..hooks.runner import run
+
+    return run(agent)
+
+
+@click.command("hook-errors")
+@click.option("-n", "limit", default=20, show_default=True, help="How many to show.")
+@render.json_option
+@pass_state
+def hook_errors_cmd(state: State, limit: int, as_json: bool) -> None:
+    """The newest errors agent hooks recorded for this workspace."""
+    from ..hooks.runner import recent_hook_errors
+    from ..types import iso_utc
+
+    errors = recent_hook_errors(state.workspace(), limit=limit)
+    if as_json:
+        render.emit_json({"errors": errors})
+        return
+    if not errors:
+        render.note("No hook errors.")
+    for e in errors:
+        render.out(f"{iso_utc(e['time_ns'])}  {e['agent']} {e.get('event') or '-'}: "
+                   f"{e['error']}")
+
+
+def _scope_option(f):  # noqa: ANN001, ANN202
+    f = click.option("--user", "scope", flag_value="user",
+                     help="The agent's user settings (every project).")(f)
+    return click.option("--project", "scope", flag_value="project", default=True,
+                        help="This project's settings (default).")(f)
+
+
+def _print_install(result, as_json: bool) -> None:  # noqa: ANN001
+    if as_json:
+        render.emit_json(result.to_json())
+        return
+    for f in result.files:
+        if f.diff:
+            render.out(f.diff.rstrip("\n"))
+    for n in result.notes:
+        render.note(n)
+    changed = [f.path for f in result.files if f.diff]
+    verb = {"install": "Would change" if result.dry_run else "Changed",
+            "uninstall": "Would change" if result.dry_run else "Changed"}[result.action]
+    render.note(f"{verb}: {', '.join(changed)}" if changed else "Nothing to change.")
+    if result.dry_run:
+        render.note("Nothing was written (dry run).")
+
+
+@click.command("install")
+@click.argument("agent", type=click.Choice(AGENTS))
+@_scope_option
+@click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
+@render.json_option
+def install_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
+    """Register ctrlz's hooks and MCP server with AGENT (merging, never clobbering).
+
+    Shows the diff of every settings file it changes; `ctrlz uninstall AGENT` removes exactly
+    what was added. With --project (the default) the current directory is also protected
+    (`ctrlz init`) if it is not yet.
+
+    \b
+    Examples:
+      ctrlz install claude
+      ctrlz install gemini --user --dry-run
+    """
+    import os
+
+    from ..installers import install
+    from ..toolcalls.store import find_workspace
+
+    project = "."
+    if scope == "project":
+        try:
+            project = str(find_workspace(".")[0])
+        except Exception:  # noqa: BLE001 - not protected yet
+            if not dry_run:
+                from ..workspace import Workspace
+
+                Workspace.init(".").close()
+                render.note(f"Protecting {os.getcwd()} (ctrlz init).")
+    _print_install(install(agent, scope, dry_run=dry_run, project=project), as_json)
+
+
+@click.command("uninstall")
+@click.argument("agent", type=click.Choice(AGENTS))
+@_scope_option
+@click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
+@render.json_option
+def uninstall_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
+    """Remove exactly the hooks and MCP server `ctrlz install AGENT` added."""
+    from ..installers import uninstall
+    from ..toolcalls.store import find_workspace
+
+    project = "."
+    if scope == "project":
+        try:
+            project = str(find_workspace(".")[0])
+        except Exception:  # noqa: BLE001
+            pass
+    _print_install(uninstall(agent, scope, dry_run=dry_run, project=project), as_json)
+
+
+@click.command("rewind")
+@click.argument("target", required=False)
+@click.option("--list", "list_", is_flag=True, help="List the session's turns and tool calls.")
+@click.option("--session", "session_id", metavar="ID",
+              help="The agent session (default: the latest one in this workspace).")
+@click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
+@render.json_option
+@pass_state
+def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | None,
+               dry_run: bool, as_json: bool) -> None:
+    """Put the workspace back to just before an agent's tool call or turn, Bash included.
+
+    TARGET is a tool_use_id or a turn number (see --list). A safety snapshot is taken first;
+    `ctrlz undo` takes the rewind back.
+
+    \b
+    Examples:
+      ctrlz rewind --list
+      ctrlz rewind toolu_01ABC --dry-run
+      ctrlz rewind 3
+    """
+    import importlib
+
+    from ..errors import UsageError
+
+    rw = importlib.import_module("ctrlz.toolcalls.rewind")
+
+    ws = state.workspace()
+    if list_ or target is None:
+        if target is not None:
+            raise UsageError("give either --list or a TARGET")
+        _print_timeline(rw.timeline(ws, session_id), as_json)
+        return
+    result = rw.rewind(ws, target, session_id, dry_run=dry_run)
+    if as_json:
+        render.emit_json(result.to_json())
+        return
+    verb = "Would rewind" if dry_run else "Rewound"
+    render.out(f"{verb} session {result.session_id} to just before {target} "
+               f"({len(result.tool_calls)} tool call(s) undone"
+               + (f", shell changes from {result.shell_snapshot}" if result.shell_snapshot
+                  else "") + ")")
+    for p in result.changed_paths:
+        render.out(f"  {p}")
+    for k in result.skipped:
+        render.note(f"left alone: {k['path']}: {k['reason']}")
+    if dry_run:
+        render.note("Nothing was changed (dry run).")
+    else:
+        render.out(f"Safety snapshot: {result.safety}")
+        render.out(f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety})")
+
+
+def _print_timeline(items: list[dict], as_json: bool) -> None:
+    if as_json:
+        render.emit_json({"tool_calls": items})
+        return
+    if not items:
+        render.note("No tool calls recorded in this session.")
+        return
+    render.out(f"Session {items[0]['session_id']}")
+    rows = []
+    for i in items:
+        what = i["command"] if i["kind"] == "bash" else ", ".join(i["captured_paths"])
+        rows.append([str(i["turn"]), i["taken_at"], i["tool"] or "-", what or "-",
+                     i["tool_use_id"]])
+    render.table(["turn", "time", "tool", "paths / command", "tool_use_id"], rows)
+
+
+COMMANDS: list = [hook_cmd, hook_errors_cmd, install_cmd, uninstall_cmd, rewind_cmd]

@@ -38,7 +38,7 @@ PathArg = str | os.PathLike[str] | bytes
 def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None = None,
                 root: str | os.PathLike[str] | None = None, *,
                 workspace: WorkspaceLike = None, agent: str | None = None,
-                tool: str | None = None) -> dict[str, Any]:
+                tool: str | None = None, args_key: str | None = None) -> dict[str, Any]:
     """Register the snapshot ``scope_id`` (re-registering is an upsert) and capture ``paths``
     now; without paths, open it so the helpers capture lazily. Returns ``{snapshot_id,
     captured_paths, byte_count}``."""
@@ -49,7 +49,7 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
         rels = [rel_of(place, p, base) for p in paths or ()]
         with place.store.lock:
             snap = _register(place, session_id, scope_id, lazy=not paths, agent=agent,
-                             tool=tool)
+                             tool=tool, args_key=args_key)
             capture_into(place, snap, rels)
             evict(place, session_id, protected=snap.seq)
             snap = require(place, session_id, scope_id)
@@ -93,6 +93,25 @@ def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | Non
         with place.store.catalog.transaction():
             records.clear_redo(place.db, session_id)
         return result
+
+
+def finish_tool_call(session_id: str, snapshot_id: str | None = None, *,
+                     args_key: str | None = None, workspace: WorkspaceLike = None) -> bool:
+    """Record what a tool call left at its paths (an agent's PostToolUse/AfterTool), so a later
+    restore can tell the tool's own result from a later edit. ``args_key`` finds the newest
+    snapshot registered with that key (Gemini sends no tool-call id). Returns whether found."""
+    with opened(workspace) as place, place.store.lock:
+        if snapshot_id is not None:
+            snap = records.find(place.db, session_id, snapshot_id)
+        else:
+            row = place.db.execute("SELECT snapshot_id FROM tc_snapshots WHERE session_id = ? "
+                                   "AND args_key = ? ORDER BY seq DESC LIMIT 1",
+                                   (session_id, args_key)).fetchone()
+            snap = records.find(place.db, session_id, row[0]) if row else None
+        if snap is None or snap.kind != "files":
+            return False
+        record_post(place, snap)
+        return True
 
 
 def list_snapshots(session_id: str, *, workspace: WorkspaceLike = None) -> list[dict[str, Any]]:

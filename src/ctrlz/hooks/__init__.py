@@ -1,0 +1,12 @@
+"""Agent hooks: ``ctrlz hook claude|gemini|codex`` (or ``python -m ctrlz.hooks AGENT``).
+
+One module per agent translates that agent's documented hook JSON into calls of the tool-call
+library (``ctrlz.toolcalls``); :mod:`ctrlz.hooks.runner` wraps every call so a hook always exits 0,
+prints nothing and records its errors (:func:`recent_hook_errors`).
+"""
+
+from __future__ import annotations
+
+from .runner import AGENTS, recent_hook_errors, run
+
+__all__ = ["AGENTS", "recent_hook_errors", "run"]

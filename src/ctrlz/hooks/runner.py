@@ -1,0 +1,145 @@
+"""The one runner every agent hook goes through: read stdin, dispatch, never fail the agent.
+
+An agent runs a hook before each tool call and waits for it, so a hook must never break or stall
+the agent: whatever happens (garbage on stdin, no workspace, a full disk, a bug) the runner exits
+0 and prints nothing, which every supported agent reads as "no decision, go ahead". Errors are
+appended to a JSON-lines file in the store (``<store>/toolcalls/hook-errors.jsonl``, or
+``$CTRLZ_HOME/hook-errors.jsonl`` when no workspace could be found) with a traceback in
+``hooks.log`` next to it; :func:`recent_hook_errors` reads them back for ``ctrlz status``.
+
+Imports are lazy: a file-tool hook loads the tool-call store only, never the scanner or engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+AGENTS = ("claude", "gemini", "codex")
+MAX_INPUT = 16 << 20
+LOG_MAX = 1 << 20
+
+
+@dataclass
+class HookContext:
+    """What an adapter needs: the agent, the workspace root and store, the payload's cwd.
+
+    It has ``root`` and ``store_path`` like a Workspace, so the tool-call API accepts it as
+    ``workspace=`` without opening the heavier Workspace object."""
+
+    agent: str
+    root: Path
+    store_path: Path
+    cwd: str
+
+
+class HookInputError(Exception):
+    """The agent sent something that is not a hook payload."""
+
+
+def run(agent: str, stdin: BinaryIO | None = None) -> int:
+    """Handle one hook invocation; always returns 0."""
+    import logging
+
+    logging.getLogger().addHandler(logging.NullHandler())
+    logging.lastResort = None  # never let a stray warning reach the agent's stderr
+    payload: dict[str, Any] = {}
+    log_dir: Path | None = None
+    try:
+        raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
+        try:
+            payload = json.loads(raw)
+        except ValueError as exc:
+            raise HookInputError(f"stdin is not JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise HookInputError("stdin is not a JSON object")
+        if agent not in AGENTS:
+            raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
+        from ..toolcalls.store import find_workspace
+
+        cwd = str(payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR")
+                  or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd())
+        root, store = find_workspace(cwd)
+        log_dir = store / "toolcalls"
+        from importlib import import_module
+
+        adapter = import_module(f".{agent}", __package__)
+        adapter.handle(payload, HookContext(agent, root, store, cwd))
+    except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
+        try:
+            record_error(log_dir, agent, payload, exc)
+        except BaseException:  # noqa: BLE001 - not even a failure to log
+            pass
+    return 0
+
+
+def _home() -> Path:
+    from ..toolcalls.store import default_home
+
+    return default_home()
+
+
+def record_error(log_dir: Path | None, agent: str, payload: dict[str, Any],
+                 exc: BaseException) -> None:
+    """Append one error line (and a traceback to hooks.log) where ``recent_hook_errors``
+    finds it."""
+    import traceback
+
+    where = log_dir or _home()
+    where.mkdir(parents=True, exist_ok=True)
+    line = {"time_ns": time.time_ns(), "agent": agent,
+            "event": payload.get("hook_event_name") if isinstance(payload, dict) else None,
+            "tool": payload.get("tool_name") if isinstance(payload, dict) else None,
+            "cwd": str(payload.get("cwd") or os.getcwd()) if isinstance(payload, dict)
+            else os.getcwd(),
+            "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+    _append(where / "hook-errors.jsonl", json.dumps(line) + "\n")
+    _append(where / "hooks.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {agent} "
+            f"{line['event']}: {line['error']}\n"
+            + "".join(traceback.format_exception(exc)))
+
+
+def _append(path: Path, text: str) -> None:
+    try:
+        if path.stat().st_size > LOG_MAX:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, text.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def recent_hook_errors(ws: Any, limit: int = 20,
+                       since_ns: int | None = None) -> list[dict[str, Any]]:
+    """The newest hook errors for workspace ``ws`` (a Workspace, or anything with ``root`` and
+    ``store_path``), oldest first: the store's own log plus the errors logged before a store
+    could be found whose cwd lies inside the workspace."""
+    root = str(Path(ws.root).resolve())
+    found: list[dict[str, Any]] = []
+    for path, filter_cwd in ((Path(ws.store_path) / "toolcalls" / "hook-errors.jsonl", False),
+                             (_home() / "hook-errors.jsonl", True)):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for text in lines[-1000:]:
+            try:
+                item = json.loads(text)
+            except ValueError:
+                continue
+            cwd = str(item.get("cwd") or "")
+            if filter_cwd and not (cwd == root or cwd.startswith(root + os.sep)):
+                continue
+            if since_ns is not None and item.get("time_ns", 0) < since_ns:
+                continue
+            found.append(item)
+    found.sort(key=lambda i: i.get("time_ns", 0))
+    return found[-limit:]

@@ -1,0 +1,193 @@
+"""The agent hooks, run as the agents run them: a subprocess with the documented JSON on stdin.
+
+Each scenario writes a new file, edits an existing one and runs `rm -rf src` the way the agent
+would (hook first, then the change), and `ctrlz rewind` must bring the tree back byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctrlz.workspace import Workspace
+
+CTRLZ = str(Path(sys.executable).parent / "ctrlz")
+INITIAL = {"src/app.py": "print('hello')\n", "src/lib/util.py": "X = 1\n",
+           "README.md": "# demo\n"}
+
+
+def hook(agent: str, payload: dict | str | bytes, cwd: Path, module: bool = False
+         ) -> subprocess.CompletedProcess[bytes]:
+    data = payload if isinstance(payload, bytes) else (
+        payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+    cmd = [sys.executable, "-m", "ctrlz.hooks", agent] if module else [CTRLZ, "hook", agent]
+    proc = subprocess.run(cmd, input=data, cwd=cwd, capture_output=True, timeout=60)
+    assert proc.returncode == 0
+    assert proc.stdout == b"" and proc.stderr == b"", proc.stderr
+    return proc
+
+
+def ctrlz(*args: str, cwd: Path) -> str:
+    proc = subprocess.run([CTRLZ, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def contents(root: Path) -> dict[str, tuple[bytes, int]]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = (p.read_bytes(), p.stat().st_mode & 0o777)
+    return out
+
+
+@pytest.fixture
+def ws(ws_dir: Path) -> Path:
+    for rel, text in INITIAL.items():
+        (ws_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws_dir / rel).write_text(text)
+    Workspace.init(ws_dir).close()
+    return ws_dir
+
+
+def claude(event: str, ws: Path, **fields: object) -> dict:
+    return {"session_id": "c0ffee-session", "transcript_path": str(ws / ".t.jsonl"),
+            "cwd": str(ws), "hook_event_name": event, "permission_mode": "default", **fields}
+
+
+def run_claude_session(ws: Path, module: bool = False) -> None:
+    h = lambda p: hook("claude", p, ws, module)  # noqa: E731
+    h(claude("SessionStart", ws, source="startup"))
+    h(claude("UserPromptSubmit", ws, prompt="add a module"))
+    write = {"file_path": str(ws / "src" / "new.py"), "content": "NEW = True\n"}
+    h(claude("PreToolUse", ws, tool_name="Write", tool_input=write, tool_use_id="toolu_01W"))
+    (ws / "src" / "new.py").write_text("NEW = True\n")
+    h(claude("PostToolUse", ws, tool_name="Write", tool_input=write, tool_use_id="toolu_01W",
+             tool_response={"filePath": write["file_path"], "success": True}))
+    edit = {"file_path": str(ws / "README.md"), "old_string": "# demo",
+            "new_string": "# demo, edited", "replace_all": False}
+    h(claude("PreToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id="toolu_02E"))
+    (ws / "README.md").write_text("# demo, edited\n")
+    h(claude("PostToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id="toolu_02E",
+             tool_response={"filePath": edit["file_path"], "success": True}))
+    h(claude("UserPromptSubmit", ws, prompt="now clean up"))
+    bash = {"command": "rm -rf src", "description": "Remove src"}
+    h(claude("PreToolUse", ws, tool_name="Bash", tool_input=bash, tool_use_id="toolu_03B"))
+    subprocess.run(["rm", "-rf", "src"], cwd=ws, check=True)
+
+
+def test_claude_write_edit_bash_then_rewind_brings_everything_back(ws: Path) -> None:
+    before = contents(ws)
+    run_claude_session(ws)
+    assert not (ws / "src").exists()
+    listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]
+    assert [(i["tool"], i["tool_use_id"], i["turn"]) for i in listing] == [
+        ("Write", "toolu_01W", 1), ("Edit", "toolu_02E", 1), ("Bash", "toolu_03B", 2)]
+    assert listing[0]["captured_paths"] == ["src/new.py"]
+    assert listing[2]["command"] == "rm -rf src"
+    text = ctrlz("rewind", "--list", cwd=ws)
+    assert "toolu_02E" in text and "rm -rf src" in text
+    dry = json.loads(ctrlz("rewind", "toolu_01W", "--dry-run", "--json", cwd=ws))
+    assert dry["dry_run"] and "README.md" in dry["changed_paths"]
+    assert not (ws / "src").exists()  # the dry run changed nothing
+    ctrlz("rewind", "toolu_01W", cwd=ws)
+    assert contents(ws) == before
+    ctrlz("undo", cwd=ws)  # the rewind itself can be taken back
+    assert not (ws / "src").exists() and (ws / "README.md").read_text() == "# demo, edited\n"
+
+
+def test_rewind_to_a_turn_number_and_to_the_bash_call(ws: Path) -> None:
+    run_claude_session(ws, module=True)
+    ctrlz("rewind", "2", cwd=ws)  # just before turn 2: the Bash call is undone
+    assert (ws / "src" / "new.py").read_text() == "NEW = True\n"
+    assert (ws / "README.md").read_text() == "# demo, edited\n"
+    assert (ws / "src" / "app.py").read_text() == INITIAL["src/app.py"]
+    ctrlz("rewind", "1", "--session", "c0ffee-session", cwd=ws)
+    assert not (ws / "src" / "new.py").exists()
+    assert (ws / "README.md").read_text() == INITIAL["README.md"]
+
+
+def test_gemini_hooks_then_rewind(ws: Path) -> None:
+    before = contents(ws)
+    base = {"session_id": "gem-1", "transcript_path": "/tmp/x.json", "cwd": str(ws),
+            "timestamp": "2026-11-21T10:00:00Z"}
+    hook("gemini", base | {"hook_event_name": "SessionStart", "source": "startup"}, ws)
+    hook("gemini", base | {"hook_event_name": "BeforeAgent", "prompt": "go"}, ws)
+    write = {"file_path": str(ws / "src" / "new.py"), "content": "N = 1\n"}
+    hook("gemini", base | {"hook_event_name": "BeforeTool", "tool_name": "write_file",
+                           "tool_input": write}, ws)
+    (ws / "src" / "new.py").write_text("N = 1\n")
+    hook("gemini", base | {"hook_event_name": "AfterTool", "tool_name": "write_file",
+                           "tool_input": write, "tool_response": {"llmContent": "ok",
+                                                                  "returnDisplay": "ok"}}, ws)
+    replace = {"file_path": str(ws / "README.md"), "instruction": "edit",
+               "old_string": "# demo", "new_string": "# gem"}
+    hook("gemini", base | {"hook_event_name": "BeforeTool", "tool_name": "replace",
+                           "tool_input": replace}, ws)
+    (ws / "README.md").write_text("# gem\n")
+    hook("gemini", base | {"hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+                           "tool_input": {"command": "rm -rf src", "dir_path": "."}}, ws)
+    shutil.rmtree(ws / "src")
+    listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]
+    assert [i["tool"] for i in listing] == ["write_file", "replace", "run_shell_command"]
+    ctrlz("rewind", listing[0]["tool_use_id"], cwd=ws)
+    assert contents(ws) == before
+
+
+def test_codex_hooks_then_rewind(ws: Path) -> None:
+    before = contents(ws)
+    base = {"session_id": "codex-1", "turn_id": "t1", "transcript_path": None, "cwd": str(ws),
+            "model": "gpt-5-codex", "permission_mode": "default"}
+    hook("codex", base | {"hook_event_name": "SessionStart", "source": "startup"}, ws)
+    hook("codex", base | {"hook_event_name": "UserPromptSubmit", "prompt": "go"}, ws)
+    patch = ("*** Begin Patch\n*** Add File: src/new.py\n+N = 1\n"
+             "*** Update File: README.md\n@@\n-# demo\n+# codex\n*** End Patch\n")
+    hook("codex", base | {"hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+                          "tool_input": {"command": patch}, "tool_use_id": "call_1"}, ws)
+    (ws / "src" / "new.py").write_text("N = 1\n")
+    (ws / "README.md").write_text("# codex\n")
+    hook("codex", base | {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                          "tool_input": {"command": "rm -rf src"}, "tool_use_id": "call_2"}, ws)
+    shutil.rmtree(ws / "src")
+    listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]
+    assert listing[0]["captured_paths"] == ["README.md", "src/new.py"]
+    ctrlz("rewind", "call_1", cwd=ws)
+    assert contents(ws) == before
+
+
+def test_garbage_and_no_workspace_exit_0_silently_and_are_recorded(ws: Path,
+                                                                   tmp_path: Path) -> None:
+    from ctrlz.hooks import recent_hook_errors
+
+    hook("claude", b"\x00not json{", ws)
+    hook("claude", "[1, 2]", ws)
+    hook("nosuchagent", claude("UserPromptSubmit", ws), ws)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    hook("claude", claude("UserPromptSubmit", outside), outside)
+    hook("codex", {"hook_event_name": "PreToolUse", "cwd": str(ws), "tool_name": "Bash"}, ws)
+    with Workspace.open(ws) as w:
+        errors = recent_hook_errors(w)
+    assert [e["agent"] for e in errors] == ["claude", "claude", "nosuchagent", "codex"]
+    assert "not JSON" in errors[0]["error"]
+    assert "not inside a protected workspace" in json.dumps(
+        [json.loads(line) for line in
+         (Path(os.environ["CTRLZ_HOME"]) / "hook-errors.jsonl").read_text().splitlines()])
+    shown = ctrlz("hook-errors", "--json", cwd=ws)
+    assert len(json.loads(shown)["errors"]) == 4
+
+
+def test_file_tool_outside_the_workspace_is_ignored(ws: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere.txt"
+    hook("claude", claude("PreToolUse", ws, tool_name="Write", tool_use_id="toolu_x",
+                          tool_input={"file_path": str(other), "content": "x"}), ws)
+    from ctrlz import toolcalls
+
+    assert toolcalls.list_snapshots("c0ffee-session", workspace=ws) == []
