@@ -8,6 +8,8 @@
 
 Commands are absolute paths (agents spawn hooks and servers from their own cwd with a minimal
 PATH): the ``ctrlz`` script next to the running interpreter when it exists, else the one on PATH.
+Hooks run ``<that interpreter> -m ctrlz.hooks AGENT``, which is ``ctrlz hook AGENT`` without the
+CLI's start-up cost (click and every command module, ~50 ms): every tool call pays it.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ class Target:
     server_key: list[str] = field(default_factory=lambda: ["mcpServers"])
 
 
+def hook_command(agent: str) -> str:
+    return f"{shlex.quote(sys.executable)} -m ctrlz.hooks {agent}"
+
+
 def _handler(agent: str, timeout: int, name: bool = False) -> dict[str, Any]:
-    h: dict[str, Any] = {"type": "command",
-                         "command": f"{shlex.quote(ctrlz_command())} hook {agent}",
-                         "timeout": timeout}
+    h: dict[str, Any] = {"type": "command", "command": hook_command(agent), "timeout": timeout}
     if name:
         h = {"name": "ctrlz", **h}
     return h
