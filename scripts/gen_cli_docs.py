@@ -142,6 +142,20 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
         s.sh("date +%N > tick.txt")
         s.run("ctrlz snapshot --type auto", env={"CTRLZ_AUTO_MAX": "2"})
     s.run("ctrlz list")
+    s.text("## run, sessions, session show, trace, events\n\n`ctrlz run` protects one session "
+           "of an agent (or any command): a pinned pre-run snapshot, a file watcher, an exec "
+           "tracer (strace), automatic snapshots, a post-run snapshot. It exits with the "
+           "command's exit code, and when the command fails it prints the one command that "
+           "rolls everything back.")
+    s.sh("printf 'all:\\n\\techo built > build.txt\\n' > Makefile")
+    s.run("ctrlz run -- sh -c 'echo draft > notes.md; make -s; rm -rf docs; exit 3'")
+    s.run("ctrlz sessions")
+    s.run("ctrlz session show")
+    s.run("ctrlz trace")
+    s.run("ctrlz trace --failed --json")
+    s.run("ctrlz events --path 'docs/*'")
+    s.text("## mcp\n\nThe MCP server over stdio, for agents; see [mcp.md](mcp.md).")
+    s.run("ctrlz mcp --help")
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")

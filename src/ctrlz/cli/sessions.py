@@ -98,7 +98,7 @@ def sessions_cmd(state: State, as_json: bool) -> None:
         [[r.id, r.started[:19].replace("T", " "),
           "running" if r.ended is None else str(r.exit_code), str(r.snapshot_count),
           " ".join(r.command)[:60]] for r in rows]))
-    render.note(f"{len(rows)} sessions")
+    render.note(f"{len(rows)} session{'' if len(rows) == 1 else 's'}")
 
 
 @click.group("session")
