@@ -1,0 +1,340 @@
+"""``make bench``: time ctrlz against git, tar+zstd and rsync on the same trees in one run.
+
+For each tree (a real source tree, 100k small files, a few GB of large files) and each tool:
+first snapshot (fresh store), no-change snapshot, snapshot after 10 edits + 10 new files,
+restore of those 20 paths, and store size after those three snapshots. It prints one table of
+medians per tree with ctrlz's ratio to git (measured in the same run, so machine speed cancels
+out), checks the targets, prints the floors (lstat walk, read+BLAKE3), writes
+``bench/out/results.json`` and, on a full run, the tables into ``docs/benchmarks.md``.
+
+Run it with the venv's interpreter: ``.venv/bin/python bench/run.py [--quick] [--only small]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tools import TOOLS, Tool  # noqa: E402
+from trees import (  # noqa: E402
+    ChangeSet,
+    Tree,
+    large_tree,
+    lstat_floor_find,
+    lstat_floor_python,
+    read_hash_floor,
+    small_tree,
+    source_tree,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "benchmarks.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+OPS = ("first", "nochange", "change", "restore")
+OP_LABEL = {
+    "first": "first snapshot",
+    "nochange": "no-change snapshot",
+    "change": "snapshot after 10 edits + 10 new files",
+    "restore": "restore of those 20 paths",
+}
+# (tree, op, limit as a ratio to git) from the issue; the large tree compares with rsync instead
+TARGETS: dict[str, dict[str, float]] = {
+    "small": {"first": 0.2, "nochange": 1.0, "change": 1.0, "restore": 0.5, "store": 0.4},
+}
+LARGE_TARGET = 1.0  # ctrlz first snapshot <= 1.0x rsync --link-dest's first copy
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="small trees (20,000 files, 200 MB of large files), 1 repetition")
+    p.add_argument("--only", choices=("small", "source", "large"), action="append",
+                   help="run only this tree (repeatable)")
+    p.add_argument("--tools", default=",".join(TOOLS),
+                   help=f"comma-separated subset of {', '.join(TOOLS)}")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="repetitions for the median of no-change/change/restore (default 3, "
+                        "quick 1)")
+    p.add_argument("--first-repeat", type=int, default=None,
+                   help="repetitions of the first snapshot, each on a fresh store (default 1 "
+                        "on the small and large trees, where git alone takes ~40 s, and "
+                        "--repeat on the source tree)")
+    p.add_argument("--small-files", type=int, default=None, help="override the small tree size")
+    p.add_argument("--large-bytes", type=int, default=None, help="override the large tree size")
+    p.add_argument("--slow", type=float, default=30.0,
+                   help="a tool whose first no-change + change + restore round takes longer "
+                        "than this many seconds is not repeated (keeps `make bench` < 20 min)")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    return p.parse_args(argv)
+
+
+def sh(cmd: str) -> str:
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+
+
+def machine_info(out: Path) -> dict[str, str]:
+    mem_kb = int(sh("awk '/MemTotal/ {print $2}' /proc/meminfo") or 0)
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": sh("awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo") or platform.machine(),
+        "nproc": sh("nproc"),
+        "ram": f"{mem_kb / (1 << 20):.1f} GiB",
+        "filesystem": sh(f"df -T {shlex.quote(str(out))} | awk 'NR==2 {{print $2}}'"),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "git": sh("git --version"),
+        "tar": sh("tar --version | head -1"),
+        "zstd": sh("zstd --version"),
+        "rsync": sh("rsync --version | head -1"),
+        # the ctrlz under test: the commit, and whether src/ had uncommitted edits at the start
+        "ctrlz": sh(f"cd {shlex.quote(str(REPO))} && git rev-parse --short HEAD") + (
+            " + uncommitted src/ changes"
+            if sh(f"cd {shlex.quote(str(REPO))} && git status --porcelain -- src") else ""),
+    }
+
+
+def build_trees(args: argparse.Namespace) -> list[Tree]:
+    which = args.only or ["source", "small", "large"]
+    small_n = args.small_files or (20_000 if args.quick else 100_000)
+    large_b = args.large_bytes or (200_000_000 if args.quick else 2_000_000_000)
+    builders: dict[str, Callable[[], Tree]] = {
+        "source": lambda: source_tree(args.out),
+        "small": lambda: small_tree(args.out, small_n),
+        "large": lambda: large_tree(args.out, large_b),
+    }
+    trees = []
+    for name in ("source", "small", "large"):
+        if name in which:
+            t0 = time.perf_counter()
+            tree = builders[name]()
+            print(f"[{name}] {tree.files:,} files, {tree.bytes / 1e6:,.0f} MB "
+                  f"(ready in {time.perf_counter() - t0:.1f} s) at {tree.root}", flush=True)
+            trees.append(tree)
+    return trees
+
+
+def floors(tree: Tree) -> dict[str, float]:
+    """The lower bounds a snapshot cannot beat; the first pass also warms the page cache."""
+    read_hash_floor(tree.root)  # warm-up, untimed
+    return {
+        "lstat_python": min(lstat_floor_python(tree.root) for _ in range(3)),
+        "lstat_find": min(lstat_floor_find(tree.root) for _ in range(3)),
+        "read_hash": min(read_hash_floor(tree.root) for _ in range(2)),
+        "read_hash_1thread": read_hash_floor(tree.root, threads=False),
+    }
+
+
+def timed(fn: Callable[[], float]) -> float:
+    """Flush earlier writes (untimed) so one operation's writeback is not billed to the next."""
+    os.sync()
+    return fn()
+
+
+def bench_tool(tool: Tool, cs: ChangeSet, first_repeat: int, repeat: int, slow: float
+               ) -> dict[str, object]:
+    times: dict[str, list[float]] = {op: [] for op in OPS}
+    for _ in range(first_repeat):
+        tool.reset()
+        times["first"].append(timed(tool.first))
+    size: tuple[int, int] | None = None
+    restore_ok = True
+    for r in range(repeat):
+        if r:
+            # the previous round ended with a restore, which changed the tree since the last
+            # snapshot; capture that (untimed) so "no-change" really means no change
+            timed(tool.snapshot)
+        times["nochange"].append(timed(tool.nochange))
+        base = tool.snaps[-1]
+        cs.apply(r)
+        times["change"].append(timed(tool.change))
+        if size is None:  # three snapshots so far: first, no-change, change
+            size = tool.store_size()
+        times["restore"].append(timed(lambda b=base: tool.restore(b)))
+        if not cs.is_pristine():
+            restore_ok = False
+            cs.undo()
+        if sum(times[op][-1] for op in OPS[1:]) > slow:
+            break  # one round already took long: a median of one beats a 20-minute run
+    assert size is not None
+    return {"times": times, "median": {op: statistics.median(v) for op, v in times.items()},
+            "store_apparent": size[0], "store_allocated": size[1], "restore_ok": restore_ok}
+
+
+def bench_tree(tree: Tree, tools: list[str], args: argparse.Namespace) -> dict[str, object]:
+    repeat = args.repeat or (1 if args.quick else 3)
+    first_repeat = args.first_repeat or (repeat if tree.name == "source" else 1)
+    print(f"[{tree.name}] floors...", flush=True)
+    fl = floors(tree)
+    cs = ChangeSet.choose(tree.root)
+    results: dict[str, object] = {}
+    for name in tools:
+        t0 = time.perf_counter()
+        tool = TOOLS[name](tree.root, args.out / "stores" / tree.name)
+        load_before = os.getloadavg()[0]
+        res = bench_tool(tool, cs, first_repeat, repeat, args.slow)
+        # other work on the machine skews everything; record it so a noisy run can be spotted
+        res["load_avg_1min"] = [load_before, os.getloadavg()[0]]
+        tool.reset()  # free the disk space
+        results[name] = res
+        med = res["median"]
+        print(f"[{tree.name}] {name:9s} " + "  ".join(f"{op} {med[op]:.3f}s" for op in OPS)
+              + f"  store {res['store_apparent'] / 1e6:.1f} MB"
+              + ("" if res["restore_ok"] else "  RESTORE WRONG")
+              + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return {"files": tree.files, "bytes": tree.bytes, "repeat": repeat,
+            "first_repeat": first_repeat, "floors": fl, "tools": results,
+            "changed_paths": cs.paths()}
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def _verdict(ratio: float, limit: float) -> str:
+    return "PASS" if ratio <= limit else "MISS"
+
+
+def table(name: str, data: dict[str, object]) -> str:
+    """A markdown table of medians plus the floors and target verdicts for one tree."""
+    tools: dict[str, dict[str, object]] = data["tools"]  # type: ignore[assignment]
+    names = list(tools)
+    has = "ctrlz" in tools and "git" in tools
+    runs = ", ".join(f"{t} {len(tools[t]['times']['restore'])}" for t in names)
+    head = ["operation", *names] + (["ctrlz / git"] if has else [])
+    lines = [f"### {name} tree: {data['files']:,} files, {data['bytes'] / 1e6:,.0f} MB",
+             "",
+             f"Median seconds of up to {data['repeat']} runs (first snapshot: "
+             f"{data['first_repeat']} run(s), each on a fresh store; a tool whose first "
+             "no-change + change + restore round took over 30 s ran that round once: "
+             f"{runs}); store sizes in MB.",
+             "",
+             "| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    targets = TARGETS.get(name, {})
+    for op in OPS:
+        row = [OP_LABEL[op]] + [_fmt_s(tools[t]["median"][op]) for t in names]
+        if has:
+            ratio = tools["ctrlz"]["median"][op] / tools["git"]["median"][op]
+            row.append(f"{ratio:.2f}x")
+        lines.append("| " + " | ".join(row) + " |")
+    for key, label in (("store_apparent", "store after 3 snapshots (du -sb)"),
+                       ("store_allocated", "store after 3 snapshots (on disk)")):
+        row = [label] + [f"{tools[t][key] / 1e6:,.1f}" for t in names]
+        if has:
+            row.append(f"{tools['ctrlz'][key] / tools['git'][key]:.2f}x")
+        lines.append("| " + " | ".join(row) + " |")
+    fl: dict[str, float] = data["floors"]  # type: ignore[assignment]
+    lines += ["",
+              f"Floors (warm cache): lstat walk {fl['lstat_python']:.3f} s (Python scandir), "
+              f"{fl['lstat_find']:.3f} s (find); read + BLAKE3 {fl['read_hash']:.3f} s "
+              f"(multi-threaded), {fl['read_hash_1thread']:.3f} s (one thread).", ""]
+    loads = [x for t in names for x in tools[t].get("load_avg_1min", [])]
+    if loads and max(loads) > 1.5:
+        lines += [f"1-minute load average around the tools' runs: {min(loads):.1f} to "
+                  f"{max(loads):.1f} (the benchmark itself adds about 1): other work was "
+                  "running, so treat these figures as noisy.", ""]
+    wrong = [t for t in names if not tools[t]["restore_ok"]]
+    if wrong:
+        lines += [f"Restore left the tree wrong for: {', '.join(wrong)}.", ""]
+    if has and targets:
+        for op, limit in targets.items():
+            if op == "store":
+                ratio = tools["ctrlz"]["store_apparent"] / tools["git"]["store_apparent"]
+                label = "store size after three snapshots"
+            else:
+                ratio = tools["ctrlz"]["median"][op] / tools["git"]["median"][op]
+                label = OP_LABEL[op]
+            extra = ""
+            if op == "nochange":
+                extra = (f" (lstat floor {fl['lstat_python']:.3f} s Python, "
+                         f"{fl['lstat_find']:.3f} s find)")
+            lines.append(f"- {label}: ctrlz {ratio:.2f}x git, target <= {limit}x: "
+                         f"**{_verdict(ratio, limit)}**{extra}")
+            if op == "store":
+                ratio = tools["ctrlz"]["store_allocated"] / tools["git"]["store_allocated"]
+                lines.append(f"- {label}, counting allocated blocks (du -B1): ctrlz {ratio:.2f}x "
+                             f"git, target <= {limit}x: **{_verdict(ratio, limit)}**")
+        lines.append("")
+    if name == "large" and "ctrlz" in tools and "rsync" in tools:
+        c, r = tools["ctrlz"]["median"]["first"], tools["rsync"]["median"]["first"]
+        lines += [f"- first snapshot: ctrlz {c:.2f} s vs rsync --link-dest first copy {r:.2f} s "
+                  f"= {c / r:.2f}x, target <= {LARGE_TARGET}x: **{_verdict(c / r, LARGE_TARGET)}** "
+                  f"(read + BLAKE3 floor {fl['read_hash']:.2f} s)", ""]
+    return "\n".join(lines)
+
+
+def report(results: dict[str, object], info: dict[str, str], command: str, total: float) -> str:
+    trees: dict[str, dict[str, object]] = results["trees"]  # type: ignore[assignment]
+    parts = [f"Run {info['date']} with `{command}` in {total / 60:.1f} min.",
+             "",
+             f"Machine: {info['cpu']}, {info['nproc']} cores, {info['ram']} RAM, "
+             f"{info['filesystem']} filesystem, Linux {info['kernel']}; Python {info['python']}, "
+             f"{info['git']}, {info['tar']}, {info['zstd']}, {info['rsync']}; "
+             f"ctrlz at {info.get('ctrlz', '?')}.",
+             ""]
+    for name, data in trees.items():
+        parts.append(table(name, data))
+    return "\n".join(parts)
+
+
+def write_doc(body: str) -> None:
+    text = DOC.read_text() if DOC.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text or END not in text:
+        text = text.rstrip() + f"\n\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    DOC.write_text(f"{head}{START}\n{body}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    unknown = set(tools) - set(TOOLS)
+    if unknown:
+        raise SystemExit(f"unknown tools: {', '.join(sorted(unknown))}")
+    info = machine_info(args.out)
+    results: dict[str, object] = {"machine": info, "argv": sys.argv[1:], "trees": {}}
+    for tree in build_trees(args):
+        results["trees"][tree.name] = bench_tree(tree, tools, args)  # type: ignore[index]
+    total = time.perf_counter() - t_start
+    command = ("make bench" if not sys.argv[1:]
+               else f"python bench/run.py {shlex.join(sys.argv[1:])}")
+    results["total_seconds"] = total
+    body = report(results, info, command, total)
+    full = not (args.quick or args.only or args.tools != ",".join(TOOLS))
+    # a quick or partial run must not overwrite the raw data behind docs/benchmarks.md
+    raw = args.out / ("results.json" if full else "results-partial.json")
+    raw.write_text(json.dumps(results, indent=2))
+    print()
+    print(body)
+    if full and not args.no_docs:
+        write_doc(body)
+        print(f"\nwrote {DOC.relative_to(REPO)}")
+    print(f"\ntotal {total:.0f} s; raw results in {raw}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
