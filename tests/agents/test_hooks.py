@@ -180,8 +180,6 @@ def test_garbage_and_no_workspace_exit_0_silently_and_are_recorded(ws: Path,
     assert "not inside a protected workspace" in json.dumps(
         [json.loads(line) for line in
          (Path(os.environ["CTRLZ_HOME"]) / "hook-errors.jsonl").read_text().splitlines()])
-    shown = ctrlz("hook-errors", "--json", cwd=ws)
-    assert len(json.loads(shown)["errors"]) == 4
 
 
 def test_file_tool_outside_the_workspace_is_ignored(ws: Path, tmp_path: Path) -> None:

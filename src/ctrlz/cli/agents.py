@@ -16,33 +16,17 @@ AGENTS = ("claude", "gemini", "codex")
 def hook_cmd(agent: str) -> int:
     """Handle one agent hook: the agent's hook JSON on stdin (AGENT: claude, gemini, codex).
 
-    Registered by `ctrlz install`; not meant to be typed. It always exits 0 and prints nothing,
-    so it can never block or confuse the agent; errors go to the store's hook-errors.jsonl and
-    hooks.log, and `ctrlz hook-errors` shows them.
+    Registered by `ctrlz install` (as `python -m ctrlz.hooks AGENT`, the same code without the
+    CLI's start-up cost). It always exits 0 and prints nothing, so it can never block or confuse
+    the agent; errors go to hook-errors.jsonl and hooks.log in the store.
+
+    \b
+    Examples:
+      echo '{"hook_event_name": "UserPromptSubmit", ...}' | ctrlz hook claude
     """
     from ..hooks.runner import run
 
     return run(agent)
-
-
-@click.command("hook-errors")
-@click.option("-n", "limit", default=20, show_default=True, help="How many to show.")
-@render.json_option
-@pass_state
-def hook_errors_cmd(state: State, limit: int, as_json: bool) -> None:
-    """The newest errors agent hooks recorded for this workspace."""
-    from ..hooks.runner import recent_hook_errors
-    from ..types import iso_utc
-
-    errors = recent_hook_errors(state.workspace(), limit=limit)
-    if as_json:
-        render.emit_json({"errors": errors})
-        return
-    if not errors:
-        render.note("No hook errors.")
-    for e in errors:
-        render.out(f"{iso_utc(e['time_ns'])}  {e['agent']} {e.get('event') or '-'}: "
-                   f"{e['error']}")
 
 
 def _scope_option(f):  # noqa: ANN001, ANN202
@@ -110,7 +94,13 @@ def install_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 @render.json_option
 def uninstall_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
-    """Remove exactly the hooks and MCP server `ctrlz install AGENT` added."""
+    """Remove exactly the hooks and MCP server `ctrlz install AGENT` added.
+
+    \b
+    Examples:
+      ctrlz uninstall claude
+      ctrlz uninstall codex --user --dry-run
+    """
     from ..installers import uninstall
     from ..toolcalls.store import find_workspace
 
@@ -192,4 +182,4 @@ def _print_timeline(items: list[dict], as_json: bool) -> None:
     render.table(["turn", "time", "tool", "paths / command", "tool_use_id"], rows)
 
 
-COMMANDS: list = [hook_cmd, hook_errors_cmd, install_cmd, uninstall_cmd, rewind_cmd]
+COMMANDS: list = [hook_cmd, install_cmd, uninstall_cmd, rewind_cmd]

@@ -124,6 +124,8 @@ def apply_toml(text: str, name: str, block: str) -> tuple[str, str | None, list[
         raise UsageError(f"config.toml is not valid TOML ({exc}); not touching it") from None
     if name in data.get("mcp_servers", {}):
         return text, None, [f"kept the existing MCP server {name!r} in config.toml"]
+    if not text.strip():
+        block = block.lstrip("\n")
     sep = "" if not text or text.endswith("\n") else "\n"
     return text + sep + block, sep + block, []
 
