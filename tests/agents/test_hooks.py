@@ -101,6 +101,11 @@ def test_claude_write_edit_bash_then_rewind_brings_everything_back(ws: Path) -> 
     assert contents(ws) == before
     ctrlz("undo", cwd=ws)  # the rewind itself can be taken back
     assert not (ws / "src").exists() and (ws / "README.md").read_text() == "# demo, edited\n"
+    ctrlz("rewind", "toolu_02E", cwd=ws)  # the timeline survives a rewind and its undo
+    assert (ws / "src" / "new.py").read_text() == "NEW = True\n"
+    assert (ws / "README.md").read_text() == INITIAL["README.md"]
+    ctrlz("rewind", "toolu_01W", cwd=ws)
+    assert contents(ws) == before
 
 
 def test_rewind_to_a_turn_number_and_to_the_bash_call(ws: Path) -> None:

@@ -15,8 +15,10 @@ snapshot of type ``tool`` taken just before it ran. To rewind to just before too
    ``ctrlz undo`` puts back the safety snapshot and ``ctrlz redo`` the rewind.
 
 Rewinding to turn N means rewinding to the first tool call of turn N. ``dry_run`` computes
-what would change without touching anything. The rewound tool calls are forgotten afterwards
-(they describe a future that no longer exists), and the session's redo stack is cleared.
+what would change without touching anything. The rewound tool calls stay in the timeline: after
+``ctrlz undo`` the same rewind is still possible, and rewinding to an earlier call again is still
+correct, because the state just before X is fully determined by what was captured at or after X.
+The session's turn redo stack is cleared (a rewind is "any other change").
 """
 
 from __future__ import annotations
@@ -142,8 +144,5 @@ def rewind(ws: Workspace, target: str, session_id: str | None = None,
             ws.oplog.record("rewind", after.id, [], safety.id)
             with place.store.catalog.transaction():
                 records.clear_redo(place.db, sid)
-                for s in chosen:
-                    records.delete_snapshot(place.db, s.seq)
-        place.store.compact()
         result.changed_paths = sorted(changed)
         return result
