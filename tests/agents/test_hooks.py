@@ -194,3 +194,29 @@ def test_file_tool_outside_the_workspace_is_ignored(ws: Path, tmp_path: Path) ->
     from ctrlz import toolcalls
 
     assert toolcalls.list_snapshots("c0ffee-session", workspace=ws) == []
+
+
+def test_multiedit_notebookedit_and_a_later_edit_is_not_clobbered(ws: Path) -> None:
+    from ctrlz import toolcalls
+
+    nb = ws / "nb.ipynb"
+    nb.write_text('{"cells": []}')
+    multi = {"file_path": str(ws / "README.md"),
+             "edits": [{"old_string": "# demo", "new_string": "# multi"}]}
+    hook("claude", claude("PreToolUse", ws, tool_name="MultiEdit", tool_input=multi,
+                          tool_use_id="toolu_M"), ws)
+    (ws / "README.md").write_text("# multi\n")
+    hook("claude", claude("PostToolUse", ws, tool_name="MultiEdit", tool_input=multi,
+                          tool_use_id="toolu_M", tool_response={}), ws, module=True)
+    cell = {"notebook_path": str(nb), "new_source": "print(1)", "cell_id": "c1"}
+    hook("claude", claude("PreToolUse", ws, tool_name="NotebookEdit", tool_input=cell,
+                          tool_use_id="toolu_N"), ws)
+    nb.write_text('{"cells": [1]}')
+    (ws / "README.md").write_text("# the user typed this later\n")
+    out = toolcalls.fs_restore("c0ffee-session", "toolu_M", workspace=ws)
+    assert out["restored_paths"] == [] and out["skipped_paths_with_reasons"][0]["path"] == \
+        "README.md"
+    assert (ws / "README.md").read_text() == "# the user typed this later\n"
+    assert toolcalls.fs_restore("c0ffee-session", "toolu_N", workspace=ws)[
+        "restored_paths"] == ["nb.ipynb"]
+    assert nb.read_text() == '{"cells": []}'
