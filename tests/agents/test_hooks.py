@@ -220,3 +220,22 @@ def test_multiedit_notebookedit_and_a_later_edit_is_not_clobbered(ws: Path) -> N
     assert toolcalls.fs_restore("c0ffee-session", "toolu_N", workspace=ws)[
         "restored_paths"] == ["nb.ipynb"]
     assert nb.read_text() == '{"cells": []}'
+
+
+def test_codex_patch_paths() -> None:
+    from ctrlz.hooks.codex import patch_paths
+
+    patch = ("*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n-x\n+y\n"
+             "*** Delete File: c.py\n*** Add File: d/e.py\n+z\n*** End Patch")
+    assert patch_paths(patch) == ["a.py", "b.py", "c.py", "d/e.py"]
+
+
+def test_workspace_named_through_a_symlink(ws: Path, tmp_path: Path) -> None:
+    from ctrlz import toolcalls
+
+    link = tmp_path / "link"
+    link.symlink_to(ws)
+    hook("claude", claude("PreToolUse", ws, tool_name="Write", tool_use_id="toolu_L",
+                          tool_input={"file_path": str(link / "README.md"), "content": "x"}), ws)
+    [snap] = toolcalls.list_snapshots("c0ffee-session", workspace=ws)
+    assert snap["captured_paths"] == ["README.md"]

@@ -20,6 +20,9 @@ def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
         if not p:
             continue
         full = os.path.normpath(os.path.join(ctx.cwd, p))
+        if not os.fsencode(full).startswith(root + b"/"):
+            # the agent may name the workspace through a symlink (/tmp -> /private/tmp)
+            full = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
         if os.fsencode(full).startswith(root + b"/"):
             out.append(full)
     return out
