@@ -239,3 +239,33 @@ def test_workspace_named_through_a_symlink(ws: Path, tmp_path: Path) -> None:
                           tool_input={"file_path": str(link / "README.md"), "content": "x"}), ws)
     [snap] = toolcalls.list_snapshots("c0ffee-session", workspace=ws)
     assert snap["captured_paths"] == ["README.md"]
+
+
+def test_a_file_tool_hook_never_loads_the_engine_or_the_cli(ws: Path) -> None:
+    """Every tool call pays the hook's start-up: a file-tool hook must stay on the light path
+    (tool-call store only), never the scanner, the engine, the Workspace or click."""
+    payload = claude("PreToolUse", ws, tool_name="Edit", tool_use_id="toolu_fast",
+                     tool_input={"file_path": str(ws / "README.md")})
+    code = ("import io, json, sys\nfrom ctrlz.hooks.runner import run\n"
+            f"run('claude', io.BytesIO({json.dumps(payload).encode()!r}))\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(("
+            "'ctrlz.engine', 'ctrlz.workspace', 'ctrlz.cli', 'ctrlz.state.scan', 'click')))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ws, capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == []
+    from ctrlz import toolcalls
+
+    [snap] = toolcalls.list_snapshots("c0ffee-session", workspace=ws)
+    assert snap["snapshot_id"] == "toolu_fast"
+
+
+def test_toolcalls_never_imports_a_face_at_runtime() -> None:
+    import ast
+
+    import ctrlz.toolcalls
+
+    for path in Path(ctrlz.toolcalls.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:  # module level only; TYPE_CHECKING blocks are skipped
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("workspace", "cli", "hooks")), path.name

@@ -54,8 +54,10 @@ def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
 
 def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str) -> None:
     from ..toolcalls.shell import shell_call
+    from ..workspace import Workspace
 
-    shell_call(session_id, tool_id, command, workspace=ctx, agent=ctx.agent, tool=tool)
+    with Workspace.open(ctx.root) as ws:
+        shell_call(session_id, tool_id, command, workspace=ws, agent=ctx.agent, tool=tool)
 
 
 def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,
