@@ -172,3 +172,15 @@ def test_installed_hook_command_runs(project: Path) -> None:
     from ctrlz import toolcalls
 
     assert toolcalls.list_snapshots("s", workspace=project)[0]["captured_paths"] == ["f.txt"]
+
+
+def test_uninstall_leaves_an_entry_the_user_changed(project: Path) -> None:
+    settings = project / ".claude" / "settings.json"
+    run("install", "claude", cwd=project)
+    doc = json.loads(settings.read_text())
+    doc["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] = 99  # the user tuned our hook
+    settings.write_text(json.dumps(doc, indent=2) + "\n")
+    out = run("uninstall", "claude", cwd=project)
+    assert "SessionStart was changed or removed since" in out.stderr
+    left = json.loads(settings.read_text())["hooks"]
+    assert list(left) == ["SessionStart"] and left["SessionStart"][0]["hooks"][0]["timeout"] == 99

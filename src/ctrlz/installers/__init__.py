@@ -139,7 +139,8 @@ def uninstall(agent: str, scope: str = "project", dry_run: bool = False,
             new = edits.undo_toml(old, record.get("toml", ""))
         else:
             doc, _ = edits.load_json(target.path)
-            edits.undo_json(doc, record, target.server_key)
+            result.notes += [f"{target.path}: {n}" for n in
+                             edits.undo_json(doc, record, target.server_key)]
             new = edits.dump_json(doc)
         if new is not None and record.get("created_file") and (
                 not new.strip() or new.strip() == "{}"):

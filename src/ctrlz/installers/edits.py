@@ -87,24 +87,31 @@ def apply_json(doc: dict[str, Any], hooks: dict[str, list[dict[str, Any]]],
     return record, notes
 
 
-def undo_json(doc: dict[str, Any], record: dict[str, Any], server_key: list[str]) -> None:
-    """Remove exactly what :func:`apply_json` added (and containers it created, if empty)."""
+def undo_json(doc: dict[str, Any], record: dict[str, Any], server_key: list[str]) -> list[str]:
+    """Remove exactly what :func:`apply_json` added (and containers it created, if empty).
+    An entry changed since is left in place; the returned notes say which."""
+    notes = []
     for item in record.get("hooks", []):
         groups = doc.get("hooks", {}).get(item["event"])
         if isinstance(groups, list) and item["group"] in groups:
             groups.remove(item["group"])
+        else:
+            notes.append(f"hook {item['event']} was changed or removed since; left as it is")
     servers: Any = doc
     for key in server_key:
         servers = servers.get(key, {}) if isinstance(servers, dict) else {}
     for name, entry in record.get("servers", {}).items():
         if isinstance(servers, dict) and servers.get(name) == entry:
             del servers[name]
+        else:
+            notes.append(f"MCP server {name!r} was changed or removed since; left as it is")
     for keys in sorted(record.get("created", []), key=len, reverse=True):
         parent: Any = doc
         for key in keys[:-1]:
             parent = parent.get(key) if isinstance(parent, dict) else None
         if isinstance(parent, dict) and keys[-1] in parent and not parent[keys[-1]]:
             del parent[keys[-1]]
+    return notes
 
 
 def toml_block(name: str, command: str, args: list[str]) -> str:
