@@ -269,3 +269,37 @@ def test_toolcalls_never_imports_a_face_at_runtime() -> None:
         for node in tree.body:  # module level only; TYPE_CHECKING blocks are skipped
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith(("workspace", "cli", "hooks")), path.name
+
+
+def test_parallel_hooks_all_land(ws: Path) -> None:
+    """Claude Code runs matching hooks in parallel; none may be lost or fail."""
+    procs = []
+    for i in range(8):
+        (ws / f"p{i}.txt").write_text(f"v{i}")
+        payload = claude("PreToolUse", ws, tool_name="Edit", tool_use_id=f"toolu_p{i}",
+                         tool_input={"file_path": str(ws / f"p{i}.txt")})
+        p = subprocess.Popen([sys.executable, "-m", "ctrlz.hooks", "claude"], cwd=ws,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        procs.append((p, json.dumps(payload).encode()))
+    for p, data in procs:
+        out, err = p.communicate(data, timeout=60)
+        assert (p.returncode, out, err) == (0, b"", b"")
+    from ctrlz import toolcalls
+    from ctrlz.hooks import recent_hook_errors
+
+    snaps = toolcalls.list_snapshots("c0ffee-session", workspace=ws)
+    assert sorted(s["snapshot_id"] for s in snaps) == [f"toolu_p{i}" for i in range(8)]
+    with Workspace.open(ws) as w:
+        assert recent_hook_errors(w) == []
+
+
+def test_rewind_past_a_pruned_shell_snapshot_is_refused(ws: Path) -> None:
+    run_claude_session(ws, module=True)
+    listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]
+    with Workspace.open(ws) as w:
+        w.remove([listing[2]["workspace_snapshot"]])
+    proc = subprocess.run([CTRLZ, "rewind", "toolu_01W"], cwd=ws, capture_output=True,
+                          text=True)
+    assert proc.returncode == 7 and "pruned" in proc.stderr
+    assert not (ws / "src").exists()  # nothing was touched
