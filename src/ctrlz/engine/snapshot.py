@@ -79,7 +79,7 @@ class WorkingState:
 
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
-              limits: Limits, cache: StatCache,
+              limits: Limits, cache: StatCache, scan_ns: int,
               dirty: Sequence[set[bytes] | None] | None = None) -> WorkingState:
     budget = [0]
     stats = ScanStats()
@@ -96,7 +96,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             previous = [Skipped(k.path[len(prefix):], k.reason) for k in
                         (cached_snap.skipped if cached_snap else ()) if k.path.startswith(prefix)]
             scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
-                              cache.trust_before_ns, budget,
+                              scan_ns, budget,
                               dirty=dirty[index] if dirty is not None else None,
                               previous_skipped=previous)
             result = scanner.scan()
@@ -138,16 +138,18 @@ def take_snapshot(
         scan_ns = time.time_ns()
         sink = StoreSink(writer)
         try:
-            state = _scan_all(repo, roots, rules, sink, limits, cache, dirty)
+            state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty)
         except BaseException:
             writer.abort()
             raise
         if parent is None:
             existing = repo.catalog.snapshots()
             parent = existing[-1] if existing else None
-        old_root = parent.root if parent else None
-        created, modified, deleted = count_changes(
-            diff_trees(repo.tree, old_root, overlay_reader(repo, sink.blobs), state.root))
+        if parent is None:  # everything is new; no need to walk the trees
+            created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
+        else:
+            created, modified, deleted = count_changes(
+                diff_trees(repo.tree, parent.root, overlay_reader(repo, sink.blobs), state.root))
         catalog = repo.catalog
         snapshot_id = new_snapshot_id()
         while catalog.snapshot(snapshot_id) is not None:
@@ -212,5 +214,6 @@ def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules]
                  limits: Limits | None = None) -> tuple[WorkingState, MemorySink]:
     """Scan the working tree without writing to the store or taking the lock."""
     sink = MemorySink(repo)
-    state = _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache())
+    state = _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache(),
+                      time.time_ns())
     return state, sink

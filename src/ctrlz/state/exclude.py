@@ -76,6 +76,8 @@ class _PatternSet:
         self.empty = not self.components and not self.substrings
 
     def matches(self, name: bytes, rel: bytes) -> bool:
+        if self.empty:
+            return False
         if name in self.components:
             return True
         return any(s in rel for s in self.substrings)
@@ -160,6 +162,14 @@ class Matcher:
             if text:
                 ignores = (_IgnoreFile(rel, text), *ignores)
         return DirRules(rel, ignores, forced, in_git)
+
+    def may_exclude(self, d: DirRules) -> bool:
+        """Whether any rule could exclude something in this directory; when not, the scanner
+        skips the per-entry check (only ctrlz's temp files need filtering)."""
+        if d.forced:
+            return False
+        return bool(not self.exclude.empty or self.glob is not None or self.internal_dirs
+                    or (d.ignores and not d.in_git))
 
     def excluded(self, d: DirRules, name: bytes, rel: bytes, is_dir: bool) -> bool:
         if name.startswith(_TEMP):

@@ -35,6 +35,7 @@ PACK_MAX = 128 << 20  # start a new pack past this size
 CHUNK = 4 << 20
 ZSTD_LEVEL = 3
 PACK_MAGIC = b"CTZPACK1"
+_WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
 RECORD_MAGIC = b"CZOB"
 
@@ -231,6 +232,9 @@ class ObjectWriter:
         self.store = store
         self._known: set[bytes] | None = None
         self._known_lock = threading.Lock()
+        self._lookups = 0
+        self._new: set[bytes] = set()  # written by this writer (until ``known`` is loaded)
+        self._buffer = bytearray()  # pack bytes not yet written to the file
         self._pack: _PackInProgress | None = None
         self._done_packs: list[_PackInProgress] = []
         self._loose_rows: list[ObjectRow] = []
@@ -239,6 +243,16 @@ class ObjectWriter:
         self.added_bytes = 0  # raw bytes of new objects
         self.stored_bytes = 0  # bytes they take in the store
 
+    def contains(self, oid: bytes) -> bool:
+        """Is ``oid`` stored (or being stored)? Asks the index row by row until that gets
+        frequent, then loads every id once: a no-change snapshot writes one or two objects and
+        should not load 100,000 ids to do it."""
+        if self._known is None:
+            self._lookups += 1
+            if self._lookups <= 64:
+                return oid in self._new or self.store.catalog.lookup(oid) is not None
+        return oid in self.known
+
     @property
     def known(self) -> set[bytes]:
         """Ids already in the store; loaded on first use, since no-change snapshots never
@@ -246,46 +260,54 @@ class ObjectWriter:
         if self._known is None:
             with self._known_lock:
                 if self._known is None:
-                    self._known = self.store.catalog.all_oids()
+                    self._known = self.store.catalog.all_oids() | self._new
         return self._known
-
-    def contains(self, oid: bytes) -> bool:
-        return oid in self.known
 
     def put(self, data: bytes) -> bytes:
         """Hash, compress and store a small object; returns its id."""
         oid = self.store.digest(data)
-        if oid not in self.known:
+        if not self.contains(oid):
             codec, stored = encode_small(data)
             self.put_encoded(oid, len(data), codec, stored)
         return oid
 
     def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes) -> None:
         """Append an already hashed and encoded object (encoding happens in worker threads)."""
-        if oid in self.known:
+        if self.contains(oid):
             return
         pack = self._open_pack()
         header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))
-        try:
-            os.write(pack.fd, header)
-            n = 0
-            view = memoryview(stored)
-            while view:
-                w = os.write(pack.fd, view)
-                view = view[w:]
-                n += w
-        except OSError as exc:
-            raise _full_disk(exc, pack.path) from exc
+        self._buffer += header
+        self._buffer += stored
+        if len(self._buffer) >= _WRITE_BUFFER:
+            self._flush(pack)
         offset = pack.size + len(header)
         pack.rows.append((oid, None, offset, len(stored), size, codec))
         pack.size = offset + len(stored)
-        self.known.add(oid)
+        self._remember(oid)
         self.added_objects += 1
         self.added_bytes += size
         self.stored_bytes += len(stored) + len(header)
         failpoints.hit("pack-append")
         if pack.size >= PACK_MAX:
             self._finish_pack()
+
+    def _remember(self, oid: bytes) -> None:
+        if self._known is not None:
+            self._known.add(oid)
+        else:
+            self._new.add(oid)
+
+    def _flush(self, pack: _PackInProgress) -> None:
+        try:
+            with memoryview(self._buffer) as view:
+                done = 0
+                while done < len(view):
+                    done += os.write(pack.fd, view[done:])
+        except OSError as exc:
+            raise _full_disk(exc, pack.path) from exc
+        finally:
+            self._buffer.clear()
 
     def _open_pack(self) -> _PackInProgress:
         if self._pack is None:
@@ -305,6 +327,7 @@ class ObjectWriter:
         if pack is None:
             return
         try:
+            self._flush(pack)
             os.fsync(pack.fd)
         except OSError as exc:
             raise _full_disk(exc, pack.path) from exc
@@ -351,7 +374,7 @@ class ObjectWriter:
 
     def adopt_large(self, oid: bytes, tmp: Path, size: int, stored: int, codec: int) -> None:
         """Move a temp loose object into place (main thread), or drop it if already known."""
-        if oid in self.known:
+        if self.contains(oid):
             os.unlink(tmp)
             return
         dest = self.store.loose_path(oid)
@@ -359,7 +382,7 @@ class ObjectWriter:
         os.replace(tmp, dest)
         self._loose_dirs.add(dest.parent)
         self._loose_rows.append((oid, None, 0, stored, size, codec))
-        self.known.add(oid)
+        self._remember(oid)
         self.added_objects += 1
         self.added_bytes += size
         self.stored_bytes += stored
@@ -384,6 +407,7 @@ class ObjectWriter:
 
     def abort(self) -> None:
         """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
+        self._buffer.clear()
         if self._pack is not None:
             os.close(self._pack.fd)
             self._pack = None

@@ -25,9 +25,9 @@ from typing import Any, Protocol
 
 from ..errors import LimitExceeded, WorkspaceError
 from ..types import Skipped
-from .exclude import GITIGNORE, DirRules, Matcher
+from .exclude import _TEMP, GITIGNORE, DirRules, Matcher
 from .objects import LOOSE_MIN, ObjectWriter, encode_small
-from .statcache import CacheEntry, DirCache
+from .statcache import RACY_WINDOW_NS, DirCache
 from .trees import DIR, FILE, SYMLINK, Entry, encode_tree
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -150,18 +150,25 @@ class ScanResult:
     cache: dict[bytes, DirCache]
 
 
+# entry slots: [name, kind, permission bits, size, mtime_ns, stat key, oid]
+_NAME, _KIND, _PERM, _SIZE, _MTIME, _KEY, _OID = range(7)
+_IFMT, _IFDIR, _IFREG, _IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+_BATCH_FILES = 32
+_BATCH_BYTES = 4 << 20
+
+
 class _Dir:
     __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
-                 "unreadable", "totals")
+                 "unreadable")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
                  slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
         self.rel = rel
         self.path = path
         self.rules = rules
-        self.entries: list[list[Any]] = []  # [name, kind, mode, size, mtime, ctime, ino, oid]
+        self.entries: list[list[Any]] = []
         self.cached = cached
-        self.dirty = cached is None
+        self.dirty = cached is None  # set as soon as anything differs from the cache
         self.slot = slot  # (parent node, parent's entry for us)
         self.mode = mode
         self.unreadable = False
@@ -177,7 +184,9 @@ class Scanner:
     pool: ThreadPoolExecutor
     limits: Limits = field(default_factory=Limits)
     cache: dict[bytes, DirCache] = field(default_factory=dict)
-    trust_before_ns: int = 0
+    #: when this scan started; entries whose mtime or ctime are this recent are cached as
+    #: racily clean (not trusted next time)
+    scan_ns: int = 0
     entry_budget: list[int] = field(default_factory=lambda: [0])  # shared across roots
     #: directories a watcher saw change since the cache was written; ``None``: unknown, list
     #: everything. Any other directory with a cache entry is reused without being listed.
@@ -188,10 +197,13 @@ class Scanner:
     def __post_init__(self) -> None:
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []
-        self._pending: deque[tuple[_Dir, list[Any], Future[Any]]] = deque()
+        self._pending: deque[tuple[list[tuple[_Dir, list[Any]]], Future[Any]]] = deque()
+        self._batch: list[tuple[_Dir, list[Any], bytes, int]] = []
+        self._batch_bytes = 0
         self._root_bytes = os.fsencode(self.root)
         self._reused: set[bytes] = set()
         self._needed: set[bytes] | None = None
+        self._cutoff = self.scan_ns - RACY_WINDOW_NS
         if self.dirty is not None:
             needed = set()
             for d in self.dirty:
@@ -215,6 +227,7 @@ class Scanner:
             order.append(node)
             self._list(node, stack)
             self._drain(block=False)
+        self._submit_batch()
         self._drain(block=True)
         new_cache: dict[bytes, DirCache] = {}
         if self._reused:  # reused subtrees keep their cache entries
@@ -226,7 +239,6 @@ class Scanner:
                     new_cache[key] = value
         for node in reversed(order):
             self._finish(node, new_cache)
-
         if top.unreadable:
             raise WorkspaceError(f"cannot list the workspace root {self.root}; check its "
                                  "permissions")
@@ -240,104 +252,114 @@ class Scanner:
             node.unreadable = True
             self.skipped.append(Skipped(node.rel, f"directory unreadable: {exc.strerror}"))
             return
-        if node.rel and self.matcher.rules.use_gitignore:
-            has_ignore = any(de.name == GITIGNORE for de in listing)
-            if has_ignore:
-                parent_rules = node.slot[0].rules if node.slot else node.rules
-                node.rules = self.matcher.enter(parent_rules, node.path.rsplit(b"/", 1)[-1],
-                                                node.rel, has_ignore=True)
-        cached_entries = node.cached[1] if node.cached is not None else None
-        trust_before = self.trust_before_ns
-        matcher, rules, limits = self.matcher, node.rules, self.limits
-        stats = self.stats
+        matcher = self.matcher
+        has_ignore = False
+        if node.rel and matcher.rules.use_gitignore and not node.rules.in_git:
+            for de in listing:
+                if de.name == GITIGNORE:
+                    has_ignore = True
+                    break
+        if has_ignore:
+            parent_rules = node.slot[0].rules if node.slot else node.rules
+            node.rules = matcher.enter(parent_rules, node.rel.rpartition(b"/")[2], node.rel,
+                                       has_ignore=True)
+        rules, limits = node.rules, self.limits
+        cached_map = node.cached[1] if node.cached is not None else {}
+        check = matcher.may_exclude(rules)
         prefix = node.rel + b"/" if node.rel else b""
+        entries = node.entries
+        files = links = nbytes = 0
+        dirty = node.dirty
         for de in listing:
             name: bytes = de.name  # type: ignore[assignment]
-            rel = prefix + name
-            try:
-                is_dir = de.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if matcher.excluded(rules, name, rel, is_dir):
+            if check:
+                try:
+                    is_dir = de.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if matcher.excluded(rules, name, prefix + name, is_dir):
+                    continue
+            elif name.startswith(_TEMP):
                 continue
             try:
                 s = de.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # vanished since the listing
             except OSError as exc:
-                self.skipped.append(Skipped(rel, f"cannot stat: {exc.strerror}"))
+                self.skipped.append(Skipped(prefix + name, f"cannot stat: {exc.strerror}"))
                 continue
             mode = s.st_mode
-            self.entry_budget[0] += 1
-            if self.entry_budget[0] > limits.max_entries:
-                raise LimitExceeded(
-                    f"the workspace has more than max_entries={limits.max_entries:,} files and "
-                    "directories; exclude large generated folders (exclude_patterns) or raise "
-                    "max_entries")
-            if st.S_ISDIR(mode):
-                entry = [name, DIR, mode & 0o7777, 0, 0, 0, 0, None]
-                node.entries.append(entry)
-                cached = cached_entries.get(name) if cached_entries is not None else None
-                if cached is None or cached[1] != (mode & 0o7777) or cached[0] != DIR:
-                    node.dirty = True
+            fmt = mode & _IFMT
+            cached = cached_map.get(name)
+            if fmt == _IFDIR:
+                rel = prefix + name
+                entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
+                entries.append(entry)
+                if cached is None or cached[0][0] != mode:
+                    dirty = True
                 elif self._needed is not None and rel not in self._needed:
                     sub = self.cache.get(rel)
-                    if sub is not None and sub[0] == cached[6]:
+                    if sub is not None and sub[0] == cached[1]:
                         self._reuse_unlisted(rel, entry, sub)
                         continue
                 child_rules = matcher.enter(rules, name, rel, has_ignore=False)
                 stack.append(_Dir(rel, de.path, child_rules,  # type: ignore[arg-type]
                                   self.cache.get(rel), (node, entry), mode & 0o7777))
-                stats.dirs += 1
+                self.stats.dirs += 1
                 continue
-            if st.S_ISREG(mode):
+            if fmt == _IFREG:
                 kind = FILE
-            elif st.S_ISLNK(mode):
+            elif fmt == _IFLNK:
                 kind = SYMLINK
             else:
-                self.skipped.append(Skipped(rel, _special_kind(mode)))
+                self.skipped.append(Skipped(prefix + name, _special_kind(mode)))
                 continue
-            size, mtime, ctime, ino = s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino
-            entry = [name, kind, mode & 0o7777, size, mtime, ctime, ino, None]
-            cached = cached_entries.get(name) if cached_entries is not None else None
-            if (cached is not None and cached[0] == kind and cached[2] == size
-                    and cached[3] == mtime and cached[4] == ctime and cached[5] == ino
-                    and cached[1] == (mode & 0o7777)
-                    and mtime < trust_before and ctime < trust_before):
-                entry[7] = cached[6]
+            size, mtime = s.st_size, s.st_mtime_ns
+            key = (mode, size, mtime, s.st_ctime_ns, s.st_ino)
+            entry = [name, kind, mode & 0o7777, size, mtime, key, None]
+            if cached is not None and cached[2] and cached[0] == key:
+                entry[_OID] = cached[1]
             else:
-                node.dirty = True
+                dirty = True
                 if kind == FILE and size > limits.max_file_size:
                     self.skipped.append(Skipped(
-                        rel, f"larger than max_file_size ({size:,} > {limits.max_file_size:,} "
-                        "bytes)"))
+                        prefix + name, f"larger than max_file_size ({size:,} > "
+                        f"{limits.max_file_size:,} bytes)"))
                     continue
                 if kind == SYMLINK:
                     try:
-                        entry[7] = self.sink.put(os.readlink(de.path))
+                        entry[_OID] = self.sink.put(os.readlink(de.path))
                     except OSError as exc:
-                        self.skipped.append(Skipped(rel, f"cannot read link: {exc.strerror}"))
+                        self.skipped.append(Skipped(prefix + name,
+                                                    f"cannot read link: {exc.strerror}"))
                         continue
                 else:
-                    fut = self.pool.submit(self._read, de.path, size)  # type: ignore[arg-type]
-                    self._pending.append((node, entry, fut))
-                    if len(self._pending) > _MAX_INFLIGHT:
-                        self._drain(block=False, limit=_MAX_INFLIGHT // 2)
-            node.entries.append(entry)
+                    self._queue_read(node, entry, de.path, size)  # type: ignore[arg-type]
+            entries.append(entry)
             if kind == FILE:
-                stats.files += 1
-                stats.bytes += size
-                if stats.bytes > limits.max_bytes:
-                    raise LimitExceeded(
-                        f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
-                        "exclude large folders (exclude_patterns, exclude_globs) or raise "
-                        "max_bytes")
+                files += 1
+                nbytes += size
             else:
-                stats.symlinks += 1
+                links += 1
+        node.dirty = dirty
+        stats = self.stats
+        stats.files += files
+        stats.symlinks += links
+        stats.bytes += nbytes
+        self.entry_budget[0] += len(entries)
+        if self.entry_budget[0] > limits.max_entries:
+            raise LimitExceeded(
+                f"the workspace has more than max_entries={limits.max_entries:,} files and "
+                "directories; exclude large generated folders (exclude_patterns) or raise "
+                "max_entries")
+        if stats.bytes > limits.max_bytes:
+            raise LimitExceeded(
+                f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
+                "exclude large folders (exclude_patterns, exclude_globs) or raise max_bytes")
 
     def _reuse_unlisted(self, rel: bytes, entry: list[Any], sub: DirCache) -> None:
         """Trust the watcher: nothing changed below ``rel``, so reuse its cached tree whole."""
-        entry[7] = sub[0]
+        entry[_OID] = sub[0]
         files, dirs, links, nbytes = sub[2]
         self.stats.files += files
         self.stats.dirs += dirs + 1
@@ -350,6 +372,26 @@ class Scanner:
         self.skipped += [s for s in self.previous_skipped if s.path.startswith(prefix)]
 
     # -- reading (worker threads) -----------------------------------------------------------
+
+    def _queue_read(self, node: _Dir, entry: list[Any], path: bytes, size: int) -> None:
+        """Small files go to the pool in batches (one task per file costs more than reading
+        it); large ones alone."""
+        self._batch.append((node, entry, path, size))
+        self._batch_bytes += size
+        if len(self._batch) >= _BATCH_FILES or self._batch_bytes >= _BATCH_BYTES:
+            self._submit_batch()
+
+    def _submit_batch(self) -> None:
+        if not self._batch:
+            return
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        fut = self.pool.submit(self._read_batch, [(p, n) for _, _, p, n in batch])
+        self._pending.append(([(node, entry) for node, entry, _, _ in batch], fut))
+        if len(self._pending) > _MAX_INFLIGHT:
+            self._drain(block=False, limit=_MAX_INFLIGHT // 2)
+
+    def _read_batch(self, items: list[tuple[bytes, int]]) -> list[tuple[str, Any, Any, Any]]:
+        return [self._read(path, size) for path, size in items]
 
     def _read(self, path: bytes, size: int) -> tuple[str, Any, Any, Any]:
         try:
@@ -382,65 +424,78 @@ class Scanner:
 
     def _drain(self, block: bool, limit: int = 0) -> None:
         """Consume finished reads. ``block``: all of them; ``limit``: wait until at most
-        ``limit`` are in flight; otherwise only those already done, oldest first."""
+        ``limit`` batches are in flight; otherwise only those already done, oldest first."""
         pending = self._pending
+        stats = self.stats
         while pending:
-            if not block and not (limit and len(pending) > limit) and not pending[0][2].done():
+            if not block and not (limit and len(pending) > limit) and not pending[0][1].done():
                 break
-            node, entry, fut = pending.popleft()
-            status, value, payload, after = fut.result()
-            if status == "ok":
-                self.sink.accept(value, payload)
-                self.stats.bytes += after.st_size - entry[3]
-                entry[7] = value
-                entry[3], entry[4], entry[5] = after.st_size, after.st_mtime_ns, after.st_ctime_ns
-                entry[2] = after.st_mode & 0o7777
-                self.stats.hashed += 1
-            else:
-                entry[7] = None
-                self.stats.files -= 1
-                self.stats.bytes -= entry[3]
-                if status == "skip":
-                    self.skipped.append(Skipped((node.rel + b"/" if node.rel else b"")
-                                                + entry[0], value))
+            items, fut = pending.popleft()
+            for (node, entry), (status, value, payload, after) in zip(items, fut.result(),
+                                                                     strict=True):
+                if status == "ok":
+                    self.sink.accept(value, payload)
+                    stats.bytes += after.st_size - entry[_SIZE]
+                    entry[_OID] = value
+                    entry[_SIZE], entry[_MTIME] = after.st_size, after.st_mtime_ns
+                    entry[_PERM] = after.st_mode & 0o7777
+                    entry[_KEY] = (after.st_mode, after.st_size, after.st_mtime_ns,
+                                   after.st_ctime_ns, after.st_ino)
+                    stats.hashed += 1
+                else:
+                    entry[_OID] = None
+                    stats.files -= 1
+                    stats.bytes -= entry[_SIZE]
+                    if status == "skip":
+                        rel = (node.rel + b"/" if node.rel else b"") + entry[_NAME]
+                        self.skipped.append(Skipped(rel, value))
 
     # -- building trees ----------------------------------------------------------------------
 
     def _finish(self, node: _Dir, new_cache: dict[bytes, DirCache]) -> None:
         if node.unreadable:
             if node.slot is not None:
-                node.slot[1][7] = None
+                node.slot[1][_OID] = None
+                node.slot[0].dirty = True
             return
-        entries = [e for e in node.entries if e[7] is not None]
+        entries = [e for e in node.entries if e[_OID] is not None]
         cached = node.cached
-        prefix = node.rel + b"/" if node.rel else b""
-        files = links = nbytes = 0
-        dirs = 0
-        for e in entries:
-            if e[1] == DIR:
-                sub = new_cache.get(prefix + e[0])
-                if sub is not None:
-                    f, d, s_, b = sub[2]
-                    files, dirs, links, nbytes = files + f, dirs + d + 1, links + s_, nbytes + b
-            elif e[1] == FILE:
-                files += 1
-                nbytes += e[3]
-            else:
-                links += 1
-        totals = (files, dirs, links, nbytes)
-        if (not node.dirty and cached is not None and len(entries) == len(cached[1])
-                and all(e[1] != DIR or cached[1][e[0]][6] == e[7] for e in entries)):
-            tree_oid, mapping, _ = cached
+        if not node.dirty and cached is not None and len(entries) == len(cached[1]):
+            tree_oid, mapping, totals = cached
             self.stats.reused_trees += 1
         else:
-            entries.sort(key=lambda e: e[0])
-            tree = [Entry(e[0], e[1], e[2], e[3] if e[1] != DIR else 0,
-                          e[4] if e[1] != DIR else 0, e[7]) for e in entries]
+            entries.sort(key=lambda e: e[_NAME])
+            tree = [Entry(e[_NAME], e[_KIND], e[_PERM], e[_SIZE], e[_MTIME], e[_OID])
+                    for e in entries]
             tree_oid = self.sink.put(encode_tree(tree))
-            mapping = {e[0]: (e[1], e[2], e[3], e[4], e[5], e[6], e[7]) for e in entries}
+            cutoff = self._cutoff
+            mapping = {}
+            prefix = node.rel + b"/" if node.rel else b""
+            files = dirs = links = nbytes = 0
+            for e in entries:
+                if e[_KIND] == DIR:
+                    sub = new_cache[prefix + e[_NAME]]
+                    mapping[e[_NAME]] = ((_IFDIR | e[_PERM], 0, 0, 0, 0), e[_OID], True)
+                    f, d, s_, b = sub[2]
+                    files, dirs, links, nbytes = files + f, dirs + d + 1, links + s_, nbytes + b
+                else:
+                    key = e[_KEY]
+                    mapping[e[_NAME]] = (key, e[_OID], key[2] < cutoff and key[3] < cutoff)
+                    if e[_KIND] == FILE:
+                        files += 1
+                        nbytes += e[_SIZE]
+                    else:
+                        links += 1
+            totals = (files, dirs, links, nbytes)
         new_cache[node.rel] = (tree_oid, mapping, totals)
         if node.slot is not None:
-            node.slot[1][7] = tree_oid
+            parent, entry = node.slot
+            entry[_OID] = tree_oid
+            if not parent.dirty:
+                before = parent.cached[1].get(node.rel.rpartition(b"/")[2]) \
+                    if parent.cached is not None else None
+                if before is None or before[1] != tree_oid:
+                    parent.dirty = True
 
 
 def _special_kind(mode: int) -> str:
@@ -451,7 +506,3 @@ def _special_kind(mode: int) -> str:
     if st.S_ISCHR(mode) or st.S_ISBLK(mode):
         return "special file skipped (device)"
     return "special file skipped"
-
-
-def cache_entry(e: Entry, ctime: int = 0, ino: int = 0) -> CacheEntry:
-    return (e.kind, e.mode, e.size, e.mtime_ns, ctime, ino, e.oid)

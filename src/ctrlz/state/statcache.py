@@ -21,12 +21,13 @@ from typing import Any
 from .atomic import atomic_write_bytes
 
 RACY_WINDOW_NS = 1_000_000_000
-VERSION = 2
+VERSION = 3
 
-# per path: (kind, mode, size, mtime_ns, ctime_ns, ino, oid); per directory: (tree oid,
-# entries, subtree totals (files, dirs, symlinks, bytes)) -- the totals let a directory the
-# watcher saw no change in be reused without being listed
-CacheEntry = tuple[str, int, int, int, int, int, bytes]
+# per path: (stat key, oid, trusted) where the stat key is (st_mode, size, mtime_ns, ctime_ns,
+# inode) and ``trusted`` is False for racily clean entries (decided when the cache is written);
+# per directory: (tree oid, entries, subtree totals (files, dirs, symlinks, bytes)) -- the
+# totals let a directory the watcher saw no change in be reused without being listed
+CacheEntry = tuple[tuple[int, int, int, int, int], bytes, bool]
 Totals = tuple[int, int, int, int]
 DirCache = tuple[bytes, dict[bytes, CacheEntry], Totals]
 
@@ -37,11 +38,6 @@ class StatCache:
     scan_ns: int = 0
     algorithm: str = ""
     roots: list[dict[bytes, DirCache]] = field(default_factory=list)
-
-    @property
-    def trust_before_ns(self) -> int:
-        """Entries whose mtime and ctime are older than this may be trusted."""
-        return self.scan_ns - RACY_WINDOW_NS
 
     def root(self, index: int) -> dict[bytes, DirCache]:
         return self.roots[index] if index < len(self.roots) else {}
