@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..types import show_path
 from . import records
 from .core import (
     Place,
@@ -41,7 +42,7 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
                 tool: str | None = None, args_key: str | None = None) -> dict[str, Any]:
     """Register the snapshot ``scope_id`` (re-registering is an upsert) and capture ``paths``
     now; without paths, open it so the helpers capture lazily. Returns ``{snapshot_id,
-    captured_paths, byte_count}``."""
+    captured_paths, byte_count}``; paths are workspace-relative everywhere in this API."""
     check_id("session_id", session_id)
     check_id("scope_id", scope_id)
     with opened(workspace, root) as place:
@@ -54,7 +55,7 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
             evict(place, session_id, protected=snap.seq)
             snap = require(place, session_id, scope_id)
         return {"snapshot_id": snap.snapshot_id,
-                "captured_paths": [os.fsdecode(place.rootb + b"/" + p) for p in snap.paths],
+                "captured_paths": [show_path(p) for p in snap.paths],
                 "byte_count": snap.byte_count}
 
 
