@@ -43,13 +43,18 @@ class HookInputError(Exception):
 
 
 def run(agent: str, stdin: BinaryIO | None = None) -> int:
-    """Handle one hook invocation; always returns 0."""
+    """Handle one hook invocation; always returns 0. Python-level output (print, warnings,
+    logging) is sent to /dev/null while it runs: stdout is the agent's protocol channel."""
     import logging
+    import warnings
 
     logging.getLogger().addHandler(logging.NullHandler())
     logging.lastResort = None  # never let a stray warning reach the agent's stderr
+    warnings.simplefilter("ignore")
     payload: dict[str, Any] = {}
     log_dir: Path | None = None
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - closed below
     try:
         raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
         try:
@@ -75,6 +80,9 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
             record_error(log_dir, agent, payload, exc)
         except BaseException:  # noqa: BLE001 - not even a failure to log
             pass
+    finally:
+        quiet, (sys.stdout, sys.stderr) = sys.stdout, saved
+        quiet.close()
     return 0
 
 
