@@ -29,7 +29,8 @@ class Session:
         self.ws = tmp / "app"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTRLZ_")}
         self.env.update(CTRLZ_HOME=str(tmp / "home"), XDG_CONFIG_HOME=str(tmp / "config"),
-                        COLUMNS="100")
+                        COLUMNS="100",
+                        PATH=str(Path(CTRLZ).parent) + os.pathsep + os.environ.get("PATH", ""))
         self.parts: list[str] = []
 
     def clean(self, text: str) -> str:
@@ -55,7 +56,7 @@ class Session:
                           + "\n```\n")
 
     def sh(self, cmd: str) -> None:
-        subprocess.run(cmd, shell=True, cwd=self.ws, check=True)
+        subprocess.run(cmd, shell=True, cwd=self.ws, env=self.env, check=True)
 
 
 def cli_doc(s: Session) -> str:
@@ -156,6 +157,19 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz events --path 'docs/*'")
     s.text("## mcp\n\nThe MCP server over stdio, for agents; see [mcp.md](mcp.md).")
     s.run("ctrlz mcp --help")
+    s.text("## install, uninstall, hook, rewind\n\nHow agents reach ctrlz; the whole story, "
+           "per agent, is in [agents.md](agents.md).")
+    s.run("ctrlz install claude --project --dry-run", limit=40)
+    s.run("ctrlz install claude --project", limit=6)
+    for event in ({"hook_event_name": "UserPromptSubmit", "prompt": "tidy up"},
+                  {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": "rm -rf src"}, "tool_use_id": "toolu_01"}):
+        payload = json.dumps({"session_id": "s1", "cwd": str(s.ws), **event})
+        s.run(f"echo {shlex.quote(payload)} | ctrlz hook claude")
+    s.sh("rm -rf src")
+    s.run("ctrlz rewind --list")
+    s.run("ctrlz rewind toolu_01")
+    s.run("ctrlz uninstall claude --project")
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")

@@ -524,6 +524,15 @@ class Workspace:
             problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
         if not self.root.is_dir():
             problems.append(f"the workspace {self.root} is missing")
+        from .hooks.runner import recent_hook_errors
+
+        day_ago = time.time_ns() - 86_400 * 10**9
+        hook_errors = recent_hook_errors(self, limit=20, since_ns=day_ago)
+        if hook_errors:
+            last_error = hook_errors[-1]
+            problems.append(f"{len(hook_errors)} agent hook error(s) in the last day; the "
+                            f"newest ({last_error.get('agent')} {last_error.get('event')}): "
+                            f"{last_error.get('error')}")
         log = self.oplog
         return Status(
             root=str(self.root), store=str(self.store_path), rules=self.config.rules.to_json(),

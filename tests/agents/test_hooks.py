@@ -303,3 +303,18 @@ def test_rewind_past_a_pruned_shell_snapshot_is_refused(ws: Path) -> None:
                           text=True)
     assert proc.returncode == 7 and "pruned" in proc.stderr
     assert not (ws / "src").exists()  # nothing was touched
+
+
+def test_hook_errors_show_in_status(tmp_path: Path) -> None:
+    """A failing hook stays silent for the agent, but `ctrlz status` reports it."""
+    ws_root = tmp_path / "statusws"
+    ws_root.mkdir()
+    env = {**os.environ, "CTRLZ_HOME": str(tmp_path / "home")}
+    ctrlz = str(Path(sys.executable).with_name("ctrlz"))
+    subprocess.run([ctrlz, "init"], cwd=ws_root, env=env, check=True, capture_output=True)
+    hook = subprocess.run([ctrlz, "hook", "claude"], cwd=ws_root, env=env,
+                          input="{this is not json", capture_output=True, text=True)
+    assert hook.returncode == 0 and hook.stdout == "" and hook.stderr == ""
+    status = subprocess.run([ctrlz, "status"], cwd=ws_root, env=env, capture_output=True,
+                            text=True)
+    assert "agent hook error" in status.stdout + status.stderr
