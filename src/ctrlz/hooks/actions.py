@@ -29,11 +29,9 @@ def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
 
 
 def session_start(ctx: HookContext, session_id: str) -> None:
-    from ..toolcalls import records
-    from ..toolcalls.core import opened
+    from ..toolcalls.api import start_session
 
-    with opened(ctx) as place, place.store.catalog.transaction():
-        records.ensure_session(place.db, session_id, ctx.agent)
+    start_session(session_id, workspace=ctx, agent=ctx.agent)
 
 
 def new_turn(ctx: HookContext, session_id: str) -> None:

@@ -16,7 +16,7 @@ _EXPORTS = {
     "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api",
     "drop_session": "api", "drop_snapshot": "api", "finish_tool_call": "api",
     "fs_restore": "api", "fs_snapshot": "api",
-    "list_snapshots": "api", "tool_call": "api", "write_file": "api",
+    "list_snapshots": "api", "start_session": "api", "tool_call": "api", "write_file": "api",
     "shell_call": "shell", "redo": "turns", "rollback": "turns",
     "RewindResult": "rewind", "agent_sessions": "rewind", "latest_session": "rewind",
     "rewind": "rewind", "timeline": "rewind",

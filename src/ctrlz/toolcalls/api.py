@@ -153,6 +153,13 @@ def configure_byte_cap(session_id: str, cap: int, *, workspace: WorkspaceLike = 
         return evict(place, session_id, protected=open_seq[0] if open_seq else None)
 
 
+def start_session(session_id: str, *, workspace: WorkspaceLike = None,
+                  agent: str | None = None) -> None:
+    """Start (or resume) an agent session; idempotent."""
+    with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
+        records.ensure_session(place.db, session_id, agent)
+
+
 def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
                agent: str | None = None) -> int:
     """Start the next turn (a user prompt); later snapshots belong to it. Clears redo."""
