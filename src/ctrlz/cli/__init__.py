@@ -34,6 +34,12 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"] and (len(args) < 2 or not args[1].startswith("-")):
+        # agent hooks run on every tool call: skip click and the command modules entirely
+        from ..hooks.runner import run
+
+        sys.exit(run(args[1] if len(args) > 1 else ""))
     import sqlite3
 
     import click

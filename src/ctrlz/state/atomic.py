@@ -30,7 +30,10 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o600) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o600,
+                       durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically. ``durable=False`` skips the fsyncs, for
+    caches whose loss (an empty or old file after a power cut) costs only speed."""
     path = Path(path)
     tmp = path.parent / temp_name(path.name)
     try:
@@ -40,7 +43,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -52,4 +56,5 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise StoreFull(f"no space left writing {path}; free some disk space") from exc
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)

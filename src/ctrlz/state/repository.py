@@ -41,6 +41,7 @@ class Repository:
         self.lock = StoreLock(path / "lock")
         self.roots: list[str] = json.loads(catalog.get_meta("roots") or "[]")
         self._trees: dict[bytes, list[Entry]] = {}
+        self._statcache_memo: tuple[tuple[int, int, int] | None, statcache.StatCache] | None = None
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -120,11 +121,26 @@ class Repository:
     def statcache_path(self) -> Path:
         return self.path / "statcache"
 
+    def _statcache_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            s = os.stat(self.statcache_path)
+        except OSError:
+            return None
+        return (s.st_ino, s.st_size, s.st_mtime_ns)
+
     def load_statcache(self) -> statcache.StatCache:
-        cache = statcache.load(self.statcache_path, self.algorithm)
+        """The stat cache, from memory when this process wrote the file and nobody has
+        replaced it since (a session snapshots many times; loading 100,000 entries each time
+        would cost more than the snapshot)."""
+        memo = self._statcache_memo
+        if memo is not None and memo[0] == self._statcache_stamp():
+            cache = memo[1]
+        else:
+            cache = statcache.load(self.statcache_path, self.algorithm)
         if cache.snapshot_id is None or self.catalog.snapshot(cache.snapshot_id) is None:
             return statcache.StatCache(algorithm=self.algorithm)
         return cache
 
     def save_statcache(self, cache: statcache.StatCache) -> None:
         statcache.save(self.statcache_path, cache)
+        self._statcache_memo = (self._statcache_stamp(), cache)

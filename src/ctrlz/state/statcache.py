@@ -6,7 +6,8 @@ nothing changed. A file whose timestamps fall within ``RACY_WINDOW_NS`` of the s
 it is "racily clean": an edit in the same clock tick could keep every stat field, so it is
 re-hashed next time instead of trusted.
 
-The cache is one ``marshal`` file in the store, replaced atomically after each snapshot commits.
+The cache is one ``marshal`` file in the store, replaced atomically (without fsync: it is only a
+cache) after each snapshot commits; a long-lived process keeps it in memory between snapshots.
 It names the snapshot it was built with; it is only used while that snapshot still exists, so it
 never vouches for an object that gc has removed. Losing it costs speed, never correctness.
 """
@@ -57,4 +58,4 @@ def load(path: Path, algorithm: str) -> StatCache:
 def save(path: Path, cache: StatCache) -> None:
     data = marshal.dumps((VERSION, cache.snapshot_id, cache.scan_ns, cache.algorithm,
                           cache.roots))
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, durable=False)  # a lost cache costs a rescan, no data
