@@ -186,3 +186,15 @@ def test_dirty_set_rescans_only_the_directories_that_changed(ws_dir: Path) -> No
     (ws_dir / "b" / "z.txt").write_text("unreported")
     assert ws.snapshot(dirty={b"a"}).modified == 0
     assert ws.snapshot().modified == 1
+
+
+def test_dirty_set_keeps_skipped_paths_of_unlisted_directories(ws_dir: Path) -> None:
+    make_tree(ws_dir, {"a": {"x.txt": "x"}, "b": {"y.txt": "y"}})
+    os.mkfifo(ws_dir / "pipe")
+    os.mkfifo(ws_dir / "b" / "pipe")
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    (ws_dir / "a" / "x.txt").write_text("changed")
+    snap = ws.snapshot(dirty={b"a"})
+    assert snap.modified == 1
+    assert sorted(k.path for k in snap.skipped) == [b"0/b/pipe", b"0/pipe"]

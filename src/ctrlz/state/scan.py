@@ -247,6 +247,10 @@ class Scanner:
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache)
 
     def _list(self, node: _Dir, stack: list[_Dir]) -> None:
+        if (self._needed is not None and node.cached is not None and self.dirty is not None
+                and node.rel not in self.dirty):
+            self._list_from_cache(node, stack)
+            return
         try:
             with os.scandir(node.path) as it:
                 listing = list(it)
@@ -358,6 +362,46 @@ class Scanner:
             raise LimitExceeded(
                 f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
                 "exclude large folders (exclude_patterns, exclude_globs) or raise max_bytes")
+
+    def _list_from_cache(self, node: _Dir, stack: list[_Dir]) -> None:
+        """A directory above a changed one, which the watcher saw no change in: its listing is
+        the cached one, and only the subdirectories on the way to a change are entered."""
+        assert node.cached is not None and self._needed is not None
+        prefix = node.rel + b"/" if node.rel else b""
+        if node.rel and b".gitignore" in node.cached[1] and self.matcher.rules.use_gitignore:
+            parent_rules = node.slot[0].rules if node.slot else node.rules
+            node.rules = self.matcher.enter(parent_rules, node.rel.rpartition(b"/")[2],
+                                            node.rel, has_ignore=True)
+        files = links = nbytes = 0
+        for name, (key, oid, _trusted) in node.cached[1].items():
+            mode = key[0]
+            fmt = mode & _IFMT
+            if fmt == _IFDIR:
+                rel = prefix + name
+                entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
+                node.entries.append(entry)
+                sub = self.cache.get(rel)
+                if rel not in self._needed and sub is not None and sub[0] == oid:
+                    self._reuse_unlisted(rel, entry, sub)
+                    continue
+                child_rules = self.matcher.enter(node.rules, name, rel, has_ignore=False)
+                stack.append(_Dir(rel, node.path + b"/" + name, child_rules, sub,
+                                  (node, entry), mode & 0o7777))
+                self.stats.dirs += 1
+                continue
+            kind = FILE if fmt == _IFREG else SYMLINK
+            node.entries.append([name, kind, mode & 0o7777, key[1], key[2], key, oid])
+            if kind == FILE:
+                files += 1
+                nbytes += key[1]
+            else:
+                links += 1
+        self.stats.files += files
+        self.stats.symlinks += links
+        self.stats.bytes += nbytes
+        self.entry_budget[0] += len(node.entries)
+        self.skipped += [k for k in self.previous_skipped
+                         if k.path.rpartition(b"/")[0] == node.rel]
 
     def _reuse_unlisted(self, rel: bytes, entry: list[Any], sub: DirCache) -> None:
         """Trust the watcher: nothing changed below ``rel``, so reuse its cached tree whole."""
