@@ -241,9 +241,9 @@ class Workspace:
         working tree)."""
         a = self.resolve(old or "latest")
         if new is None:
-            state, sink = scan_working(self.repo, self.roots, [self.config.rules],
+            state = scan_working(self.repo, self.roots, [self.config.rules],
                                        self.config.limits)
-            read_new, new_root, new_name = overlay_reader(self.repo, sink.blobs), state.root, (
+            read_new, new_root, new_name = overlay_reader(self.repo, state.trees), state.root, (
                 "working tree")
         else:
             b = self.resolve(new)
@@ -262,9 +262,9 @@ class Workspace:
     def diffs_to_working(self, olds: Sequence[str]) -> list[Diff]:
         """``diff(old)`` against the working tree for each of ``olds``, scanning the working
         tree only once (the MCP server's change listing compares it with every snapshot)."""
-        state, sink = scan_working(self.repo, self.roots, [self.config.rules],
+        state = scan_working(self.repo, self.roots, [self.config.rules],
                                    self.config.limits)
-        read_new = overlay_reader(self.repo, sink.blobs)
+        read_new = overlay_reader(self.repo, state.trees)
         out = []
         for ref in olds:
             a = self.resolve(ref)

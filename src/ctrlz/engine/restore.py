@@ -89,8 +89,8 @@ def restore_snapshot(
     dest_roots = [os.fsencode(r) for r in roots]
     with repo.lock:
         if dry_run:
-            state, sink = scan_working(repo, roots, rules, limits)
-            reader, current, safety = overlay_reader(repo, sink.blobs), state.root, None
+            state = scan_working(repo, roots, rules, limits)
+            reader, current, safety = overlay_reader(repo, state.trees), state.root, None
         else:
             safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
                                       label=f"before restoring {target.id}",

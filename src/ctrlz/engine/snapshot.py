@@ -23,7 +23,7 @@ from ..state.exclude import Matcher, Rules
 from ..state.repository import Repository
 from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
 from ..state.statcache import StatCache
-from ..state.trees import DIR, Entry, decode_tree, encode_tree
+from ..state.trees import DIR, Entry, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
 
@@ -76,6 +76,7 @@ class WorkingState:
     stats: ScanStats
     skipped: list[Skipped]
     scans: list[ScanResult]
+    trees: dict[bytes, list[Entry]]  # every tree the scan encoded, decoded
 
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
@@ -86,6 +87,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
     skipped: list[Skipped] = []
     scans: list[ScanResult] = []
     top: list[Entry] = []
+    trees: dict[bytes, list[Entry]] = {}
     cached_snap = repo.catalog.snapshot(cache.snapshot_id) if cache.snapshot_id else None
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read") as pool:
         for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
@@ -101,12 +103,15 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
                               previous_skipped=previous)
             result = scanner.scan()
             scans.append(result)
+            trees.update(scanner.built_trees)
             top.append(Entry(root_name(index), DIR, result.mode, 0, 0, result.oid))
             for field in ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees"):
                 setattr(stats, field, getattr(stats, field) + getattr(result.stats, field))
             skipped += [Skipped(prefix + s.path, s.reason) for s in result.skipped]
     top.sort(key=lambda e: e.name)
-    return WorkingState(sink.put(encode_tree(top)), stats, skipped, scans)
+    top_oid = sink.put(encode_tree(top))
+    trees[top_oid] = top
+    return WorkingState(top_oid, stats, skipped, scans, trees)
 
 
 def take_snapshot(
@@ -149,7 +154,8 @@ def take_snapshot(
             created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
         else:
             created, modified, deleted = count_changes(
-                diff_trees(repo.tree, parent.root, overlay_reader(repo, sink.blobs), state.root))
+                diff_trees(repo.tree, parent.root, overlay_reader(repo, state.trees),
+                           state.root))
         catalog = repo.catalog
         snapshot_id = new_snapshot_id()
         while catalog.snapshot(snapshot_id) is not None:
@@ -181,39 +187,27 @@ def take_snapshot(
             )
             catalog.add_snapshot(snap)
         failpoints.hit("after-commit")
+        repo.remember_trees(state.trees)
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans]))
         return snap, state.stats
 
 
-def overlay_reader(repo: Repository, blobs: dict[bytes, bytes]) -> TreeReader:
-    """Reads trees from ``blobs`` (not yet committed, or never stored) before the store."""
+def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]]) -> TreeReader:
+    """Reads trees from ``trees`` (just scanned: not yet committed, or never stored) before
+    the store."""
 
     def read(oid: bytes) -> list[Entry]:
-        data = blobs.get(oid)
-        return decode_tree(data) if data is not None else repo.tree(oid)
+        entries = trees.get(oid)
+        return entries if entries is not None else repo.tree(oid)
 
     return read
 
 
-class MemorySink(HashSink):
-    """A hash-only sink that remembers the small objects it saw (trees, link targets), so the
-    unstored working tree can be diffed like a snapshot."""
-
-    def __init__(self, repo: Repository) -> None:
-        super().__init__(repo.objects.digest, repo.objects.new_hasher)
-        self.blobs: dict[bytes, bytes] = {}
-
-    def put(self, data: bytes) -> bytes:
-        oid = self.digest(data)
-        self.blobs[oid] = data
-        return oid
-
-
 def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
-                 limits: Limits | None = None) -> tuple[WorkingState, MemorySink]:
-    """Scan the working tree without writing to the store or taking the lock."""
-    sink = MemorySink(repo)
-    state = _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache(),
-                      time.time_ns())
-    return state, sink
+                 limits: Limits | None = None) -> WorkingState:
+    """Scan the working tree without writing to the store or taking the lock; its trees are
+    in ``WorkingState.trees`` (read them with :func:`overlay_reader`)."""
+    sink = HashSink(repo.objects.digest, repo.objects.new_hasher)
+    return _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache(),
+                     time.time_ns())

@@ -175,6 +175,7 @@ class Session:
         if not self.tracer.enabled:
             notify(f"ctrlz: running untraced: {self.trace_note}")
         self.watcher.start()
+        ws.repo.defer_statcache_writes = True  # flushed once, after the post-run snapshot
         pre = None
         if not cfg["disable_pre_run"]:
             pre = self.take("pre-run", self.label or "before " + " ".join(self.argv)[:60],
@@ -193,6 +194,7 @@ class Session:
             self._save_execs(events)
         post = self.take("post-run", f"after {' '.join(self.argv)[:60]} (exit {exit_code})",
                          full=True)
+        ws.repo.flush_statcache()
         out = RunResult(self.id, exit_code, self.tracer.enabled, self.trace_note, pre, post,
                         list(self.snapshots), errors=list(self.scheduler.errors))
         if pre is not None:

@@ -249,7 +249,7 @@ class ObjectWriter:
         should not load 100,000 ids to do it."""
         if self._known is None:
             self._lookups += 1
-            if self._lookups <= 64:
+            if self._lookups <= 2048:
                 return oid in self._new or self.store.catalog.lookup(oid) is not None
         return oid in self.known
 

@@ -42,6 +42,8 @@ class Repository:
         self.roots: list[str] = json.loads(catalog.get_meta("roots") or "[]")
         self._trees: dict[bytes, list[Entry]] = {}
         self._statcache_memo: tuple[tuple[int, int, int] | None, statcache.StatCache] | None = None
+        self._statcache_pending = False
+        self.defer_statcache_writes = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -115,6 +117,12 @@ class Repository:
             self._trees[oid] = entries
         return entries
 
+    def remember_trees(self, trees: dict[bytes, list[Entry]]) -> None:
+        """Keep trees a committed snapshot just wrote, so the next diff need not read them."""
+        if len(self._trees) + len(trees) > 200_000:
+            self._trees.clear()
+        self._trees.update(trees)
+
     # -- stat cache --------------------------------------------------------------------------
 
     @property
@@ -142,5 +150,19 @@ class Repository:
         return cache
 
     def save_statcache(self, cache: statcache.StatCache) -> None:
+        """Replace the cache. With ``defer_statcache_writes`` (a session, which snapshots every
+        few seconds) the file is written only by :meth:`flush_statcache`: a stale file is still
+        correct for other processes, only slower, since it names a snapshot whose objects
+        exist."""
+        if self.defer_statcache_writes:
+            self._statcache_memo = (self._statcache_stamp(), cache)
+            self._statcache_pending = True
+            return
         statcache.save(self.statcache_path, cache)
         self._statcache_memo = (self._statcache_stamp(), cache)
+        self._statcache_pending = False
+
+    def flush_statcache(self) -> None:
+        if self._statcache_pending and self._statcache_memo is not None:
+            self.defer_statcache_writes = False
+            self.save_statcache(self._statcache_memo[1])

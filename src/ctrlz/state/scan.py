@@ -205,6 +205,9 @@ class Scanner:
         self._root_bytes = os.fsencode(self.root)
         self._reused: set[bytes] = set()
         self._needed: set[bytes] | None = None
+        #: every tree this scan encoded, decoded form (diffs and the repository's tree cache
+        #: use them instead of reading the store back)
+        self.built_trees: dict[bytes, list[Entry]] = {}
         self._cutoff = self.scan_ns - RACY_WINDOW_NS
         if self.dirty is not None:
             needed = set()
@@ -522,6 +525,7 @@ class Scanner:
             tree = [Entry(e[_NAME], e[_KIND], e[_PERM], e[_SIZE], e[_MTIME], e[_OID])
                     for e in entries]
             tree_oid = self.sink.put(encode_tree(tree))
+            self.built_trees[tree_oid] = tree
             cutoff = self._cutoff
             mapping = {}
             prefix = node.rel + b"/" if node.rel else b""
