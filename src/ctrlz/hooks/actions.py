@@ -7,7 +7,8 @@ call that names no path inside it records nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .runner import HookContext
 
@@ -63,3 +64,28 @@ def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,
     from ..toolcalls.api import finish_tool_call
 
     finish_tool_call(session_id, tool_id, args_key=args_key, workspace=ctx)
+
+
+def dispatch(payload: dict[str, Any], ctx: HookContext, *, file_tools: tuple[str, ...],
+             shell_tools: tuple[str, ...], paths_of: Callable[[dict[str, Any]], list[str]],
+             post_events: tuple[str, ...] = ("PostToolUse",)) -> None:
+    """The Claude-style hook wire format, which Claude Code and Codex share: the adapters
+    differ only in tool names and in where a tool's paths are."""
+    event = payload.get("hook_event_name")
+    session_id = str(payload.get("session_id") or "")
+    tool = str(payload.get("tool_name") or "")
+    tool_input = payload.get("tool_input") or {}
+    tool_id = str(payload.get("tool_use_id") or "")
+    if event == "SessionStart":
+        session_start(ctx, session_id)
+    elif event == "UserPromptSubmit":
+        new_turn(ctx, session_id)
+    elif event == "PreToolUse" and tool in file_tools:
+        file_tool(ctx, session_id, tool_id, tool, paths_of(tool_input))
+    elif event == "PreToolUse" and tool in shell_tools:
+        command = tool_input.get("command", "")
+        if isinstance(command, list):
+            command = " ".join(map(str, command))
+        shell_tool(ctx, session_id, tool_id, tool, str(command))
+    elif event in post_events and tool in file_tools:
+        after_tool(ctx, session_id, tool_id)

@@ -17,20 +17,11 @@ FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 SHELL_TOOLS = ("Bash",)
 
 
+def _paths(tool_input: dict[str, Any]) -> list[str]:
+    path = tool_input.get("file_path") or tool_input.get("notebook_path")
+    return [str(path)] if path else []
+
+
 def handle(payload: dict[str, Any], ctx: HookContext) -> None:
-    event = payload.get("hook_event_name")
-    session_id = str(payload.get("session_id") or "")
-    tool = payload.get("tool_name")
-    tool_input = payload.get("tool_input") or {}
-    tool_id = str(payload.get("tool_use_id") or "")
-    if event == "SessionStart":
-        actions.session_start(ctx, session_id)
-    elif event == "UserPromptSubmit":
-        actions.new_turn(ctx, session_id)
-    elif event == "PreToolUse" and tool in FILE_TOOLS:
-        path = tool_input.get("file_path") or tool_input.get("notebook_path")
-        actions.file_tool(ctx, session_id, tool_id, tool, [path] if path else [])
-    elif event == "PreToolUse" and tool in SHELL_TOOLS:
-        actions.shell_tool(ctx, session_id, tool_id, tool, str(tool_input.get("command", "")))
-    elif event in ("PostToolUse", "PostToolUseFailure") and tool in FILE_TOOLS:
-        actions.after_tool(ctx, session_id, tool_id)
+    actions.dispatch(payload, ctx, file_tools=FILE_TOOLS, shell_tools=SHELL_TOOLS,
+                     paths_of=_paths, post_events=("PostToolUse", "PostToolUseFailure"))

@@ -27,28 +27,16 @@ def patch_paths(patch: str) -> list[str]:
     return list(dict.fromkeys(p for p in out if p))
 
 
+def _paths(tool_input: dict[str, Any]) -> list[str]:
+    command = tool_input.get("command") or tool_input.get("patch") or ""
+    if isinstance(command, list):
+        command = "\n".join(map(str, command))
+    paths = patch_paths(str(command))
+    if tool_input.get("file_path"):
+        paths.append(str(tool_input["file_path"]))
+    return paths
+
+
 def handle(payload: dict[str, Any], ctx: HookContext) -> None:
-    event = payload.get("hook_event_name")
-    session_id = str(payload.get("session_id") or "")
-    tool = payload.get("tool_name")
-    tool_input = payload.get("tool_input") or {}
-    tool_id = str(payload.get("tool_use_id") or "")
-    if event == "SessionStart":
-        actions.session_start(ctx, session_id)
-    elif event == "UserPromptSubmit":
-        actions.new_turn(ctx, session_id)
-    elif event == "PreToolUse" and tool in PATCH_TOOLS:
-        command = tool_input.get("command") or tool_input.get("patch") or ""
-        if isinstance(command, list):
-            command = "\n".join(map(str, command))
-        paths = patch_paths(str(command))
-        if tool_input.get("file_path"):
-            paths.append(str(tool_input["file_path"]))
-        actions.file_tool(ctx, session_id, tool_id, str(tool), paths)
-    elif event == "PreToolUse" and tool in SHELL_TOOLS:
-        command = tool_input.get("command", "")
-        if isinstance(command, list):
-            command = " ".join(map(str, command))
-        actions.shell_tool(ctx, session_id, tool_id, str(tool), str(command))
-    elif event == "PostToolUse" and tool in PATCH_TOOLS:
-        actions.after_tool(ctx, session_id, tool_id)
+    actions.dispatch(payload, ctx, file_tools=PATCH_TOOLS, shell_tools=SHELL_TOOLS,
+                     paths_of=_paths)
