@@ -293,6 +293,20 @@ class Applier:
                 self.result.skipped.append(Skipped(a.path, "left alone: something appeared "
                                                            "there during the restore"))
                 return
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                # a filesystem without hard links: check, then rename (a narrower guarantee)
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                    self.result.applied.append(a)
+                    return
+                os.unlink(tmp, dir_fd=fd)
+                self.result.skipped.append(Skipped(a.path, "left alone: something appeared "
+                                                           "there during the restore"))
+                return
             os.unlink(tmp, dir_fd=fd)
         else:
             s = os.stat(name, dir_fd=fd, follow_symlinks=False)
