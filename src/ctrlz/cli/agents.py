@@ -70,21 +70,9 @@ def install_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
       ctrlz install claude
       ctrlz install gemini --user --dry-run
     """
-    import os
-
     from ..installers import install
-    from ..toolcalls.store import find_workspace
 
-    project = "."
-    if scope == "project":
-        try:
-            project = str(find_workspace(".")[0])
-        except Exception:  # noqa: BLE001 - not protected yet
-            if not dry_run:
-                from ..workspace import Workspace
-
-                Workspace.init(".").close()
-                render.note(f"Protecting {os.getcwd()} (ctrlz init).")
+    project = _project(scope, protect=not dry_run)
     _print_install(install(agent, scope, dry_run=dry_run, project=project), as_json)
 
 
@@ -102,15 +90,29 @@ def uninstall_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
       ctrlz uninstall codex --user --dry-run
     """
     from ..installers import uninstall
+
+    _print_install(uninstall(agent, scope, dry_run=dry_run, project=_project(scope)), as_json)
+
+
+def _project(scope: str, protect: bool = False) -> str:
+    """The project directory for --project: the protected workspace containing the current
+    directory, or the current directory itself (protected first when ``protect``)."""
+    if scope != "project":
+        return "."
+    from ..errors import WorkspaceError
     from ..toolcalls.store import find_workspace
 
-    project = "."
-    if scope == "project":
-        try:
-            project = str(find_workspace(".")[0])
-        except Exception:  # noqa: BLE001
-            pass
-    _print_install(uninstall(agent, scope, dry_run=dry_run, project=project), as_json)
+    try:
+        return str(find_workspace(".")[0])
+    except WorkspaceError:
+        if protect:
+            import os
+
+            from ..workspace import Workspace
+
+            Workspace.init(".").close()
+            render.note(f"Protecting {os.getcwd()} (ctrlz init).")
+        return "."
 
 
 @click.command("rewind")
