@@ -361,7 +361,9 @@ class Workspace:
             protected = self.oplog.referenced()
             plan = retention.plan_pools(self.snapshots(), self.policy, protected)
             if plan.drop:
-                plan.execute(self.repo)
+                # no gc here: it walks every tree in the store, and a session drops an auto
+                # snapshot on every timer tick; the byte cap, `ctrlz gc` and `prune` collect
+                plan.execute(self.repo, collect=False)
             capped = retention.enforce_byte_cap(self.repo, self.policy, protected)
             for s in capped.drop:
                 plan.add(s, capped.reasons[s.id])

@@ -198,3 +198,20 @@ def test_dirty_set_keeps_skipped_paths_of_unlisted_directories(ws_dir: Path) -> 
     snap = ws.snapshot(dirty={b"a"})
     assert snap.modified == 1
     assert sorted(k.path for k in snap.skipped) == [b"0/b/pipe", b"0/pipe"]
+
+
+def test_ring_drops_defer_collection_to_gc(ws_dir: Path) -> None:
+    """Dropping the oldest auto snapshot must not walk the whole store every time; its
+    objects wait for `gc` (or the byte cap), and nothing live is lost meanwhile."""
+    config = Config()
+    config.set("auto_max", 1, "test")
+    ws = Workspace.init(ws_dir, config=config)
+    (ws_dir / "gone.bin").write_bytes(os.urandom(50_000))
+    ws.snapshot(type="auto")
+    (ws_dir / "gone.bin").unlink()
+    (ws_dir / "kept.txt").write_text("kept")
+    ws.snapshot(type="auto")  # the ring drops the first one
+    assert [s.type for s in ws.snapshots()] == ["auto"]
+    assert ws.verify().ok
+    assert ws.gc().removed_bytes >= 50_000
+    assert ws.verify().ok

@@ -171,6 +171,9 @@ def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str
     """Drop the oldest droppable snapshots (and collect their objects) until the store fits
     ``store_cap``."""
     plan = PrunePlan()
+    if usage(repo.path) > policy.store_cap:
+        # reclaim what earlier ring drops left unreachable before dropping anything live
+        plan.gc = collect_garbage(repo)
     while usage(repo.path) > policy.store_cap:
         snapshots = repo.catalog.snapshots()
         keep = set(protected) | ({snapshots[-1].id} if snapshots else set())
