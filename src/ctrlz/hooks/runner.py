@@ -7,7 +7,9 @@ appended to a JSON-lines file in the store (``<store>/toolcalls/hook-errors.json
 ``$CTRLZ_HOME/hook-errors.jsonl`` when no workspace could be found) with a traceback in
 ``hooks.log`` next to it; :func:`recent_hook_errors` reads them back for ``ctrlz status``.
 
-Imports are lazy: a file-tool hook loads the tool-call store only, never the scanner or engine.
+Imports are lazy: a file-tool hook loads the tool-call store only, never the scanner or engine,
+and nothing it does not use (no ``dataclasses``, no ``logging`` unless something else loaded it):
+the hook runs once per tool call, and on a cold interpreter import time is most of its cost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -25,17 +26,32 @@ MAX_INPUT = 16 << 20
 LOG_MAX = 1 << 20
 
 
-@dataclass
 class HookContext:
     """What an adapter needs: the agent, the workspace root and store, the payload's cwd.
 
     It has ``root`` and ``store_path`` like a Workspace, so the tool-call API accepts it as
-    ``workspace=`` without opening the heavier Workspace object."""
+    ``workspace=`` without opening the heavier Workspace object. A plain class, not a
+    dataclass: importing ``dataclasses`` costs a hook several milliseconds."""
 
-    agent: str
-    root: Path
-    store_path: Path
-    cwd: str
+    __slots__ = ("agent", "root", "store_path", "cwd")
+
+    def __init__(self, agent: str, root: Path, store_path: Path, cwd: str) -> None:
+        self.agent = agent
+        self.root = root
+        self.store_path = store_path
+        self.cwd = cwd
+
+    def __repr__(self) -> str:
+        return (f"HookContext(agent={self.agent!r}, root={self.root!r}, "
+                f"store_path={self.store_path!r}, cwd={self.cwd!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HookContext):
+            return NotImplemented
+        return (self.agent, self.root, self.store_path, self.cwd) == (
+            other.agent, other.root, other.store_path, other.cwd)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
 
 class HookInputError(Exception):
@@ -45,11 +61,9 @@ class HookInputError(Exception):
 def run(agent: str, stdin: BinaryIO | None = None) -> int:
     """Handle one hook invocation; always returns 0. Python-level output (print, warnings,
     logging) is sent to /dev/null while it runs: stdout is the agent's protocol channel."""
-    import logging
     import warnings
 
-    logging.getLogger().addHandler(logging.NullHandler())
-    logging.lastResort = None  # never let a stray warning reach the agent's stderr
+    _silence_logging()
     warnings.simplefilter("ignore")
     payload: dict[str, Any] = {}
     log_dir: Path | None = None
@@ -83,7 +97,21 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
     finally:
         quiet, (sys.stdout, sys.stderr) = sys.stdout, saved
         quiet.close()
+        _silence_logging()  # something may have imported logging while the hook ran
     return 0
+
+
+def _silence_logging() -> None:
+    """Never let a stray log record reach the agent's stderr, now or at exit. Importing
+    ``logging`` just for this would cost every hook several milliseconds; a process that never
+    imported it cannot log, so it is only configured when something has loaded it."""
+    logging = sys.modules.get("logging")
+    if logging is None:
+        return
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
+    logging.lastResort = None
 
 
 def _home() -> Path:

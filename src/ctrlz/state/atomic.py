@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 from pathlib import Path
 
 from ..errors import StoreFull
@@ -19,7 +18,8 @@ TEMP_PREFIX = ".ctrlz-tmp-"
 def temp_name(name: bytes | str = "") -> str:
     """A name for a temp file that scans skip and that cannot collide with another writer."""
     base = os.fsdecode(name)[:40] if name else ""
-    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{base}"
+    # os.urandom, not the secrets module: same bytes, without importing hmac/OpenSSL/random
+    return f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}-{base}"
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

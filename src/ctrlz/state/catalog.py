@@ -14,10 +14,12 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFull
-from ..types import Skipped, Snapshot
+
+if TYPE_CHECKING:
+    from ..types import Snapshot
 
 ObjectRow = tuple[bytes, int | None, int, int, int, int]  # oid, pack, offset, length, size, codec
 
@@ -98,6 +100,10 @@ _SNAPSHOT_COLUMNS = (
 
 
 def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
+    # imported here: ctrlz.types builds dataclasses, which an agent hook (tool-call store
+    # only, never a workspace snapshot row) should not pay for at start-up
+    from ..types import Skipped, Snapshot
+
     (sid, number, parent, typ, label, pinned, created_ns, root, files, dirs, symlinks, nbytes,
      added, delta, created, modified, deleted, rules, skipped, roots) = row
     return Snapshot(

@@ -8,7 +8,6 @@ GIL; SHA-256 exists because the SnapshotManager API documents ``ContentHash`` as
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
@@ -33,6 +32,8 @@ def hasher_factory(algorithm: str) -> Callable[[], Hasher]:
     if algorithm == "blake3":
         return lambda: blake3.blake3(max_threads=blake3.blake3.AUTO)
     if algorithm == "sha256":
+        import hashlib  # loads OpenSSL: only stores that use SHA-256 pay for it
+
         return hashlib.sha256
     raise ValueError(f"unknown hash algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
 
@@ -48,5 +49,7 @@ def digest_function(algorithm: str) -> Callable[[bytes], bytes]:
 
         return _b3
     if algorithm == "sha256":
+        import hashlib
+
         return lambda data: hashlib.sha256(data).digest()
     raise ValueError(f"unknown hash algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")

@@ -18,7 +18,6 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
@@ -73,13 +72,18 @@ def _full_disk(exc: OSError, where: Path) -> Exception:
     return StoreError(f"cannot write to the store ({where}): {exc.strerror or exc}")
 
 
-@dataclass
 class _PackInProgress:
-    name: str
-    path: Path
-    fd: int
-    size: int
-    rows: list[ObjectRow] = field(default_factory=list)
+    """A pack being written. A plain class: agent hooks import this module, and
+    ``dataclasses`` would add milliseconds to each one's start-up."""
+
+    __slots__ = ("name", "path", "fd", "size", "rows")
+
+    def __init__(self, name: str, path: Path, fd: int, size: int) -> None:
+        self.name = name
+        self.path = path
+        self.fd = fd
+        self.size = size
+        self.rows: list[ObjectRow] = []
 
 
 class ObjectStore:

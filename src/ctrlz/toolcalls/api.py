@@ -14,10 +14,8 @@ import contextvars
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-from ..types import show_path
 from . import records
 from .core import (
     Place,
@@ -55,7 +53,7 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
             evict(place, session_id, protected=snap.seq)
             snap = require(place, session_id, scope_id)
         return {"snapshot_id": snap.snapshot_id,
-                "captured_paths": [show_path(p) for p in snap.paths],
+                "captured_paths": [os.fsdecode(p) for p in snap.paths],  # types.show_path
                 "byte_count": snap.byte_count}
 
 
@@ -172,12 +170,17 @@ def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
 
 # -- lazy capture -----------------------------------------------------------------------------
 
-@dataclass
 class _Scope:
-    session_id: str
-    scope_id: str
-    workspace: WorkspaceLike
-    root: str | None
+    """One open lazy scope (a plain class: see :class:`~ctrlz.toolcalls.core.Place`)."""
+
+    __slots__ = ("session_id", "scope_id", "workspace", "root")
+
+    def __init__(self, session_id: str, scope_id: str, workspace: WorkspaceLike,
+                 root: str | None) -> None:
+        self.session_id = session_id
+        self.scope_id = scope_id
+        self.workspace = workspace
+        self.root = root
 
 
 _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("ctrlz_tool_call",

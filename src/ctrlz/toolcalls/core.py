@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
-from ..types import show_path
 from . import records
 from .images import Image, UnsafePath, capture, fingerprint, put_back
 from .store import ToolcallStore, find_workspace
@@ -22,12 +20,18 @@ from .store import ToolcallStore, find_workspace
 WorkspaceLike = Any  # a ctrlz.Workspace, a path inside one, or None (the cwd)
 
 
-@dataclass
 class Place:
-    """An open tool-call store and the workspace root it belongs to."""
+    """An open tool-call store and the workspace root it belongs to. (A plain class: agent
+    hooks import this module, and ``dataclasses`` costs them milliseconds of start-up.)"""
 
-    root: Path
-    store: ToolcallStore
+    __slots__ = ("root", "store")
+
+    def __init__(self, root: Path, store: ToolcallStore) -> None:
+        self.root = root
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"Place(root={self.root!r}, store={self.store!r})"
 
     @property
     def rootb(self) -> bytes:
@@ -133,7 +137,7 @@ def restore_entries(place: Place, snap: records.SnapRow, paths: set[bytes] | Non
     for entry in records.entries(place.db, snap.seq):
         if paths is not None and entry.path not in paths:
             continue
-        shown = show_path(entry.path)
+        shown = os.fsdecode(entry.path)  # ctrlz.types.show_path, without importing ctrlz.types
         try:
             now = fingerprint(place.rootb, entry.path, place.store.objects)
             if now.key == entry.pre.key:

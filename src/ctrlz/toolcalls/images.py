@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 from ..state.atomic import fsync_dir, temp_name
 from ..state.objects import LOOSE_MIN, ObjectStore, ObjectWriter
@@ -21,14 +20,45 @@ from ..state.objects import LOOSE_MIN, ObjectStore, ObjectWriter
 FILE, SYMLINK, ABSENT, DIR, OTHER = "file", "symlink", "absent", "dir", "other"
 
 
-@dataclass(frozen=True)
 class Image:
-    """One path's state: kind plus, for files and symlinks, the body's id."""
+    """One path's state: kind plus, for files and symlinks, the body's id.
 
+    Immutable and compared by value, like the frozen dataclass it once was; written out by hand
+    because agent hooks import this module and ``dataclasses`` costs them milliseconds."""
+
+    __slots__ = ("kind", "oid", "size", "mode")
     kind: str
-    oid: bytes | None = None
-    size: int = 0
-    mode: int | None = None
+    oid: bytes | None
+    size: int
+    mode: int | None
+
+    def __init__(self, kind: str, oid: bytes | None = None, size: int = 0,
+                 mode: int | None = None) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "oid", oid)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "mode", mode)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def _fields(self) -> tuple[str, bytes | None, int, int | None]:
+        return (self.kind, self.oid, self.size, self.mode)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Image(kind={self.kind!r}, oid={self.oid!r}, size={self.size!r}, "
+                f"mode={self.mode!r})")
 
     @property
     def key(self) -> tuple[str, bytes | None]:

@@ -7,49 +7,81 @@ transaction. Paths are workspace-relative bytes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..types import iso_utc, show_path
 from .images import Image
 
 DEFAULT_BYTE_CAP = 1 << 30
 
 
-@dataclass
-class SnapRow:
-    seq: int
-    session_id: str
-    snapshot_id: str
-    turn: int
-    taken_ns: int
-    kind: str
-    tool: str | None
-    detail: str | None
-    args_key: str | None
-    ws_snapshot: str | None
-    open: bool
-    rolled_back: bool
-    byte_count: int
-    paths: list[bytes] = field(default_factory=list)
+class _Row:
+    """Value equality and a readable repr for the row classes below, which are plain classes
+    rather than dataclasses: agent hooks import this module, and ``dataclasses`` (plus building
+    each class) costs every hook milliseconds of start-up."""
+
+    __slots__ = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(self.__slots__, self._values(), strict=True))
+        return f"{type(self).__name__}({inner})"
+
+
+class SnapRow(_Row):
+    __slots__ = ("seq", "session_id", "snapshot_id", "turn", "taken_ns", "kind", "tool",
+                 "detail", "args_key", "ws_snapshot", "open", "rolled_back", "byte_count",
+                 "paths")
+
+    def __init__(self, seq: int, session_id: str, snapshot_id: str, turn: int, taken_ns: int,
+                 kind: str, tool: str | None, detail: str | None, args_key: str | None,
+                 ws_snapshot: str | None, open: bool, rolled_back: bool, byte_count: int,
+                 paths: list[bytes] | None = None) -> None:
+        self.seq = seq
+        self.session_id = session_id
+        self.snapshot_id = snapshot_id
+        self.turn = turn
+        self.taken_ns = taken_ns
+        self.kind = kind
+        self.tool = tool
+        self.detail = detail
+        self.args_key = args_key
+        self.ws_snapshot = ws_snapshot
+        self.open = open
+        self.rolled_back = rolled_back
+        self.byte_count = byte_count
+        self.paths: list[bytes] = [] if paths is None else paths
 
     def to_json(self) -> dict[str, Any]:
+        from ..types import iso_utc  # not at import time: ctrlz.types builds dataclasses
+
         return {"snapshot_id": self.snapshot_id, "scope_id": self.snapshot_id,
                 "turn": self.turn, "taken_at_ms": self.taken_ns // 1_000_000,
                 "taken_at": iso_utc(self.taken_ns), "kind": self.kind, "tool": self.tool,
                 "command": self.detail, "workspace_snapshot": self.ws_snapshot,
-                "captured_paths": [show_path(p) for p in self.paths],
+                "captured_paths": [os.fsdecode(p) for p in self.paths],  # types.show_path
                 "byte_count": self.byte_count, "open": self.open,
                 "rolled_back": self.rolled_back}
 
 
-@dataclass
-class EntryRow:
-    path: bytes
-    pre: Image
-    post: Image | None
+class EntryRow(_Row):
+    __slots__ = ("path", "pre", "post")
+
+    def __init__(self, path: bytes, pre: Image, post: Image | None) -> None:
+        self.path = path
+        self.pre = pre
+        self.post = post
 
 
 _SNAP_COLS = ("seq, session_id, snapshot_id, turn, taken_ns, kind, tool, detail, args_key, "

@@ -21,11 +21,11 @@ config, no engine), so a file-tool hook stays well under 100 ms.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from ..errors import WorkspaceError
 from ..state.catalog import Catalog
@@ -88,9 +88,23 @@ def default_home() -> Path:
 
 def store_path_for(root: Path, home: Path) -> Path:
     """Same formula as :func:`ctrlz.workspace.store_path_for` (a test keeps them equal)."""
-    real = os.fsencode(root.resolve())
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", root.resolve().name)[:40] or "root"
-    return home / "workspaces" / f"{slug}-{hashlib.sha256(real).hexdigest()[:16]}"
+    resolved = root.resolve()
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", resolved.name)[:40] or "root"
+    return home / "workspaces" / f"{slug}-{_sha256(os.fsencode(resolved)).hexdigest()[:16]}"
+
+
+def _sha256(data: bytes) -> Any:
+    """SHA-256 without ``hashlib``: importing it loads OpenSSL, a few milliseconds of every
+    hook's start-up, for one short digest. CPython's built-in implementation gives the same
+    bytes; ``hashlib`` is the fallback where that private module is missing."""
+    try:
+        from _sha256 import sha256  # CPython 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython 3.12+
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data)
 
 
 def find_workspace(start: str | os.PathLike[str], home: Path | None = None) -> tuple[Path, Path]:
