@@ -53,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
     "disable_idle": False,
     "disable_auto": False,
     "disable_exec": False,
+    # the workspace daemon (agent hooks): a resident watcher that keeps snapshots incremental
+    "daemon": True,
+    "daemon_idle_seconds": 1800,
     # store
     "hash": "blake3",
 }

@@ -65,9 +65,19 @@ def cli(ctx: click.Context, directory: str | None) -> None:
 
 
 def _register() -> None:
-    from . import agents, inspect, maintenance, mcp_server, restore, sessions, snapshots
+    from . import (
+        agents,
+        daemon,
+        inspect,
+        maintenance,
+        mcp_server,
+        restore,
+        sessions,
+        snapshots,
+    )
 
-    for module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents):
+    for module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents,
+                   daemon):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -33,6 +33,17 @@ def session_start(ctx: HookContext, session_id: str) -> None:
     from ..toolcalls.api import start_session
 
     start_session(session_id, workspace=ctx, agent=ctx.agent)
+    start_daemon(ctx)
+
+
+def start_daemon(ctx: HookContext) -> None:
+    """Start the workspace daemon in the background, so the session's first shell snapshot is
+    already incremental (see ``ctrlz.session.daemon``)."""
+    from ..config import load_config
+    from ..session import daemon_client
+
+    if load_config(ctx.root)["daemon"]:
+        daemon_client.spawn(ctx.root, ctx.store_path)
 
 
 def new_turn(ctx: HookContext, session_id: str) -> None:
@@ -53,10 +64,8 @@ def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
 
 def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str) -> None:
     from ..toolcalls.shell import shell_call
-    from ..workspace import Workspace
 
-    with Workspace.open(ctx.root) as ws:
-        shell_call(session_id, tool_id, command, workspace=ws, agent=ctx.agent, tool=tool)
+    shell_call(session_id, tool_id, command, workspace=ctx, agent=ctx.agent, tool=tool)
 
 
 def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,

@@ -1,34 +1,59 @@
 """Shell tool calls: a shell command may touch any path, so capture the whole workspace.
 
 Before a Bash (or ``run_shell_command``) tool call, an incremental workspace snapshot of type
-``tool`` is taken (the stat cache makes an unchanged tree cheap) and a ``bash`` entry pointing at
-it is recorded in the session's timeline, so ``ctrlz rewind`` can undo what the command did.
-The caller passes the open :class:`ctrlz.Workspace` (this layer does not open faces itself).
+``tool`` is taken and a ``bash`` entry pointing at it is recorded in the session's timeline, so
+``ctrlz rewind`` can undo what the command did.
+
+Who takes the snapshot: the workspace daemon when one answers (it watches the tree, so the
+snapshot rescans only what changed; see :mod:`ctrlz.session.daemon`), otherwise this process,
+with the stat cache, after which a daemon is started for the next call (unless the ``daemon``
+setting is off). Both produce the same snapshot.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
+from ..session import daemon_client
 from . import records
 from .api import _register
 from .core import check_id, opened
 
-if TYPE_CHECKING:
+
+def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = None) -> str:
+    """A ``tool`` snapshot of the whole workspace, from the daemon or in-process; its id.
+    ``workspace`` is a :class:`ctrlz.Workspace` or anything with ``root`` and ``store_path``."""
+    store = Path(workspace.store_path)
+    try:
+        reply = daemon_client.snapshot(store, type="tool", label=label, session_id=session_id)
+        return str(reply["snapshot"]["id"])
+    except (daemon_client.DaemonUnavailable, KeyError, TypeError):
+        pass
     from ..workspace import Workspace
 
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace.root)
+    try:
+        snap = ws.snapshot(type="tool", label=label, session_id=session_id)
+        if ws.config["daemon"]:
+            daemon_client.spawn(ws.root, ws.store_path)
+    finally:
+        if ws is not workspace:
+            ws.close()
+    return snap.id
 
-def shell_call(session_id: str, scope_id: str, command: str, *, workspace: Workspace,
+
+def shell_call(session_id: str, scope_id: str, command: str, *, workspace: Any,
                agent: str | None = None, tool: str = "Bash") -> dict[str, Any]:
     """Snapshot the workspace (type ``tool``) and record the shell call ``scope_id``."""
     check_id("session_id", session_id)
     check_id("scope_id", scope_id)
     label = f"before {tool} {scope_id}: {' '.join(command.split())}"[:200]
-    snap = workspace.snapshot(type="tool", label=label)
+    snap_id = workspace_snapshot(workspace, label)
     with opened(workspace) as place, place.store.lock:
         with place.store.catalog.transaction():
             records.ensure_session(place.db, session_id, agent)
             records.clear_redo(place.db, session_id)
         _register(place, session_id, scope_id, lazy=False, agent=agent, tool=tool,
-                  kind="bash", detail=command, ws_snapshot=snap.id)
-    return {"snapshot_id": scope_id, "workspace_snapshot": snap.id}
+                  kind="bash", detail=command, ws_snapshot=snap_id)
+    return {"snapshot_id": scope_id, "workspace_snapshot": snap_id}

@@ -1,0 +1,91 @@
+"""`ctrlz daemon`: see, start and stop the workspace daemon that agent hooks use."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from ..session import daemon_client
+from . import render
+from .app import State, pass_state
+
+
+def _show(info: dict[str, Any]) -> None:
+    if not info["running"]:
+        render.out("daemon: not running (agent hooks start it; or `ctrlz daemon start`)")
+    elif not info.get("ready"):
+        render.out("daemon: starting (placing watches and priming the stat cache)")
+    else:
+        served = info.get("served") or {}
+        age = render.ago(info["started_ns"], time.time_ns())
+        render.out(f"daemon: running, pid {info['pid']}, started {age}")
+        render.out(f"  watching {info['watched_dirs']:,} directories; snapshots served: "
+                   f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full")
+        render.out(f"  stops after {info['idle_seconds']} s without requests "
+                   f"(idle for {info['idle_for_s']} s)")
+    failure = info.get("last_failure")
+    if failure:
+        render.out(f"  last start failed: {failure.get('reason')}")
+    render.out(f"  log: {info['log']}")
+
+
+@click.group("daemon")
+def daemon_group() -> None:
+    """The workspace daemon: a file watcher that keeps agents' shell snapshots incremental.
+
+    Agent hooks start it on their own (SessionStart, or the first shell tool call) unless the
+    `daemon` setting is false; it stops after `daemon_idle_seconds` without requests.
+
+    \b
+    Examples:
+      ctrlz daemon status
+      ctrlz daemon start
+      ctrlz daemon stop
+    """
+
+
+@daemon_group.command("status")
+@render.json_option
+@pass_state
+def status_cmd(state: State, as_json: bool) -> None:
+    """Whether the daemon runs, what it watches and what it has served."""
+    info = daemon_client.status(state.workspace().store_path)
+    if as_json:
+        render.emit_json(info)
+        return
+    _show(info)
+
+
+@daemon_group.command("start")
+@click.option("--timeout", type=click.FloatRange(min=0), default=120.0, show_default=True,
+              help="Seconds to wait until it answers.")
+@render.json_option
+@pass_state
+def start_cmd(state: State, timeout: float, as_json: bool) -> None:
+    """Start the daemon now (it is idempotent) and wait until it answers."""
+    ws = state.workspace()
+    info = daemon_client.start(ws.root, ws.store_path, timeout)
+    if as_json:
+        render.emit_json(info)
+    else:
+        _show(info)
+    if not info.get("ready"):
+        raise click.ClickException("the daemon did not answer in time; see its log: "
+                                   f"{info['log']}")
+
+
+@daemon_group.command("stop")
+@render.json_option
+@pass_state
+def stop_cmd(state: State, as_json: bool) -> None:
+    """Stop the daemon (hooks fall back to in-process snapshots, and start it again)."""
+    was = daemon_client.stop(state.workspace().store_path)
+    if as_json:
+        render.emit_json({"stopped": was})
+        return
+    render.out("daemon stopped" if was else "daemon: not running")
+
+
+COMMANDS = [daemon_group]

@@ -1,0 +1,212 @@
+"""Talking to the workspace daemon (see :mod:`ctrlz.session.daemon`) from a short-lived process.
+
+An agent hook is a fresh process per tool call, so this module is what a hook imports: sockets
+and JSON only, no engine. Every call degrades instead of failing: when no daemon answers, the
+caller snapshots in-process (slower, same result) and may :func:`spawn` one for next time.
+
+The wire format is one JSON object per line each way over a Unix stream socket,
+``<store>/daemon.sock``. The store directory is private (mode 0700), and the daemon also checks
+the peer's uid, so only the workspace's owner can ask it for anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+SOCKET_NAME = "daemon.sock"
+LOCK_NAME = "daemon.lock"
+LOG_NAME = "daemon.log"
+FAILED_NAME = "daemon-failed.json"
+MAX_MESSAGE = 1 << 20
+#: How long a failed start keeps hooks from spawning another daemon.
+FAILED_BACKOFF_S = 600
+#: Connecting is instant when a daemon listens; a reply may wait for a full scan (the first
+#: snapshot after the daemon started on a changed tree) or for another writer's store lock.
+CONNECT_TIMEOUT_S = 2.0
+REPLY_TIMEOUT_S = 600.0
+
+
+class DaemonUnavailable(Exception):
+    """No daemon answered, or it answered with an error; the caller falls back."""
+
+
+@contextlib.contextmanager
+def socket_address(store: Path) -> Iterator[str]:
+    """The socket's address. A Unix socket path is limited to ~108 bytes and stores can live
+    deeper than that, so long paths go through ``/proc/self/fd/<store fd>/daemon.sock``."""
+    path = os.path.join(os.fsdecode(store), SOCKET_NAME)
+    if len(os.fsencode(path)) < 100:
+        yield path
+        return
+    fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{SOCKET_NAME}"
+    finally:
+        os.close(fd)
+
+
+def read_message(sock: socket.socket) -> dict[str, Any]:
+    """One JSON object terminated by a newline (or by the peer closing the connection)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+        if size > MAX_MESSAGE:
+            raise ValueError(f"message longer than {MAX_MESSAGE} bytes")
+    data = b"".join(chunks)
+    if not data.strip():
+        raise ValueError("empty message")
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("message is not a JSON object")
+    return message
+
+
+def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(message, ensure_ascii=True).encode() + b"\n")
+
+
+def request(store: Path, message: dict[str, Any], *,
+            timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
+    """Send one request and return the daemon's reply (``{"ok": true, ...}``); anything else,
+    including an ``ok: false`` reply, raises :class:`DaemonUnavailable`."""
+    try:
+        with socket_address(store) as address, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
+            s.settimeout(CONNECT_TIMEOUT_S)
+            s.connect(address)
+            s.settimeout(timeout)
+            send_message(s, message)
+            reply = read_message(s)
+    except (OSError, ValueError) as exc:
+        raise DaemonUnavailable(f"no daemon answered: {exc}") from None
+    if reply.get("ok") is not True:
+        raise DaemonUnavailable(str(reply.get("error") or "the daemon refused the request"))
+    return reply
+
+
+def snapshot(store: Path, *, type: str, label: str | None = None,
+             session_id: str | None = None, pinned: bool = False) -> dict[str, Any]:
+    """Ask the daemon for a snapshot; returns its reply (``snapshot``: id, number, root, ...;
+    ``scan``: ``dirty`` or ``full``; ``dirty_dirs``)."""
+    return request(store, {"op": "snapshot", "type": type, "label": label,
+                           "session_id": session_id, "pinned": pinned})
+
+
+def running(store: Path) -> bool:
+    """Whether a daemon holds this store's daemon lock (it may still be starting)."""
+    try:
+        fd = os.open(Path(store) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # closing drops a lock we may have taken
+    return False
+
+
+def recent_failure(store: Path) -> dict[str, Any] | None:
+    """The last start failure, while it still holds hooks back from respawning."""
+    try:
+        info = json.loads((Path(store) / FAILED_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    if time.time_ns() - int(info.get("time_ns", 0)) > FAILED_BACKOFF_S * 10**9:
+        return None
+    return info
+
+
+def spawn(root: Path, store: Path) -> bool:
+    """Start a daemon for ``root`` in the background unless one runs or recently failed to
+    start. Returns whether one was started. The child is fully detached (own session, no
+    inherited descriptors, stdio on /dev/null): an agent that waits for its hook's output to
+    close must never wait for the daemon."""
+    if running(store) or recent_failure(store) is not None:
+        return False
+    subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True, cwd="/")
+    return True
+
+
+def wait_ready(store: Path, timeout: float) -> dict[str, Any] | None:
+    """Poll until the daemon answers a ping (it binds its socket once its watches are in
+    place); its ping reply, or None at the timeout or when it stopped trying."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return request(store, {"op": "ping"}, timeout=5.0)
+        except DaemonUnavailable:
+            pass
+        if time.monotonic() > deadline:
+            return None
+        if not running(store) and recent_failure(store) is not None:
+            return None
+        time.sleep(0.05)
+
+
+def status(store: Path) -> dict[str, Any]:
+    """What ``ctrlz daemon status`` shows: ``running``, the daemon's own report when it
+    answers (pid, watched directories, snapshots served, ...), and a recent start failure."""
+    out: dict[str, Any] = {"running": running(store), "socket": str(Path(store) / SOCKET_NAME),
+                           "log": str(Path(store) / LOG_NAME)}
+    if out["running"]:
+        try:
+            out.update(request(store, {"op": "ping"}, timeout=5.0))
+            out.pop("ok", None)
+            out["ready"] = True
+        except DaemonUnavailable:
+            out["ready"] = False  # still placing watches or priming
+    out["last_failure"] = recent_failure(store)
+    return out
+
+
+def start(root: Path, store: Path, timeout: float = 120.0) -> dict[str, Any]:
+    """Start a daemon (unless one runs) and wait until it answers; its status. A recorded
+    failure does not hold back an explicit start."""
+    (Path(store) / FAILED_NAME).unlink(missing_ok=True)
+    spawn(root, store)
+    wait_ready(store, timeout)
+    return status(store)
+
+
+def stop(store: Path, timeout: float = 30.0) -> bool:
+    """Ask the daemon to stop and wait until its lock is free; whether one was running."""
+    if not running(store):
+        return False
+    try:
+        request(store, {"op": "stop"}, timeout=10.0)
+    except DaemonUnavailable:  # not listening yet (placing watches, priming): signal it
+        try:
+            pid = int((Path(store) / LOCK_NAME).read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + timeout
+    while running(store) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
