@@ -382,3 +382,43 @@ def test_watch_limit_exhausted_means_rescan_all(tmp_path: Path) -> None:
     assert out["take1"] and out["take2"] and out["take3"] and not out["take4"]
     assert out["seen"] == ["a/x", "b/x", "c/x", "d/x", "e/x"]
     assert out["reasons_after"] == 1
+
+
+def test_ignore_file_changes_mean_rescan_all_and_new_watches(tmp_path: Path) -> None:
+    """A .gitignore decides what is captured below it: when it changes, the dirty set cannot
+    be trusted, the owner is told (to rebuild its rules), and directories the new rules
+    include get watches."""
+    root = tmp_path / "ws"
+    (root / "build" / "deep").mkdir(parents=True)
+    (root / ".gitignore").write_text("build/\n")
+    rules = {"ignored": True}
+    changed: list[bytes] = []
+
+    def excluded(rel: bytes, is_dir: bool) -> bool:
+        return rules["ignored"] and rel.split(b"/")[0] == b"build"
+
+    def on_rules_change(rel: bytes) -> None:
+        changed.append(rel)
+        rules["ignored"] = b"build" in (root / ".gitignore").read_bytes()
+
+    w = Watcher(root, excluded, lambda events: None, coalesce_seconds=60,
+                on_rules_change=on_rules_change)
+    w.start()
+    try:
+        before = w.watched_dirs
+        assert not w.take_dirty().rescan_all
+        (root / ".gitignore").write_text("*.log\n")
+        assert w.sync()
+        assert changed and changed[0] == b".gitignore"
+        assert w.take_dirty().rescan_all
+        assert w.watched_dirs == before + 2  # build and build/deep
+        (root / "build" / "deep" / "x.o").write_text("obj")
+        assert w.sync()
+        taken = w.take_dirty()
+        assert not taken.rescan_all and b"build/deep" in taken.dirs
+        (root / ".git" / "info").mkdir(parents=True)
+        (root / ".git" / "info" / "exclude").write_text("*.tmp\n")
+        assert w.sync()
+        assert changed[-1] == b".git/info/exclude" and w.take_dirty().rescan_all
+    finally:
+        w.stop()

@@ -101,13 +101,20 @@ class Session:
     def _make_watcher(self) -> Any:
         from ..sources.watch import Watcher  # inotify: Linux only, imported when used
 
-        matcher = Matcher(self.ws.config.rules, disk_ignore_reader(self.ws.root))
+        def new_matcher() -> Matcher:
+            return Matcher(self.ws.config.rules, disk_ignore_reader(self.ws.root))
+
+        matcher = [new_matcher()]
 
         def is_excluded(rel: bytes, is_dir: bool) -> bool:
-            return bool(rel) and not matcher.covers(rel, is_dir)
+            return bool(rel) and not matcher[0].covers(rel, is_dir)
+
+        def on_rules_change(rel: bytes) -> None:  # a .gitignore changed: re-read them all
+            matcher[0] = new_matcher()
 
         return Watcher(self.ws.root, is_excluded, self._on_file_events,
-                       on_overflow=self._on_overflow, on_git_change=self._on_git_change)
+                       on_overflow=self._on_overflow, on_git_change=self._on_git_change,
+                       on_rules_change=on_rules_change)
 
     def _on_file_events(self, events: list[Any]) -> None:
         rows = [(iso_utc(int(e.timestamp * 1e9)), e.action, text_path(e.path), e.size)

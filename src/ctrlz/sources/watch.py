@@ -18,6 +18,10 @@ What the session gets:
   by scanning instead of trusting an incomplete event stream.
 - ``on_git_change(rel_path)``: a ref, ``HEAD``, ``logs/HEAD`` or ``packed-refs`` changed in a
   ``.git`` directory, so the session can fire its git trigger.
+- ``on_rules_change(rel_path)``: a ``.gitignore`` or ``.git/info/exclude`` changed. Ignore rules
+  decide what is captured anywhere below them, so this also raises ``rescan_all``; the callback
+  lets the owner rebuild its ``is_excluded`` before the watcher walks the tree again to watch
+  directories the new rules include.
 
 Renames are reported as ``deleted`` (old path) plus ``created`` (new path, and everything under
 it when it is a directory: the new location is scanned). A deleted or moved-away *directory* is
@@ -62,6 +66,8 @@ _CREATED = F.CREATE | F.MOVED_TO
 _DELETED = F.DELETE | F.MOVED_FROM
 _MODIFIED = F.MODIFY | F.CLOSE_WRITE | F.ATTRIB
 _GIT = b".git"
+_GITIGNORE = b".gitignore"
+_GIT_INFO_EXCLUDE = b".git/info/exclude"
 _GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
@@ -152,6 +158,7 @@ class Watcher:
         coalesce_seconds: float = 0.2,
         on_overflow: Callable[[str], None] | None = None,
         on_git_change: Callable[[bytes], None] | None = None,
+        on_rules_change: Callable[[bytes], None] | None = None,
     ) -> None:
         self.root = Path(root)
         self._root_b = os.fsencode(self.root)
@@ -159,6 +166,7 @@ class Watcher:
         self._on_events = on_events
         self._on_overflow = on_overflow
         self._on_git_change = on_git_change
+        self._on_rules_change = on_rules_change
         self.coalesce_seconds = coalesce_seconds
         self._max_delay = max(1.0, 10 * coalesce_seconds)
         #: Times the kernel queue overflowed (each one raised ``rescan_all``).
@@ -331,6 +339,8 @@ class Watcher:
             return
         rel = d + b"/" + name if d else name
         is_dir = bool(mask & F.ISDIR)
+        if name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE:
+            self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
             return
         self._mark_dirty(d)
@@ -358,6 +368,7 @@ class Watcher:
         assert self._inotify is not None
         stack = [top]
         lost: list[bytes] = []
+        rules_changed: list[bytes] = []
         while stack:
             d = stack.pop()
             try:
@@ -381,6 +392,8 @@ class Watcher:
                             is_dir = entry.is_dir(follow_symlinks=False)
                         except OSError:
                             continue
+                        if emit and (entry.name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE):
+                            rules_changed.append(rel)  # a new directory brought its own rules
                         if self._is_excluded(rel, is_dir):
                             continue
                         if emit:
@@ -389,6 +402,8 @@ class Watcher:
                             stack.append(rel)
             except OSError:
                 continue
+        for rel in rules_changed:
+            self._rules_changed(rel)
         if lost:
             with self._lock:
                 fresh = not self._unwatched
@@ -396,6 +411,17 @@ class Watcher:
             if fresh and report:  # report the first failure, not every retry
                 self._lose(f"cannot add watches ({len(lost)} directories): "
                            "fs.inotify.max_user_watches exhausted?")
+
+    def _rules_changed(self, rel: bytes) -> None:
+        """An ignore file changed: nothing captured below it can be trusted from the cache, and
+        directories it used to exclude may now need watches."""
+        if rel != _GIT_INFO_EXCLUDE and (rel.startswith(_GIT + b"/") or b"/.git/" in rel):
+            return  # a file inside a .git directory is not an ignore file
+        log.info("file watcher: %s changed; the next snapshot scans everything", os.fsdecode(rel))
+        with self._lock:
+            self._rescan_all = True
+        self._call(self._on_rules_change, rel)
+        self._add_tree(b"" if rel == _GIT_INFO_EXCLUDE else rel.rpartition(b"/")[0], emit=False)
 
     def _retry_unwatched(self) -> None:
         """Try again to watch directories whose watch failed (someone may have freed watches).
