@@ -4,10 +4,13 @@
   rewritten (untimed) before each call, so every call captures new content. Also timed: the
   registered form ``python -m ctrlz.hooks claude`` (what ``ctrlz install`` writes, no CLI
   start-up) and a bare ``python -c pass`` (the interpreter's own start-up, the floor).
-- PreToolUse Bash in (a private copy of) the 100,000-file tree: it takes a full workspace
+- PreToolUse Bash in (a private copy of) the 100,000-file tree: it takes a whole-workspace
   snapshot; p95 target <= 1.0x git's no-change snapshot (``add -A && commit``) measured on the
-  same tree in the same run. The tree is unchanged between calls (the no-change case); a second
-  series makes 10 edits before each call.
+  same tree in the same run. As Claude Code does, a SessionStart hook comes first; it starts the
+  workspace daemon in the background (nothing waits for it), which then serves the snapshots
+  from its inotify dirty set. The tree is unchanged between calls (the no-change case); a second
+  series makes 10 edits before each call; a third runs without the daemon (``CTRLZ_DAEMON=0``),
+  where each call scans the whole tree itself.
 
 Each call is checked: the hook must exit 0, and no hook error may be recorded in the store.
 Run it with the venv's interpreter: ``.venv/bin/python bench/hooks.py [--quick] [--calls N]``;
@@ -125,8 +128,8 @@ def bench_write(calls: int, work: Path) -> dict[str, object]:
     return res
 
 
-def bench_bash(calls: int, edit_calls: int, out: Path, work: Path, git_repeat: int
-               ) -> dict[str, object]:
+def bench_bash(calls: int, edit_calls: int, out: Path, work: Path, git_repeat: int,
+               cold_calls: int) -> dict[str, object]:
     tree = big_tree(out)
     res: dict[str, object] = {}
     originals: dict[str, bytes] = {}
@@ -141,6 +144,22 @@ def bench_bash(calls: int, edit_calls: int, out: Path, work: Path, git_repeat: i
             res["first_snapshot_s"] = time.perf_counter() - t0
             store, before = store_of(tree, home)
             cmd = [CTRLZ, "hook", "claude"]
+            # Without the daemon (CTRLZ_DAEMON=0): every call scans the whole tree itself.
+            cold_env = {**env, "CTRLZ_DAEMON": "0"}
+            cold = []
+            for i in range(cold_calls + 1):
+                os.sync()
+                dt = call(cmd, payload(tree, "Bash", {"command": f"ls # {i}"}, i), cold_env, tree)
+                if i:
+                    cold.append(dt)
+            res["no_daemon_s"] = cold
+            # As Claude Code runs it: SessionStart first (it starts the workspace daemon in
+            # the background; nothing waits for it), then the tool calls.
+            start = dict(payload(tree, "Bash", {}, 0), hook_event_name="SessionStart",
+                         source="startup")
+            for key in ("tool_name", "tool_input", "tool_use_id"):
+                start.pop(key)
+            call(cmd, start, env, tree)
             nochange = []
             for i in range(calls + 1):
                 os.sync()
@@ -161,8 +180,11 @@ def bench_bash(calls: int, edit_calls: int, out: Path, work: Path, git_repeat: i
                 edited.append(call(cmd, payload(tree, "Bash", {"command": f"make {i}"}, i),
                                    env, tree))
             _, after = store_of(tree, home)
+            daemon = json.loads(subprocess.run([CTRLZ, "daemon", "status", "--json"], env=env,
+                                               cwd=tree, capture_output=True).stdout)
+            subprocess.run([CTRLZ, "daemon", "stop"], env=env, cwd=tree, capture_output=True)
             res.update(nochange_s=nochange, edits_s=edited, snapshots_added=after - before,
-                       hook_errors=hook_errors(home, store))
+                       hook_errors=hook_errors(home, store), daemon=daemon)
         finally:
             for rel, data in originals.items():
                 (tree / rel).write_bytes(data)
@@ -200,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"write: hook errors recorded: {w['hook_errors']}", flush=True)
     if "bash" in which:
         n_edit = max(3, calls // 5)
-        b = bench_bash(calls, n_edit, args.out, work, 3 if args.quick else 5)
+        b = bench_bash(calls, n_edit, args.out, work, 3 if args.quick else 5,
+                       3 if args.quick else 10)
         report["bash"] = b
         git = med(b["git_nochange_s"])  # type: ignore[arg-type]
         for name, xs, target in (
@@ -208,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                  b["nochange_s"], BASH_TARGET),
                 ("PreToolUse Bash, 100k tree, 10 edits before each: ctrlz hook claude",
                  b["edits_s"], None),
+                ("PreToolUse Bash, 100k tree, no change, without the daemon (CTRLZ_DAEMON=0)",
+                 b["no_daemon_s"], None),
                 ("git no-change snapshot, 100k tree (add -A + commit)", b["git_nochange_s"],
                  None)):
             rows.append({"series": name, "n": len(xs), "p50_s": med(xs), "p95_s": p95(xs),
@@ -215,8 +240,9 @@ def main(argv: list[str] | None = None) -> int:
                          "ratio_p50_git": med(xs) / git,
                          "target": f"p95 <= {target}x git" if target else "",
                          "status": verdict(p95(xs) / git, target) if target else ""})
+        served = (b.get("daemon") or {}).get("served")  # type: ignore[union-attr]
         print(f"bash: snapshots added {b['snapshots_added']}, hook errors "
-              f"{b['hook_errors']}", flush=True)
+              f"{b['hook_errors']}, served by the daemon {served}", flush=True)
     report["rows"] = rows
     report["loadavg_end"] = loadavg()
     print(f"\n{'series':72} {'n':>3} {'p50 ms':>8} {'p95 ms':>8} {'p95/git':>8}  target")
