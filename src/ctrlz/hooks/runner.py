@@ -18,8 +18,10 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 AGENTS = ("claude", "gemini", "codex")
 MAX_INPUT = 16 << 20
@@ -30,26 +32,47 @@ class HookContext:
     """What an adapter needs: the agent, the workspace root and store, the payload's cwd.
 
     It has ``root`` and ``store_path`` like a Workspace, so the tool-call API accepts it as
-    ``workspace=`` without opening the heavier Workspace object. A plain class, not a
-    dataclass: importing ``dataclasses`` costs a hook several milliseconds."""
+    ``workspace=`` without opening the heavier Workspace object. Those two are ``Path`` objects
+    made on first use; ``root_dir`` and ``store_dir`` are the same paths as strings, which is
+    what the file-tool path uses, so that it never needs to import ``pathlib``. A plain class,
+    not a dataclass: importing ``dataclasses`` costs a hook several milliseconds."""
 
-    __slots__ = ("agent", "root", "store_path", "cwd")
+    __slots__ = ("agent", "root_dir", "store_dir", "cwd", "_root", "_store_path")
 
-    def __init__(self, agent: str, root: Path, store_path: Path, cwd: str) -> None:
+    def __init__(self, agent: str, root: str | os.PathLike[str],
+                 store_path: str | os.PathLike[str], cwd: str) -> None:
         self.agent = agent
-        self.root = root
-        self.store_path = store_path
+        self.root_dir = os.fspath(root)
+        self.store_dir = os.fspath(store_path)
         self.cwd = cwd
+        self._root: Path | None = None
+        self._store_path: Path | None = None
+
+    @property
+    def root(self) -> Path:
+        if self._root is None:
+            from pathlib import Path
+
+            self._root = Path(self.root_dir)
+        return self._root
+
+    @property
+    def store_path(self) -> Path:
+        if self._store_path is None:
+            from pathlib import Path
+
+            self._store_path = Path(self.store_dir)
+        return self._store_path
 
     def __repr__(self) -> str:
-        return (f"HookContext(agent={self.agent!r}, root={self.root!r}, "
-                f"store_path={self.store_path!r}, cwd={self.cwd!r})")
+        return (f"HookContext(agent={self.agent!r}, root={self.root_dir!r}, "
+                f"store_path={self.store_dir!r}, cwd={self.cwd!r})")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, HookContext):
             return NotImplemented
-        return (self.agent, self.root, self.store_path, self.cwd) == (
-            other.agent, other.root, other.store_path, other.cwd)
+        return (self.agent, self.root_dir, self.store_dir, self.cwd) == (
+            other.agent, other.root_dir, other.store_dir, other.cwd)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
@@ -66,7 +89,7 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
     _silence_logging()
     warnings.simplefilter("ignore")
     payload: dict[str, Any] = {}
-    log_dir: Path | None = None
+    log_dir: str | None = None
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - closed below
     try:
@@ -79,12 +102,12 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
             raise HookInputError("stdin is not a JSON object")
         if agent not in AGENTS:
             raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
-        from ..toolcalls.store import find_workspace
+        from ..toolcalls.store import locate
 
         cwd = str(payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR")
                   or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd())
-        root, store = find_workspace(cwd)
-        log_dir = store / "toolcalls"
+        root, store = locate(cwd)
+        log_dir = os.path.join(store, "toolcalls")
         from importlib import import_module
 
         adapter = import_module(f".{agent}", __package__)
@@ -120,30 +143,32 @@ def _home() -> Path:
     return default_home()
 
 
-def record_error(log_dir: Path | None, agent: str, payload: dict[str, Any],
+def record_error(log_dir: str | os.PathLike[str] | None, agent: str, payload: dict[str, Any],
                  exc: BaseException) -> None:
     """Append one error line (and a traceback to hooks.log) where ``recent_hook_errors``
     finds it."""
     import traceback
 
-    where = log_dir or _home()
-    where.mkdir(parents=True, exist_ok=True)
+    from ..toolcalls.store import home_dir
+
+    where = os.fspath(log_dir) if log_dir else home_dir()
+    os.makedirs(where, exist_ok=True)
     line = {"time_ns": time.time_ns(), "agent": agent,
             "event": payload.get("hook_event_name") if isinstance(payload, dict) else None,
             "tool": payload.get("tool_name") if isinstance(payload, dict) else None,
             "cwd": str(payload.get("cwd") or os.getcwd()) if isinstance(payload, dict)
             else os.getcwd(),
             "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-    _append(where / "hook-errors.jsonl", json.dumps(line) + "\n")
-    _append(where / "hooks.log", f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {agent} "
+    _append(os.path.join(where, "hook-errors.jsonl"), json.dumps(line) + "\n")
+    _append(os.path.join(where, "hooks.log"), f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {agent} "
             f"{line['event']}: {line['error']}\n"
             + "".join(traceback.format_exception(exc)))
 
 
-def _append(path: Path, text: str) -> None:
+def _append(path: str, text: str) -> None:
     try:
-        if path.stat().st_size > LOG_MAX:
-            os.replace(path, path.with_name(path.name + ".1"))
+        if os.stat(path).st_size > LOG_MAX:
+            os.replace(path, path + ".1")
     except FileNotFoundError:
         pass
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -158,6 +183,8 @@ def recent_hook_errors(ws: Any, limit: int = 20,
     """The newest hook errors for workspace ``ws`` (a Workspace, or anything with ``root`` and
     ``store_path``), oldest first: the store's own log plus the errors logged before a store
     could be found whose cwd lies inside the workspace."""
+    from pathlib import Path
+
     root = str(Path(ws.root).resolve())
     found: list[dict[str, Any]] = []
     for path, filter_cwd in ((Path(ws.store_path) / "toolcalls" / "hook-errors.jsonl", False),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
 
 from ..errors import StoreFull
 
@@ -34,6 +33,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o
                        durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically. ``durable=False`` skips the fsyncs, for
     caches whose loss (an empty or old file after a power cut) costs only speed."""
+    from pathlib import Path  # here, not at import: agent hooks use this module without it
+
     path = Path(path)
     tmp = path.parent / temp_name(path.name)
     try:

@@ -11,9 +11,9 @@ Schema changes are ordered migrations keyed by ``PRAGMA user_version``.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFull
@@ -117,7 +117,7 @@ def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
 
 
 class Catalog:
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
         self.path = path
         try:
             if readonly:
@@ -142,7 +142,7 @@ class Catalog:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
             raise StoreError(
-                f"the store {self.path.parent} was written by a newer ctrlz "
+                f"the store {os.path.dirname(self.path)} was written by a newer ctrlz "
                 f"(schema {version}); upgrade ctrlz"
             )
         for index in range(version, len(MIGRATIONS)):

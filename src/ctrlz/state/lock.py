@@ -11,14 +11,16 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from pathlib import Path
-from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..errors import StoreLocked
 
+if TYPE_CHECKING:
+    from types import TracebackType
+
 
 class StoreLock:
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 30.0) -> None:
         self.path = path
         self.timeout = timeout
         self._fd: int | None = None

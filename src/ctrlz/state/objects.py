@@ -18,7 +18,8 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from pathlib import Path
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import zstandard
 
@@ -27,6 +28,9 @@ from . import failpoints
 from .atomic import TEMP_PREFIX, fsync_dir, temp_name
 from .catalog import Catalog, ObjectRow
 from .hashing import digest_function, hasher_factory
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 RAW, ZSTD = 0, 1
 LOOSE_MIN = 4 << 20  # files at least this big become loose objects
@@ -65,7 +69,7 @@ def encode_small(data: bytes) -> tuple[int, bytes]:
     return RAW, data
 
 
-def _full_disk(exc: OSError, where: Path) -> Exception:
+def _full_disk(exc: OSError, where: str | os.PathLike[str]) -> Exception:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StoreFull(f"no space left on the store's disk ({where}); free space or move "
                          "CTRLZ_HOME, then try again")
@@ -78,7 +82,7 @@ class _PackInProgress:
 
     __slots__ = ("name", "path", "fd", "size", "rows")
 
-    def __init__(self, name: str, path: Path, fd: int, size: int) -> None:
+    def __init__(self, name: str, path: str, fd: int, size: int) -> None:
         self.name = name
         self.path = path
         self.fd = fd
@@ -87,18 +91,34 @@ class _PackInProgress:
 
 
 class ObjectStore:
-    """Read access to a store's objects, plus :meth:`writer` for a locked writer."""
+    """Read access to a store's objects, plus :meth:`writer` for a locked writer.
 
-    def __init__(self, root: Path, catalog: Catalog, algorithm: str) -> None:
+    ``root`` may be a string or a ``Path``; ``packs_dir``, ``loose_dir`` and ``loose_path``
+    give ``Path`` objects, but the pack-writing path (all an agent hook needs) runs on strings,
+    so a hook never imports ``pathlib``, a few milliseconds of its start-up."""
+
+    def __init__(self, root: str | os.PathLike[str], catalog: Catalog, algorithm: str) -> None:
         self.root = root
         self.catalog = catalog
         self.algorithm = algorithm
         self.digest = digest_function(algorithm)
         self.new_hasher = hasher_factory(algorithm)
-        self.packs_dir = root / "packs"
-        self.loose_dir = root / "objects"
+        self._packs = os.path.join(os.fspath(root), "packs")
+        self._loose = os.path.join(os.fspath(root), "objects")
         self._pack_fds: dict[int, int] = {}
         self._pack_names: dict[int, str] = {}
+
+    @cached_property
+    def packs_dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._packs)
+
+    @cached_property
+    def loose_dir(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._loose)
 
     def close(self) -> None:
         for fd in self._pack_fds.values():
@@ -122,7 +142,7 @@ class ObjectStore:
                     raise CorruptObject(f"the index names pack {pack_id}, which is not "
                                         "registered; run `ctrlz verify`")
             try:
-                fd = os.open(self.packs_dir / name, os.O_RDONLY)
+                fd = os.open(os.path.join(self._packs, name), os.O_RDONLY)
             except FileNotFoundError:
                 raise CorruptObject(f"pack file {name} is missing; run `ctrlz verify`") from None
             self._pack_fds[pack_id] = fd
@@ -315,9 +335,9 @@ class ObjectWriter:
 
     def _open_pack(self) -> _PackInProgress:
         if self._pack is None:
-            self.store.packs_dir.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.store._packs, exist_ok=True)
             name = "pack-" + os.urandom(8).hex() + ".pack"
-            path = self.store.packs_dir / name
+            path = os.path.join(self.store._packs, name)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
                 os.write(fd, PACK_MAGIC)
@@ -398,7 +418,7 @@ class ObjectWriter:
             for d in self._loose_dirs:
                 fsync_dir(d)
             if self._done_packs:
-                fsync_dir(self.store.packs_dir)
+                fsync_dir(self.store._packs)
         except OSError as exc:
             raise _full_disk(exc, self.store.root) from exc
         failpoints.hit("before-index-commit")

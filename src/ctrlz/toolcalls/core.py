@@ -9,24 +9,24 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
 from . import records
 from .images import Image, UnsafePath, capture, fingerprint, put_back
-from .store import ToolcallStore, find_workspace
+from .store import ToolcallStore, locate
 
 WorkspaceLike = Any  # a ctrlz.Workspace, a path inside one, or None (the cwd)
 
 
 class Place:
-    """An open tool-call store and the workspace root it belongs to. (A plain class: agent
-    hooks import this module, and ``dataclasses`` costs them milliseconds of start-up.)"""
+    """An open tool-call store and the workspace root it belongs to (resolved, as a string).
+    A plain class, and no ``pathlib``: agent hooks import this module, and ``dataclasses`` or
+    ``pathlib`` would cost each one milliseconds of start-up."""
 
     __slots__ = ("root", "store")
 
-    def __init__(self, root: Path, store: ToolcallStore) -> None:
+    def __init__(self, root: str, store: ToolcallStore) -> None:
         self.root = root
         self.store = store
 
@@ -47,13 +47,16 @@ def opened(workspace: WorkspaceLike = None, root: str | os.PathLike[str] | None 
            ) -> Iterator[Place]:
     """The tool-call store of ``workspace`` (a Workspace, or a path), else of the workspace
     containing ``root`` or the current directory."""
-    if workspace is not None and hasattr(workspace, "store_path"):
-        ws_root, store = Path(workspace.root), Path(workspace.store_path)
+    if isinstance(getattr(workspace, "store_dir", None), str):
+        # a hook's context: its paths as strings, so no Path is made (pathlib stays unloaded)
+        ws_root, store = workspace.root_dir, workspace.store_dir
+    elif workspace is not None and hasattr(workspace, "store_path"):
+        ws_root, store = os.fspath(workspace.root), os.fspath(workspace.store_path)
     else:
-        ws_root, store = find_workspace(workspace if workspace is not None else (root or "."))
+        ws_root, store = locate(workspace if workspace is not None else (root or "."))
     tc = ToolcallStore(store)
     try:
-        yield Place(ws_root.resolve(), tc)
+        yield Place(os.path.realpath(ws_root), tc)
     finally:
         tc.close()
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkspaceError
 from ..state.catalog import Catalog
 from ..state.lock import StoreLock
 from ..state.objects import ObjectStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tc_sessions (
@@ -78,19 +80,35 @@ CREATE TABLE IF NOT EXISTS tc_redo (
 
 def default_home() -> Path:
     """Same rule as :func:`ctrlz.workspace.default_home`, without importing the engine."""
+    from pathlib import Path
+
+    return Path(home_dir())
+
+
+def home_dir() -> str:
+    """:func:`default_home` as a string. The hook path works on strings throughout: importing
+    ``pathlib`` (and the ``urllib.parse`` and ``ipaddress`` it pulls in) costs every hook
+    several milliseconds."""
     env = os.environ.get("CTRLZ_HOME")
     if env:
-        return Path(env).expanduser()
+        return os.path.expanduser(env)
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("ctrlz"))
+    return platformdirs.user_data_dir("ctrlz")
 
 
 def store_path_for(root: Path, home: Path) -> Path:
     """Same formula as :func:`ctrlz.workspace.store_path_for` (a test keeps them equal)."""
-    resolved = root.resolve()
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", resolved.name)[:40] or "root"
-    return home / "workspaces" / f"{slug}-{_sha256(os.fsencode(resolved)).hexdigest()[:16]}"
+    from pathlib import Path
+
+    return Path(_store_dir(os.fspath(root.resolve()), os.fspath(home)))
+
+
+def _store_dir(real_root: str, home: str) -> str:
+    """The store of the workspace at ``real_root`` (already resolved)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real_root))[:40] or "root"
+    digest = _sha256(os.fsencode(real_root)).hexdigest()[:16]
+    return os.path.join(home, "workspaces", f"{slug}-{digest}")
 
 
 def _sha256(data: bytes) -> Any:
@@ -109,31 +127,57 @@ def _sha256(data: bytes) -> Any:
 
 def find_workspace(start: str | os.PathLike[str], home: Path | None = None) -> tuple[Path, Path]:
     """(workspace root, its store) for the protected workspace containing ``start``."""
-    home = (home or default_home()).expanduser()
-    here = Path(start).expanduser().resolve()
-    for candidate in (here, *here.parents):
-        store = store_path_for(candidate, home)
-        if (store / "catalog.db").is_file():
+    from pathlib import Path
+
+    root, store = locate(start, None if home is None else os.fspath(home))
+    return Path(root), Path(store)
+
+
+def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str, str]:
+    """:func:`find_workspace` on strings (the hook's path, which never imports ``pathlib``)."""
+    home = os.path.expanduser(home or home_dir())
+    here = os.path.realpath(os.path.expanduser(os.fspath(start)))
+    candidate = here
+    while True:
+        store = _store_dir(candidate, home)
+        if os.path.isfile(os.path.join(store, "catalog.db")):
             return candidate, store
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            break
+        candidate = parent
     raise WorkspaceError(f"{here} is not inside a protected workspace; run `ctrlz init` there "
                          "first")
 
 
 class ToolcallStore:
-    """The tool-call part of one workspace store: bodies plus the tc_* tables."""
+    """The tool-call part of one workspace store: bodies plus the tc_* tables.
 
-    def __init__(self, store: Path) -> None:
-        self.path = store / "toolcalls"
-        self.path.mkdir(mode=0o700, exist_ok=True)
-        self.catalog = Catalog(self.path / "catalog.db")
+    Paths are kept as strings (``path`` gives a ``Path`` on demand), so that opening it from a
+    hook does not import ``pathlib``."""
+
+    def __init__(self, store: str | os.PathLike[str]) -> None:
+        self.dir = os.path.join(os.fspath(store), "toolcalls")
+        try:
+            os.mkdir(self.dir, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(self.dir):
+                raise
+        self.catalog = Catalog(os.path.join(self.dir, "catalog.db"))
         algorithm = self.catalog.get_meta("algorithm")
         if algorithm is None:
-            algorithm = _main_algorithm(store)
+            algorithm = _main_algorithm(os.fspath(store))
             with self.catalog.transaction():
                 self.catalog.set_meta("algorithm", algorithm)
                 _create_schema(self.catalog.db)
-        self.objects = ObjectStore(self.path, self.catalog, algorithm)
-        self.lock = StoreLock(self.path / "lock")
+        self.objects = ObjectStore(self.dir, self.catalog, algorithm)
+        self.lock = StoreLock(os.path.join(self.dir, "lock"))
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.dir)
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -182,10 +226,11 @@ def _create_schema(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
-def _main_algorithm(store: Path) -> str:
+def _main_algorithm(store: str) -> str:
     """The workspace store's hash algorithm, so ids mean the same thing in both stores."""
     try:
-        db = sqlite3.connect(f"file:{store / 'catalog.db'}?mode=ro", uri=True, timeout=30)
+        db = sqlite3.connect(f"file:{os.path.join(store, 'catalog.db')}?mode=ro", uri=True,
+                             timeout=30)
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'algorithm'").fetchone()
         finally:
