@@ -23,7 +23,9 @@ from .core import (
     capture_into,
     check_id,
     evict,
+    index_images,
     opened,
+    read_images,
     record_post,
     rel_of,
     require,
@@ -47,10 +49,24 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
         base = os.fspath(root) if root is not None else None
         rels = [rel_of(place, p, base) for p in paths or ()]
         with place.store.lock:
-            snap = _register(place, session_id, scope_id, lazy=not paths, agent=agent,
-                             tool=tool, args_key=args_key)
-            capture_into(place, snap, rels)
-            evict(place, session_id, protected=snap.seq)
+            # One commit for registration, pre-images and eviction (each commit is an fsync):
+            # the bodies are read first, then fsynced and indexed inside that transaction.
+            known = records.find(place.db, session_id, scope_id)
+            try:
+                pending = read_images(place, known.seq if known else None, rels)
+            except BaseException:
+                # as before: the snapshot is registered even when a path cannot be captured
+                _register(place, session_id, scope_id, lazy=not paths, agent=agent, tool=tool,
+                          args_key=args_key)
+                raise
+            with place.store.catalog.transaction():
+                snap = _register_rows(place, session_id, scope_id, lazy=not paths,
+                                      agent=agent, tool=tool, args_key=args_key)
+                if pending is not None:
+                    index_images(place, snap, pending)
+                gone = records.enforce_cap(place.db, session_id, snap.seq)
+            if gone:
+                place.store.compact()
             snap = require(place, session_id, scope_id)
         return {"snapshot_id": snap.snapshot_id,
                 "captured_paths": [os.fsdecode(p) for p in snap.paths],  # types.show_path
@@ -62,15 +78,25 @@ def _register(place: Place, session_id: str, scope_id: str, *, lazy: bool,
               detail: str | None = None, args_key: str | None = None,
               ws_snapshot: str | None = None) -> records.SnapRow:
     with place.store.catalog.transaction():
-        turn = records.ensure_session(place.db, session_id, agent)
-        snap = records.find(place.db, session_id, scope_id)
-        if snap is None:
-            snap = records.add_snapshot(place.db, session_id, scope_id, turn, kind, tool=tool,
-                                        detail=detail, args_key=args_key,
-                                        ws_snapshot=ws_snapshot, open=lazy)
-        if lazy:
-            records.close_open(place.db, session_id, except_seq=snap.seq)
-            place.db.execute("UPDATE tc_snapshots SET open = 1 WHERE seq = ?", (snap.seq,))
+        return _register_rows(place, session_id, scope_id, lazy=lazy, agent=agent, tool=tool,
+                              kind=kind, detail=detail, args_key=args_key,
+                              ws_snapshot=ws_snapshot)
+
+
+def _register_rows(place: Place, session_id: str, scope_id: str, *, lazy: bool,
+                   agent: str | None = None, tool: str | None = None, kind: str = "files",
+                   detail: str | None = None, args_key: str | None = None,
+                   ws_snapshot: str | None = None) -> records.SnapRow:
+    """:func:`_register` inside the caller's transaction."""
+    turn = records.ensure_session(place.db, session_id, agent)
+    snap = records.find(place.db, session_id, scope_id)
+    if snap is None:
+        snap = records.add_snapshot(place.db, session_id, scope_id, turn, kind, tool=tool,
+                                    detail=detail, args_key=args_key,
+                                    ws_snapshot=ws_snapshot, open=lazy)
+    if lazy:
+        records.close_open(place.db, session_id, except_seq=snap.seq)
+        place.db.execute("UPDATE tc_snapshots SET open = 1 WHERE seq = ?", (snap.seq,))
     return snap
 
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
+from ..state.objects import ObjectWriter
 from . import records
 from .images import Image, UnsafePath, capture, fingerprint, put_back
 from .store import ToolcallStore, locate
@@ -94,9 +95,26 @@ def capture_into(place: Place, snap: records.SnapRow, rels: Iterable[bytes],
                  invalidate: bool = True) -> list[bytes]:
     """Capture the pre-image of every path the snapshot has not seen yet (first touch wins).
     Returns the paths captured now. Call with the store lock held."""
-    todo = [r for r in dict.fromkeys(rels) if not records.has_entry(place.db, snap.seq, r)]
-    if not todo:
+    pending = read_images(place, snap.seq, rels)
+    if pending is None:
         return []
+    with place.store.catalog.transaction():
+        index_images(place, snap, pending, invalidate)
+    return [rel for rel, _ in pending[1]]
+
+
+Pending = tuple[ObjectWriter, list[tuple[bytes, Image]]]
+
+
+def read_images(place: Place, seq: int | None, rels: Iterable[bytes]) -> Pending | None:
+    """Read the pre-images of the paths snapshot ``seq`` (None: not registered yet) has not
+    captured, into a writer whose bytes are not yet durable; None when there is nothing to
+    capture. Follow with :func:`index_images` inside a transaction, so a caller can make the
+    capture and its other rows one commit."""
+    todo = [r for r in dict.fromkeys(rels)
+            if seq is None or not records.has_entry(place.db, seq, r)]
+    if not todo:
+        return None
     writer = place.store.objects.writer()
     try:
         images = [(rel, capture(place.rootb, rel, writer)) for rel in todo]
@@ -106,13 +124,19 @@ def capture_into(place: Place, snap: records.SnapRow, rels: Iterable[bytes],
     except BaseException:
         writer.abort()
         raise
-    with place.store.catalog.transaction():
-        writer.commit(place.store.catalog)
-        for rel, image in images:
-            records.add_entry(place.db, snap.seq, rel, image)
-        if invalidate:
-            records.clear_redo(place.db, snap.session_id)
-    return todo
+    return writer, images
+
+
+def index_images(place: Place, snap: records.SnapRow, pending: Pending,
+                 invalidate: bool = True) -> None:
+    """Make the bodies durable (fsync), then add their index rows and the snapshot's entries.
+    Call inside a catalog transaction: its commit is what makes the capture visible."""
+    writer, images = pending
+    writer.commit(place.store.catalog)
+    for rel, image in images:
+        records.add_entry(place.db, snap.seq, rel, image)
+    if invalidate:
+        records.clear_redo(place.db, snap.session_id)
 
 
 def record_post(place: Place, snap: records.SnapRow, rels: Iterable[bytes] | None = None) -> None:
