@@ -13,10 +13,10 @@ and never written into a workspace.
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import struct
-import threading
 from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -42,7 +42,9 @@ _WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not t
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
 RECORD_MAGIC = b"CZOB"
 
-_local = threading.local()
+# _thread, not threading: the same primitives (threading.local and threading.Lock are these),
+# without importing threading into every agent hook
+_local = _thread._local()
 
 
 def _compressor() -> zstandard.ZstdCompressor:
@@ -255,7 +257,7 @@ class ObjectWriter:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._known: set[bytes] | None = None
-        self._known_lock = threading.Lock()
+        self._known_lock = _thread.allocate_lock()
         self._lookups = 0
         self._new: set[bytes] = set()  # written by this writer (until ``known`` is loaded)
         self._buffer = bytearray()  # pack bytes not yet written to the file
