@@ -27,7 +27,7 @@ from .engine import verify as verify_mod
 from .engine.diff import PathChange, diff_trees, unified_diff
 from .engine.refs import resolve
 from .engine.restore import RestoreResult, restore_snapshot
-from .engine.snapshot import overlay_reader, scan_working, take_snapshot
+from .engine.snapshot import gc_paused, overlay_reader, scan_working, take_snapshot
 from .errors import (
     PathOutsideWorkspace,
     RestoreError,
@@ -157,7 +157,7 @@ class Workspace:
                  session_id: str | None = None) -> Snapshot:
         """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
         byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
-        with self.repo.lock:
+        with gc_paused(), self.repo.lock:
             if type == "manual":
                 retention.check_manual_cap(self.snapshots(), self.policy)
             snap, self.last_scan = self._take(type, label, pinned, dirty)

@@ -8,11 +8,14 @@ makes it visible; a crash anywhere before it leaves the previous snapshots exact
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import secrets
 import string
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,39 @@ from .diff import TreeReader, count_changes, diff_trees
 
 _ALPHABET = string.ascii_lowercase + string.digits
 WORKERS = max(2, min(4, os.cpu_count() or 2))
+
+
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector while a snapshot runs.
+
+    A process that keeps a 100,000-entry stat cache and tree cache in memory (a session)
+    pays for them in every full collection: measured on the 100,000-file tree, one
+    collection took ~150 ms, and the allocations of every fifth dirty-set snapshot
+    triggered one, tripling that snapshot's time. A scan creates no reference cycles (its
+    garbage is freed by reference counting), so pausing the collector loses nothing; the
+    collection simply runs later, outside the snapshot. Nested and concurrent snapshots
+    (other repositories, other threads) share one count, so the collector is re-enabled
+    exactly once, by the last one out, and only if it was enabled before.
+    """
+    global _gc_depth, _gc_was_enabled
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def new_snapshot_id() -> str:
@@ -136,7 +172,7 @@ def take_snapshot(
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
     limits = limits or Limits()
-    with repo.lock:
+    with gc_paused(), repo.lock:
         repo.recover()
         cache = repo.load_statcache()
         writer = repo.objects.writer()
@@ -153,7 +189,8 @@ def take_snapshot(
         if parent is None:  # everything is new; no need to walk the trees
             created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
         else:
-            created, modified, deleted = count_changes(
+            counted = changes_from_scan(repo, parent, cache, state)
+            created, modified, deleted = counted if counted is not None else count_changes(
                 diff_trees(repo.tree, parent.root, overlay_reader(repo, state.trees),
                            state.root))
         catalog = repo.catalog
@@ -191,6 +228,35 @@ def take_snapshot(
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans]))
         return snap, state.stats
+
+
+def changes_from_scan(repo: Repository, parent: Snapshot, cache: StatCache,
+                      state: WorkingState) -> tuple[int, int, int] | None:
+    """(created, modified, deleted) against ``parent`` as the scan counted them, when the
+    stat cache it compared with describes ``parent``'s tree; ``None`` when it does not (the
+    caller diffs the trees instead).
+
+    The scan counts per rebuilt directory against the cached listing, so the cost follows
+    the change; a Merkle diff would read and compare every rebuilt directory of both sides
+    again (and, in a fresh process, read the parent's trees back from the store). Matching
+    the cache's root trees with the parent's top tree is what makes the counts the parent's:
+    the cache's listings are those of the trees it names.
+    """
+    if cache.snapshot_id != parent.id:
+        return None
+    top = {e.name: e.oid for e in repo.tree(parent.root)}
+    if len(top) != len(state.scans):
+        return None
+    created = modified = deleted = 0
+    for index, result in enumerate(state.scans):
+        cached_root = cache.root(index).get(b"")
+        if (result.changes is None or cached_root is None
+                or top.get(root_name(index)) != cached_root[0]):
+            return None
+        created += result.changes[0]
+        modified += result.changes[1]
+        deleted += result.changes[2]
+    return created, modified, deleted
 
 
 def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]]) -> TreeReader:

@@ -142,6 +142,10 @@ class ScanStats:
     reused_trees: int = 0
 
 
+Changes = tuple[int, int, int]  # (created, modified, deleted) files and symlinks
+_NO_CHANGES: Changes = (0, 0, 0)
+
+
 @dataclass
 class ScanResult:
     oid: bytes  # tree id of the root directory
@@ -149,6 +153,10 @@ class ScanResult:
     stats: ScanStats
     skipped: list[Skipped]
     cache: dict[bytes, DirCache]
+    #: files and symlinks created, modified and deleted since the tree the stat cache
+    #: describes, counted as :func:`~ctrlz.engine.diff.count_changes` would; ``None`` when
+    #: the cache could not tell (no cache for the root, or a directory missing from it)
+    changes: Changes | None = None
 
 
 # entry slots: [name, kind, permission bits, size, mtime_ns, stat key, oid]
@@ -161,7 +169,7 @@ _INLINE_MAX = 1 << 20  # files below this are read by the walking thread itself
 
 class _Dir:
     __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
-                 "unreadable")
+                 "unreadable", "from_cache")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
                  slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
@@ -174,6 +182,7 @@ class _Dir:
         self.slot = slot  # (parent node, parent's entry for us)
         self.mode = mode
         self.unreadable = False
+        self.from_cache = False  # listed from the stat cache, not from the disk
 
 
 @dataclass
@@ -205,6 +214,11 @@ class Scanner:
         self._root_bytes = os.fsencode(self.root)
         self._reused: set[bytes] = set()
         self._needed: set[bytes] | None = None
+        #: per finished directory whose old listing the cache holds: its subtree's changes
+        #: against that listing (a parent adds those of the children whose tree id changed)
+        self._changes: dict[bytes, Changes] = {}
+        #: the new cache starts as a copy of the old one (see :meth:`scan`)
+        self._copied = False
         #: every tree this scan encoded, decoded form (diffs and the repository's tree cache
         #: use them instead of reading the store back)
         self.built_trees: dict[bytes, list[Entry]] = {}
@@ -234,20 +248,21 @@ class Scanner:
             self._drain(block=False)
         self._submit_batch()
         self._drain(block=True)
-        new_cache: dict[bytes, DirCache] = {}
-        if self._reused:  # reused subtrees keep their cache entries
-            for key, value in self.cache.items():
-                probe = key
-                while probe and probe not in self._reused:
-                    probe = probe.rpartition(b"/")[0]
-                if probe:
-                    new_cache[key] = value
+        # Reused subtrees keep their cache entries. Rather than pick those out of the whole
+        # cache (O(workspace) per snapshot), copy it (one C-level dict copy), let every
+        # listed directory replace its own entry, and drop the subtrees of directories that
+        # are gone (:meth:`_drop_vanished`): every cached directory is either listed, below
+        # a reused one, or below one that vanished from a listed parent, so the result is
+        # exactly the listed and reused directories.
+        self._copied = bool(self._reused)
+        new_cache: dict[bytes, DirCache] = dict(self.cache) if self._copied else {}
         for node in reversed(order):
             self._finish(node, new_cache)
         if top.unreadable:
             raise WorkspaceError(f"cannot list the workspace root {self.root}; check its "
                                  "permissions")
-        return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache)
+        return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
+                          self._changes.get(b""))
 
     def _list(self, node: _Dir, stack: list[_Dir]) -> None:
         if (self._needed is not None and node.cached is not None and self.dirty is not None
@@ -370,6 +385,7 @@ class Scanner:
         """A directory above a changed one, which the watcher saw no change in: its listing is
         the cached one, and only the subdirectories on the way to a change are entered."""
         assert node.cached is not None and self._needed is not None
+        node.from_cache = True
         prefix = node.rel + b"/" if node.rel else b""
         if node.rel and b".gitignore" in node.cached[1] and self.matcher.rules.use_gitignore:
             parent_rules = node.slot[0].rules if node.slot else node.rules
@@ -514,12 +530,15 @@ class Scanner:
             if node.slot is not None:
                 node.slot[1][_OID] = None
                 node.slot[0].dirty = True
+            if self._copied:
+                self._drop(new_cache, node.rel)
             return
         entries = [e for e in node.entries if e[_OID] is not None]
         cached = node.cached
         if not node.dirty and cached is not None and len(entries) == len(cached[1]):
             tree_oid, mapping, totals = cached
             self.stats.reused_trees += 1
+            self._changes[node.rel] = _NO_CHANGES
         else:
             entries.sort(key=lambda e: e[_NAME])
             tree = [Entry(e[_NAME], e[_KIND], e[_PERM], e[_SIZE], e[_MTIME], e[_OID])
@@ -545,6 +564,12 @@ class Scanner:
                     else:
                         links += 1
             totals = (files, dirs, links, nbytes)
+            if cached is not None:
+                changes = self._count(node, entries, new_cache)
+                if changes is not None:
+                    self._changes[node.rel] = changes
+                if self._copied and not node.from_cache:
+                    self._drop_vanished(node, mapping, new_cache)
         new_cache[node.rel] = (tree_oid, mapping, totals)
         if node.slot is not None:
             parent, entry = node.slot
@@ -554,6 +579,100 @@ class Scanner:
                     if parent.cached is not None else None
                 if before is None or before[1] != tree_oid:
                     parent.dirty = True
+
+
+    def _count(self, node: _Dir, entries: list[list[Any]],
+               new_cache: dict[bytes, DirCache]) -> Changes | None:
+        """Changes of a rebuilt directory's subtree against its cached listing, by the rules
+        of ``diff_trees`` + ``count_changes``: a file or link whose id or permission bits
+        differ is modified, one whose kind changed is deleted and created, and a directory
+        that appeared or vanished counts every file and link below it (from the cache's
+        subtree totals). A subdirectory whose tree id changed was itself rebuilt and counted
+        its own subtree. Costs the directory's entries, never the subtree's; ``None`` when
+        the cache lacks a directory it would need (the caller then diffs the trees)."""
+        assert node.cached is not None
+        old = node.cached[1]
+        prefix = node.rel + b"/" if node.rel else b""
+        created = modified = deleted = matched = 0
+        for e in entries:
+            name, kind = e[_NAME], e[_KIND]
+            was = old.get(name)
+            if was is None:
+                new = _subtree_files(kind, prefix + name, new_cache)
+                if new < 0:
+                    return None
+                created += new
+                continue
+            matched += 1
+            old_mode = was[0][0]
+            old_kind = _kind_of(old_mode)
+            if old_kind != kind:
+                gone = _subtree_files(old_kind, prefix + name, self.cache)
+                new = _subtree_files(kind, prefix + name, new_cache)
+                if gone < 0 or new < 0:
+                    return None
+                deleted += gone
+                created += new
+            elif kind == DIR:
+                if was[1] != e[_OID]:
+                    rel = prefix + name
+                    sub = self._changes.get(rel)
+                    before = self.cache.get(rel)
+                    if sub is None or before is None or before[0] != was[1]:
+                        return None
+                    created, modified, deleted = (created + sub[0], modified + sub[1],
+                                                  deleted + sub[2])
+            elif was[1] != e[_OID] or old_mode & 0o7777 != e[_PERM]:
+                modified += 1
+        if matched != len(old):
+            names = {e[_NAME] for e in entries}
+            for name, was in old.items():
+                if name not in names:
+                    gone = _subtree_files(_kind_of(was[0][0]), prefix + name, self.cache)
+                    if gone < 0:
+                        return None
+                    deleted += gone
+        return created, modified, deleted
+
+    def _drop_vanished(self, node: _Dir, mapping: dict[bytes, Any],
+                       new_cache: dict[bytes, DirCache]) -> None:
+        """Drop from the copied cache the subtrees of ``node``'s cached subdirectories that
+        are no longer subdirectories of it (deleted, excluded, unreadable, or replaced by a
+        file): their entries must not outlive the snapshot that holds their objects."""
+        assert node.cached is not None
+        prefix = node.rel + b"/" if node.rel else b""
+        for name, was in node.cached[1].items():
+            if was[0][0] & _IFMT == _IFDIR:
+                now = mapping.get(name)
+                if now is None or now[0][0] & _IFMT != _IFDIR:
+                    self._drop(new_cache, prefix + name)
+
+    def _drop(self, new_cache: dict[bytes, DirCache], rel: bytes) -> None:
+        """Remove ``rel`` and every directory the old cache holds below it."""
+        todo = [rel]
+        while todo:
+            rel = todo.pop()
+            new_cache.pop(rel, None)
+            old = self.cache.get(rel)
+            if old is not None:
+                todo += [rel + b"/" + name for name, was in old[1].items()
+                         if was[0][0] & _IFMT == _IFDIR]
+
+
+def _kind_of(mode: int) -> str:
+    fmt = mode & _IFMT
+    return DIR if fmt == _IFDIR else FILE if fmt == _IFREG else SYMLINK
+
+
+def _subtree_files(kind: str, rel: bytes, cache: dict[bytes, DirCache]) -> int:
+    """Files and links at ``rel``: one, or for a directory its cached subtree totals; -1 when
+    the cache has no entry for that directory."""
+    if kind != DIR:
+        return 1
+    sub = cache.get(rel)
+    if sub is None:
+        return -1
+    return sub[2][0] + sub[2][2]
 
 
 def _special_kind(mode: int) -> str:
