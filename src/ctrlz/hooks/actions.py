@@ -15,7 +15,7 @@ from .runner import HookContext
 
 def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
     """The paths (absolute, or relative to the payload's cwd) that lie in the workspace."""
-    root = os.fsencode(ctx.root)
+    root = os.fsencode(ctx.root_dir)
     out = []
     for p in paths:
         if not p:

@@ -35,7 +35,7 @@ FAILED_BACKOFF_S = 600
 #: Connecting is instant when a daemon listens; a reply may wait for a full scan (the first
 #: snapshot after the daemon started on a changed tree) or for another writer's store lock.
 CONNECT_TIMEOUT_S = 2.0
-REPLY_TIMEOUT_S = 600.0
+REPLY_TIMEOUT_S = 300.0
 
 
 class DaemonUnavailable(Exception):
