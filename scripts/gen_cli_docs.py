@@ -170,6 +170,11 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz rewind --list")
     s.run("ctrlz rewind toolu_01")
     s.run("ctrlz uninstall claude --project")
+    s.text("## daemon\n\nThe per-workspace watcher that agent hooks start and use; see "
+           "[agents.md](agents.md#the-workspace-daemon).")
+    s.run("ctrlz daemon start")
+    s.run("ctrlz daemon status --json")
+    s.run("ctrlz daemon stop")
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")

@@ -246,10 +246,11 @@ def test_cli_daemon_start_status_stop(ws: Workspace) -> None:
     assert "not running" in ctrlz("status")
     assert "daemon: running" in ctrlz("start")
     info = json.loads(ctrlz("status", "--json"))
-    assert info["running"] and info["ready"] and info["watched_dirs"] >= 10
+    assert info["type"] == "daemon" and info["running"] and info["ready"]
+    assert info["watched_dirs"] >= 10 and info["served"] == {"dirty": 0, "full": 0}
     assert info["root"] == str(ws.root)
     assert "daemon stopped" in ctrlz("stop")
-    assert json.loads(ctrlz("stop", "--json")) == {"stopped": False}
+    assert json.loads(ctrlz("stop", "--json")) == {"type": "daemon", "stopped": False}
 
 
 def test_hooks_start_the_daemon_and_shell_snapshots_go_through_it(ws: Workspace,

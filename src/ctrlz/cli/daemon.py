@@ -83,7 +83,7 @@ def stop_cmd(state: State, as_json: bool) -> None:
     """Stop the daemon (hooks fall back to in-process snapshots, and start it again)."""
     was = daemon_client.stop(state.workspace().store_path)
     if as_json:
-        render.emit_json({"stopped": was})
+        render.emit_json({"type": "daemon", "stopped": was})
         return
     render.out("daemon stopped" if was else "daemon: not running")
 

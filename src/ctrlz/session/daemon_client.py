@@ -172,7 +172,8 @@ def wait_ready(store: Path, timeout: float) -> dict[str, Any] | None:
 def status(store: Path) -> dict[str, Any]:
     """What ``ctrlz daemon status`` shows: ``running``, the daemon's own report when it
     answers (pid, watched directories, snapshots served, ...), and a recent start failure."""
-    out: dict[str, Any] = {"running": running(store), "socket": str(Path(store) / SOCKET_NAME),
+    out: dict[str, Any] = {"type": "daemon", "running": running(store),
+                           "socket": str(Path(store) / SOCKET_NAME),
                            "log": str(Path(store) / LOG_NAME)}
     if out["running"]:
         try:
