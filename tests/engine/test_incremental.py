@@ -35,13 +35,16 @@ PATHS = sorted({f"{d}/{n}" if d else n for d in DIRS for n in NAMES})
 FILES = ["x", "a/x", "b/x", "a/a/x"]  # there from the start
 
 
-def scratch_scan(ws: Workspace) -> tuple[bytes, dict[bytes, Any]]:
-    """The top tree id and stat cache of a scan that trusts nothing it has seen before."""
+def scratch_scan(ws: Workspace) -> tuple[bytes, dict[bytes, Any], list[Any], tuple[int, ...]]:
+    """The top tree id, stat cache, skipped paths and totals of a scan that trusts nothing it
+    has seen before."""
     repo = ws.repo
     state = _scan_all(repo, ws.roots, [ws.config.rules], HashSink(repo.objects.digest,
                       repo.objects.new_hasher), Limits(), StatCache(algorithm=repo.algorithm),
                       time.time_ns())
-    return state.root, state.scans[0].cache
+    return (state.root, state.scans[0].cache,
+            sorted((k.path, k.reason) for k in state.skipped),
+            (state.stats.files, state.stats.dirs, state.stats.symlinks, state.stats.bytes))
 
 
 def cache_shape(cache: dict[bytes, Any]) -> dict[bytes, tuple[bytes, dict[bytes, bytes], Any]]:
@@ -134,7 +137,8 @@ class IncrementalMachine(RuleBasedStateMachine):
 
     @rule(rel=st.sampled_from(PATHS))
     def remove(self, rel: str) -> None:
-        if self.enterable(rel) and (self.root / rel).exists() or (self.root / rel).is_symlink():
+        path = self.root / rel
+        if self.enterable(rel) and (path.exists() or path.is_symlink()):
             self.touched(rel)
             self.clear(rel)
 
@@ -149,6 +153,26 @@ class IncrementalMachine(RuleBasedStateMachine):
         os.chmod(path, mode)
         self.touched(rel)
 
+    @rule(rel=st.sampled_from(PATHS))
+    def make_fifo(self, rel: str) -> None:
+        """Skipped, and recorded as such: a reused directory carries its skips over."""
+        if not self.enterable(rel):
+            return
+        self.clear(rel)
+        os.mkfifo(self.root / rel)
+        self.touched(rel)
+
+    @rule(rel=st.sampled_from(DIRS))
+    def spurious_event(self, rel: str) -> None:
+        """A watcher may report a directory in which nothing changed."""
+        self.dirty.add(os.fsencode(rel))
+
+    @rule()
+    def forget_trees(self) -> None:
+        """A process that has not decoded the cached trees (a fresh CLI) lists directories
+        from the cache entry by entry instead of patching their trees."""
+        self.ws.repo._trees.clear()
+
     # -- snapshots ---------------------------------------------------------------------------
 
     def check(self, dirty: set[bytes] | None) -> None:
@@ -159,8 +183,10 @@ class IncrementalMachine(RuleBasedStateMachine):
         want = count_changes(diff_trees(self.ws.repo.tree, parent.root, self.ws.repo.tree,
                                         snap.root))
         assert (snap.created, snap.modified, snap.deleted) == want
-        root, cache = scratch_scan(self.ws)
+        root, cache, skipped, totals = scratch_scan(self.ws)
         assert snap.root == root
+        assert (snap.files, snap.dirs, snap.symlinks, snap.bytes) == totals
+        assert sorted((k.path, k.reason) for k in snap.skipped) == skipped
         kept = self.ws.repo.load_statcache()
         assert kept.snapshot_id == snap.id
         assert cache_shape(kept.roots[0]) == cache_shape(cache)
@@ -210,3 +236,18 @@ def test_a_vanished_directory_leaves_the_cache(ws_dir: Path) -> None:
     cache = ws.repo.load_statcache().roots[0]
     assert sorted(cache) == [b"", b"keep", b"keep/sub"]
     assert stat.S_ISDIR(cache[b""][1][b"keep"][0][0])
+
+
+def test_skips_below_an_entered_directory_are_reported_once(ws_dir: Path) -> None:
+    """A directory patched from the cache carries over the skips of the subtrees it reuses,
+    not of those it enters (which find their skips again)."""
+    (ws_dir / "a" / "b").mkdir(parents=True)
+    os.mkfifo(ws_dir / "a" / "b" / "pipe")
+    os.mkfifo(ws_dir / "top-pipe")
+    ws = Workspace.init(ws_dir)
+    first = ws.snapshot()
+    assert len(first.skipped) == 2
+    (ws_dir / "a" / "b" / "new").write_bytes(b"new")
+    snap = ws.snapshot(dirty={b"a/b"})
+    assert snap.created == 1
+    assert sorted(k.path for k in snap.skipped) == [b"0/a/b/pipe", b"0/top-pipe"]

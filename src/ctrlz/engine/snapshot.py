@@ -136,7 +136,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
                               scan_ns, budget,
                               dirty=dirty[index] if dirty is not None else None,
-                              previous_skipped=previous)
+                              previous_skipped=previous, tree_cache=repo.cached_tree)
             result = scanner.scan()
             scans.append(result)
             trees.update(scanner.built_trees)

@@ -117,6 +117,11 @@ class Repository:
             self._trees[oid] = entries
         return entries
 
+    def cached_tree(self, oid: bytes) -> list[Entry] | None:
+        """A tree already decoded in memory, or ``None``; never reads the store (a scan uses
+        it to patch a cached tree when that is cheaper than rebuilding it)."""
+        return self._trees.get(oid)
+
     def remember_trees(self, trees: dict[bytes, list[Entry]]) -> None:
         """Keep trees a committed snapshot just wrote, so the next diff need not read them."""
         if len(self._trees) + len(trees) > 200_000:

@@ -15,8 +15,10 @@ goes on. The main thread alone appends to the pack.
 
 from __future__ import annotations
 
+import operator
 import os
 import stat as st
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -165,11 +167,13 @@ _IFMT, _IFDIR, _IFREG, _IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 _BATCH_FILES = 8
 _BATCH_BYTES = 16 << 20
 _INLINE_MAX = 1 << 20  # files below this are read by the walking thread itself
+_ENTRY_NAME = operator.itemgetter(0)  # of an Entry, in C (no Python call per entry)
+_ENTRY_KIND = operator.itemgetter(1)
 
 
 class _Dir:
     __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
-                 "unreadable", "from_cache")
+                 "unreadable", "from_cache", "base")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
                  slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
@@ -183,6 +187,9 @@ class _Dir:
         self.mode = mode
         self.unreadable = False
         self.from_cache = False  # listed from the stat cache, not from the disk
+        #: the cached tree's decoded entries, when listed from the cache by patching them:
+        #: ``entries`` then holds only the subdirectories entered
+        self.base: list[Entry] | None = None
 
 
 @dataclass
@@ -204,6 +211,9 @@ class Scanner:
     dirty: set[bytes] | None = None
     #: what the cache's snapshot skipped, carried over for directories reused unlisted
     previous_skipped: list[Skipped] = field(default_factory=list)
+    #: the decoded tree of a cached tree id when it is at hand in memory (else ``None``):
+    #: lets a directory listed from the cache be patched instead of rebuilt entry by entry
+    tree_cache: Callable[[bytes], list[Entry] | None] | None = None
 
     def __post_init__(self) -> None:
         self.stats = ScanStats()
@@ -212,7 +222,7 @@ class Scanner:
         self._batch: list[tuple[_Dir, list[Any], bytes, int]] = []
         self._batch_bytes = 0
         self._root_bytes = os.fsencode(self.root)
-        self._reused: set[bytes] = set()
+        self._reused = False  # whether any subtree was reused without being listed
         self._needed: set[bytes] | None = None
         #: per finished directory whose old listing the cache holds: its subtree's changes
         #: against that listing (a parent adds those of the children whose tree id changed)
@@ -223,6 +233,8 @@ class Scanner:
         #: use them instead of reading the store back)
         self.built_trees: dict[bytes, list[Entry]] = {}
         self._cutoff = self.scan_ns - RACY_WINDOW_NS
+        #: per needed directory, the names of its needed subdirectories
+        self._needed_children: dict[bytes, list[bytes]] = {}
         if self.dirty is not None:
             needed = set()
             for d in self.dirty:
@@ -230,7 +242,9 @@ class Scanner:
                     needed.add(d)
                     if not d:
                         break
-                    d = d.rpartition(b"/")[0]
+                    parent, _, name = d.rpartition(b"/")
+                    self._needed_children.setdefault(parent, []).append(name)
+                    d = parent
             self._needed = needed
 
     # -- walking -----------------------------------------------------------------------------
@@ -254,7 +268,7 @@ class Scanner:
         # are gone (:meth:`_drop_vanished`): every cached directory is either listed, below
         # a reused one, or below one that vanished from a listed parent, so the result is
         # exactly the listed and reused directories.
-        self._copied = bool(self._reused)
+        self._copied = self._reused
         new_cache: dict[bytes, DirCache] = dict(self.cache) if self._copied else {}
         for node in reversed(order):
             self._finish(node, new_cache)
@@ -267,7 +281,8 @@ class Scanner:
     def _list(self, node: _Dir, stack: list[_Dir]) -> None:
         if (self._needed is not None and node.cached is not None and self.dirty is not None
                 and node.rel not in self.dirty):
-            self._list_from_cache(node, stack)
+            if not self._patch_from_cache(node, stack):
+                self._list_from_cache(node, stack)
             return
         try:
             with os.scandir(node.path) as it:
@@ -381,6 +396,61 @@ class Scanner:
                 f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
                 "exclude large folders (exclude_patterns, exclude_globs) or raise max_bytes")
 
+    def _patch_from_cache(self, node: _Dir, stack: list[_Dir]) -> bool:
+        """:meth:`_list_from_cache` in time proportional to the subdirectories entered, not to
+        the directory's entries: when the cached tree is in memory, only the needed
+        subdirectories are entered, and the statistics of everything else come from the
+        cached subtree totals (the node's totals less those of the entered children, which
+        count themselves). :meth:`_finish_patched` then patches the cached tree. ``False``
+        (nothing done) when the tree is not in memory or an entered child has no cache entry
+        matching its tree id; the caller then lists from the cache entry by entry."""
+        assert node.cached is not None
+        base = self.tree_cache(node.cached[0]) if self.tree_cache is not None else None
+        if base is None:
+            return False
+        mapping = node.cached[1]
+        prefix = node.rel + b"/" if node.rel else b""
+        entered = []
+        for name in self._needed_children.get(node.rel, ()):
+            was = mapping.get(name)
+            if was is None or was[0][0] & _IFMT != _IFDIR:
+                continue  # not a directory of the cached listing: as _list_from_cache
+            rel = prefix + name
+            sub = self.cache.get(rel)
+            if sub is None or sub[0] != was[1]:
+                return False
+            entered.append((name, rel, was[0][0] & 0o7777, sub))
+        node.from_cache = True
+        node.base = base
+        self._reused = True
+        if node.rel and b".gitignore" in mapping and self.matcher.rules.use_gitignore:
+            parent_rules = node.slot[0].rules if node.slot else node.rules
+            node.rules = self.matcher.enter(parent_rules, node.rel.rpartition(b"/")[2],
+                                            node.rel, has_ignore=True)
+        files, dirs, links, nbytes = node.cached[2]
+        for name, rel, perm, sub in entered:
+            entry = [name, DIR, perm, 0, 0, None, None]
+            node.entries.append(entry)
+            child_rules = self.matcher.enter(node.rules, name, rel, has_ignore=False)
+            stack.append(_Dir(rel, node.path + b"/" + name, child_rules, sub, (node, entry),
+                              perm))
+            f, d, s_, b = sub[2]
+            files, dirs, links, nbytes = files - f, dirs - d, links - s_, nbytes - b
+        stats = self.stats
+        stats.files += files
+        stats.dirs += dirs
+        stats.symlinks += links
+        stats.bytes += nbytes
+        stats.reused_trees += list(map(_ENTRY_KIND, base)).count(DIR) - len(entered)
+        self.entry_budget[0] += files + dirs + links
+        if self.previous_skipped:
+            inside = [e[1] + b"/" for e in entered]
+            self.skipped += [
+                k for k in self.previous_skipped
+                if (not node.rel or k.path.startswith(prefix))
+                and not any(k.path.startswith(p) for p in inside)]
+        return True
+
     def _list_from_cache(self, node: _Dir, stack: list[_Dir]) -> None:
         """A directory above a changed one, which the watcher saw no change in: its listing is
         the cached one, and only the subdirectories on the way to a change are entered."""
@@ -432,7 +502,7 @@ class Scanner:
         self.stats.bytes += nbytes
         self.stats.reused_trees += 1
         self.entry_budget[0] += files + dirs + links
-        self._reused.add(rel)
+        self._reused = True
         prefix = rel + b"/"
         self.skipped += [s for s in self.previous_skipped if s.path.startswith(prefix)]
 
@@ -533,6 +603,9 @@ class Scanner:
             if self._copied:
                 self._drop(new_cache, node.rel)
             return
+        if node.base is not None:
+            self._finish_patched(node, new_cache)
+            return
         entries = [e for e in node.entries if e[_OID] is not None]
         cached = node.cached
         if not node.dirty and cached is not None and len(entries) == len(cached[1]):
@@ -570,7 +643,62 @@ class Scanner:
                     self._changes[node.rel] = changes
                 if self._copied and not node.from_cache:
                     self._drop_vanished(node, mapping, new_cache)
-        new_cache[node.rel] = (tree_oid, mapping, totals)
+        self._done(node, (tree_oid, mapping, totals), new_cache)
+
+    def _finish_patched(self, node: _Dir, new_cache: dict[bytes, DirCache]) -> None:
+        """Finish a directory :meth:`_patch_from_cache` listed: swap the new tree ids of the
+        entered subdirectories into the cached tree, listing and totals (dropping those that
+        became unreadable), and add up their changes."""
+        assert node.cached is not None and node.base is not None
+        tree_oid, mapping, totals = node.cached
+        changed = [e for e in node.entries if e[_OID] != mapping[e[_NAME]][1]]
+        if not changed:
+            self.stats.reused_trees += 1
+            self._changes[node.rel] = _NO_CHANGES
+            self._done(node, node.cached, new_cache)
+            return
+        tree = list(node.base)
+        mapping = dict(mapping)
+        files, dirs, links, nbytes = totals
+        created = modified = deleted = 0
+        counted = True
+        prefix = node.rel + b"/" if node.rel else b""
+        gone = []
+        for e in changed:
+            name = e[_NAME]
+            rel = prefix + name
+            index = bisect_left(tree, name, key=_ENTRY_NAME)
+            assert tree[index].name == name and tree[index].kind == DIR
+            f, d, s_, b = self.cache[rel][2]  # entered only with a matching cache entry
+            if e[_OID] is None:  # unreadable now: gone from the tree
+                gone.append(index)
+                del mapping[name]
+                files, dirs, links, nbytes = files - f, dirs - d - 1, links - s_, nbytes - b
+                deleted += f + s_
+                continue
+            tree[index] = tree[index]._replace(oid=e[_OID])
+            mapping[name] = (mapping[name][0], e[_OID], True)
+            nf, nd, ns, nb = new_cache[rel][2]
+            files, dirs, links, nbytes = (files + nf - f, dirs + nd - d, links + ns - s_,
+                                          nbytes + nb - b)
+            sub = self._changes.get(rel)
+            if sub is None:
+                counted = False
+            else:
+                created, modified, deleted = (created + sub[0], modified + sub[1],
+                                              deleted + sub[2])
+        for index in reversed(gone):
+            del tree[index]
+        tree_oid = self.sink.put(encode_tree(tree))
+        self.built_trees[tree_oid] = tree
+        if counted:
+            self._changes[node.rel] = (created, modified, deleted)
+        self._done(node, (tree_oid, mapping, (files, dirs, links, nbytes)), new_cache)
+
+    def _done(self, node: _Dir, result: DirCache, new_cache: dict[bytes, DirCache]) -> None:
+        """Record a finished directory's cache entry and hand its tree id to its parent."""
+        tree_oid = result[0]
+        new_cache[node.rel] = result
         if node.slot is not None:
             parent, entry = node.slot
             entry[_OID] = tree_oid
@@ -579,7 +707,6 @@ class Scanner:
                     if parent.cached is not None else None
                 if before is None or before[1] != tree_oid:
                     parent.dirty = True
-
 
     def _count(self, node: _Dir, entries: list[list[Any]],
                new_cache: dict[bytes, DirCache]) -> Changes | None:
