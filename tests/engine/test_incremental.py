@@ -169,9 +169,10 @@ class IncrementalMachine(RuleBasedStateMachine):
 
     @rule()
     def forget_trees(self) -> None:
-        """A process that has not decoded the cached trees (a fresh CLI) lists directories
-        from the cache entry by entry instead of patching their trees."""
+        """A process that did not write the cached trees (a fresh CLI) lists directories from
+        the cache entry by entry instead of patching their trees."""
         self.ws.repo._trees.clear()
+        self.ws.repo._tree_data.clear()
 
     # -- snapshots ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -26,7 +26,7 @@ from ..state.exclude import Matcher, Rules
 from ..state.repository import Repository
 from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
 from ..state.statcache import StatCache
-from ..state.trees import DIR, Entry, encode_tree
+from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
 
@@ -112,7 +112,10 @@ class WorkingState:
     stats: ScanStats
     skipped: list[Skipped]
     scans: list[ScanResult]
-    trees: dict[bytes, list[Entry]]  # every tree the scan encoded, decoded
+    trees: dict[bytes, list[Entry]]  # every tree the scan built, decoded
+    #: trees the scan patched from the stat cache, encoded (decoded on demand by
+    #: :func:`overlay_reader`: a dirty snapshot patches the trees of every unchanged ancestor)
+    patched: dict[bytes, bytes] = field(default_factory=dict)
 
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
@@ -124,6 +127,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
     scans: list[ScanResult] = []
     top: list[Entry] = []
     trees: dict[bytes, list[Entry]] = {}
+    patched: dict[bytes, bytes] = {}
     cached_snap = repo.catalog.snapshot(cache.snapshot_id) if cache.snapshot_id else None
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read") as pool:
         for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
@@ -136,10 +140,11 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
                               scan_ns, budget,
                               dirty=dirty[index] if dirty is not None else None,
-                              previous_skipped=previous, tree_cache=repo.cached_tree)
+                              previous_skipped=previous, tree_cache=repo.tree_data)
             result = scanner.scan()
             scans.append(result)
             trees.update(scanner.built_trees)
+            patched.update(scanner.patched_trees)
             top.append(Entry(root_name(index), DIR, result.mode, 0, 0, result.oid))
             for field in ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees"):
                 setattr(stats, field, getattr(stats, field) + getattr(result.stats, field))
@@ -147,7 +152,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
     top.sort(key=lambda e: e.name)
     top_oid = sink.put(encode_tree(top))
     trees[top_oid] = top
-    return WorkingState(top_oid, stats, skipped, scans, trees)
+    return WorkingState(top_oid, stats, skipped, scans, trees, patched)
 
 
 def take_snapshot(
@@ -191,8 +196,8 @@ def take_snapshot(
         else:
             counted = changes_from_scan(repo, parent, cache, state)
             created, modified, deleted = counted if counted is not None else count_changes(
-                diff_trees(repo.tree, parent.root, overlay_reader(repo, state.trees),
-                           state.root))
+                diff_trees(repo.tree, parent.root,
+                           overlay_reader(repo, state.trees, state.patched), state.root))
         catalog = repo.catalog
         snapshot_id = new_snapshot_id()
         while catalog.snapshot(snapshot_id) is not None:
@@ -224,7 +229,7 @@ def take_snapshot(
             )
             catalog.add_snapshot(snap)
         failpoints.hit("after-commit")
-        repo.remember_trees(state.trees)
+        repo.remember_tree_data({oid: sink.blobs[oid] for oid in state.trees} | state.patched)
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans]))
         return snap, state.stats
@@ -259,13 +264,17 @@ def changes_from_scan(repo: Repository, parent: Snapshot, cache: StatCache,
     return created, modified, deleted
 
 
-def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]]) -> TreeReader:
-    """Reads trees from ``trees`` (just scanned: not yet committed, or never stored) before
-    the store."""
+def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]],
+                   patched: dict[bytes, bytes] | None = None) -> TreeReader:
+    """Reads trees from ``trees`` and ``patched`` (just scanned: not yet committed, or never
+    stored) before the store."""
 
     def read(oid: bytes) -> list[Entry]:
         entries = trees.get(oid)
-        return entries if entries is not None else repo.tree(oid)
+        if entries is not None:
+            return entries
+        data = patched.get(oid) if patched else None
+        return decode_tree(data) if data is not None else repo.tree(oid)
 
     return read
 

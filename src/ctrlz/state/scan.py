@@ -15,10 +15,8 @@ goes on. The main thread alone appends to the pack.
 
 from __future__ import annotations
 
-import operator
 import os
 import stat as st
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,7 +29,7 @@ from ..types import Skipped
 from .exclude import _TEMP, GITIGNORE, DirRules, Matcher
 from .objects import LOOSE_MIN, ObjectWriter, encode_small
 from .statcache import RACY_WINDOW_NS, DirCache
-from .trees import DIR, FILE, SYMLINK, Entry, encode_tree
+from .trees import DIR, FILE, HEADER, SYMLINK, Entry, encode_tree
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_INFLIGHT = 256
@@ -67,7 +65,11 @@ class StoreSink:
         self.blobs: dict[bytes, bytes] = {}  # trees and link targets put by this scan
 
     def put(self, data: bytes) -> bytes:
-        oid = self.writer.put(data)
+        """Trees and link targets: mostly new, so encoded straight away; ``put_encoded``
+        skips what the store holds (``writer.put`` would ask the index twice)."""
+        oid = self.digest(data)
+        codec, stored = encode_small(data)
+        self.writer.put_encoded(oid, len(data), codec, stored)
         self.blobs[oid] = data
         return oid
 
@@ -167,13 +169,11 @@ _IFMT, _IFDIR, _IFREG, _IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 _BATCH_FILES = 8
 _BATCH_BYTES = 16 << 20
 _INLINE_MAX = 1 << 20  # files below this are read by the walking thread itself
-_ENTRY_NAME = operator.itemgetter(0)  # of an Entry, in C (no Python call per entry)
-_ENTRY_KIND = operator.itemgetter(1)
 
 
 class _Dir:
     __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
-                 "unreadable", "from_cache", "base")
+                 "unreadable", "from_cache", "base", "at")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
                  slot: tuple[_Dir, list[Any]] | None, mode: int) -> None:
@@ -187,9 +187,10 @@ class _Dir:
         self.mode = mode
         self.unreadable = False
         self.from_cache = False  # listed from the stat cache, not from the disk
-        #: the cached tree's decoded entries, when listed from the cache by patching them:
-        #: ``entries`` then holds only the subdirectories entered
-        self.base: list[Entry] | None = None
+        #: the cached tree's encoding, when listed from the cache by patching it: ``entries``
+        #: then holds only the subdirectories entered
+        self.base: bytes | None = None
+        self.at: list[int] = []  # where each entered subdirectory's record starts in ``base``
 
 
 @dataclass
@@ -211,9 +212,9 @@ class Scanner:
     dirty: set[bytes] | None = None
     #: what the cache's snapshot skipped, carried over for directories reused unlisted
     previous_skipped: list[Skipped] = field(default_factory=list)
-    #: the decoded tree of a cached tree id when it is at hand in memory (else ``None``):
-    #: lets a directory listed from the cache be patched instead of rebuilt entry by entry
-    tree_cache: Callable[[bytes], list[Entry] | None] | None = None
+    #: the encoding of a cached tree id when it is at hand in memory (else ``None``): lets
+    #: a directory listed from the cache be patched instead of rebuilt entry by entry
+    tree_cache: Callable[[bytes], bytes | None] | None = None
 
     def __post_init__(self) -> None:
         self.stats = ScanStats()
@@ -230,8 +231,10 @@ class Scanner:
         #: the new cache starts as a copy of the old one (see :meth:`scan`)
         self._copied = False
         #: every tree this scan encoded, decoded form (diffs and the repository's tree cache
-        #: use them instead of reading the store back)
+        #: use them instead of reading the store back), except those it patched:
         self.built_trees: dict[bytes, list[Entry]] = {}
+        #: the trees this scan patched (:meth:`_finish_patched`), encoded
+        self.patched_trees: dict[bytes, bytes] = {}
         self._cutoff = self.scan_ns - RACY_WINDOW_NS
         #: per needed directory, the names of its needed subdirectories
         self._needed_children: dict[bytes, list[bytes]] = {}
@@ -402,8 +405,9 @@ class Scanner:
         subdirectories are entered, and the statistics of everything else come from the
         cached subtree totals (the node's totals less those of the entered children, which
         count themselves). :meth:`_finish_patched` then patches the cached tree. ``False``
-        (nothing done) when the tree is not in memory or an entered child has no cache entry
-        matching its tree id; the caller then lists from the cache entry by entry."""
+        (nothing done) when the tree is not in memory, or an entered child has no cache entry
+        matching its tree id or no record in the tree; the caller then lists from the cache
+        entry by entry."""
         assert node.cached is not None
         base = self.tree_cache(node.cached[0]) if self.tree_cache is not None else None
         if base is None:
@@ -419,7 +423,11 @@ class Scanner:
             sub = self.cache.get(rel)
             if sub is None or sub[0] != was[1]:
                 return False
+            at = _find_record(base, _dir_record(was[0][0] & 0o7777, was[1], name))
+            if at < 0:
+                return False
             entered.append((name, rel, was[0][0] & 0o7777, sub))
+            node.at.append(at)
         node.from_cache = True
         node.base = base
         self._reused = True
@@ -441,7 +449,7 @@ class Scanner:
         stats.dirs += dirs
         stats.symlinks += links
         stats.bytes += nbytes
-        stats.reused_trees += list(map(_ENTRY_KIND, base)).count(DIR) - len(entered)
+        stats.reused_trees += _subdirs(base) - len(entered)
         self.entry_budget[0] += files + dirs + links
         if self.previous_skipped:
             inside = [e[1] + b"/" for e in entered]
@@ -657,27 +665,28 @@ class Scanner:
             self._changes[node.rel] = _NO_CHANGES
             self._done(node, node.cached, new_cache)
             return
-        tree = list(node.base)
         mapping = dict(mapping)
         files, dirs, links, nbytes = totals
         created = modified = deleted = 0
         counted = True
         prefix = node.rel + b"/" if node.rel else b""
-        gone = []
-        for e in changed:
+        edits = []  # (where, old record's length, new record)
+        for e, at in zip(node.entries, node.at, strict=True):
+            if e[_OID] == mapping[e[_NAME]][1]:
+                continue
             name = e[_NAME]
             rel = prefix + name
-            index = bisect_left(tree, name, key=_ENTRY_NAME)
-            assert tree[index].name == name and tree[index].kind == DIR
+            key, old_oid, _trusted = mapping[name]
+            old_size = len(_dir_record(key[0] & 0o7777, old_oid, name))
             f, d, s_, b = self.cache[rel][2]  # entered only with a matching cache entry
             if e[_OID] is None:  # unreadable now: gone from the tree
-                gone.append(index)
+                edits.append((at, old_size, b""))
                 del mapping[name]
                 files, dirs, links, nbytes = files - f, dirs - d - 1, links - s_, nbytes - b
                 deleted += f + s_
                 continue
-            tree[index] = tree[index]._replace(oid=e[_OID])
-            mapping[name] = (mapping[name][0], e[_OID], True)
+            edits.append((at, old_size, _dir_record(key[0] & 0o7777, e[_OID], name)))
+            mapping[name] = (key, e[_OID], True)
             nf, nd, ns, nb = new_cache[rel][2]
             files, dirs, links, nbytes = (files + nf - f, dirs + nd - d, links + ns - s_,
                                           nbytes + nb - b)
@@ -687,10 +696,15 @@ class Scanner:
             else:
                 created, modified, deleted = (created + sub[0], modified + sub[1],
                                               deleted + sub[2])
-        for index in reversed(gone):
-            del tree[index]
-        tree_oid = self.sink.put(encode_tree(tree))
-        self.built_trees[tree_oid] = tree
+        edits.sort()
+        base, pieces, done = node.base, [], 0
+        for at, old_size, record in edits:
+            pieces += (base[done:at], record)
+            done = at + old_size
+        pieces.append(base[done:])
+        data = b"".join(pieces)
+        tree_oid = self.sink.put(data)
+        self.patched_trees[tree_oid] = data
         if counted:
             self._changes[node.rel] = (created, modified, deleted)
         self._done(node, (tree_oid, mapping, (files, dirs, links, nbytes)), new_cache)
@@ -784,6 +798,28 @@ class Scanner:
             if old is not None:
                 todo += [rel + b"/" + name for name, was in old[1].items()
                          if was[0][0] & _IFMT == _IFDIR]
+
+
+def _dir_record(perm: int, oid: bytes, name: bytes) -> bytes:
+    """A subdirectory's record in an encoded tree (see :func:`~ctrlz.state.trees.encode_tree`:
+    directories have size and mtime 0)."""
+    return b"d %o 0 0 %s %s\0" % (perm, oid.hex().encode(), name)
+
+
+def _find_record(data: bytes, record: bytes) -> int:
+    """Where ``record`` starts in the encoded tree ``data``, or -1. Only at a record boundary
+    (after the header or a NUL): a name may contain what looks like another record, never a
+    NUL."""
+    if data.startswith(HEADER + record):
+        return len(HEADER)
+    at = data.find(b"\0" + record)
+    return at + 1 if at >= 0 else -1
+
+
+def _subdirs(data: bytes) -> int:
+    """Subdirectories in an encoded tree: records start after the header or a NUL, and no
+    other field holds a NUL."""
+    return data.count(b"\0d ") + data.startswith(HEADER + b"d ")
 
 
 def _kind_of(mode: int) -> str:
