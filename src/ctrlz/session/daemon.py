@@ -45,6 +45,7 @@ from ..errors import CtrlzError
 from ..sources.watch import Watcher
 from ..state.exclude import Matcher
 from ..state.statcache import StatCache
+from ..state.trees import encode_tree
 from ..workspace import Workspace
 from . import daemon_client as wire
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
@@ -123,7 +124,9 @@ class Daemon:
                 return False
             repo.save_statcache(StatCache(newest.id, scan_ns, repo.algorithm,
                                           [s.cache for s in state.scans]))
-            repo.remember_trees(state.trees)
+            # encoded, as a snapshot keeps them: the first dirty scan patches these bytes
+            repo.remember_tree_data({oid: encode_tree(entries)
+                                     for oid, entries in state.trees.items()})
         self._flushed = False
         self.primed = True
         log.info("prime: stat cache current for %s", newest.id)
