@@ -297,9 +297,17 @@ class ObjectWriter:
             self.put_encoded(oid, len(data), codec, stored)
         return oid
 
-    def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes) -> None:
-        """Append an already hashed and encoded object (encoding happens in worker threads)."""
-        if self.contains(oid):
+    def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes, *,
+                    checked: bool = False) -> None:
+        """Append an already hashed and encoded object (encoding happens in worker threads).
+
+        ``checked``: the caller asked :meth:`contains` already, under this writer's lock, so
+        only objects added since (by this writer) need ruling out, without a second index
+        query."""
+        if checked:
+            if oid in self._new or (self._known is not None and oid in self._known):
+                return
+        elif self.contains(oid):
             return
         pack = self._open_pack()
         header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))

@@ -87,8 +87,8 @@ class StoreSink:
     def accept(self, oid: bytes, payload: Any) -> None:
         if payload is None:
             return
-        if payload[0] == "small":
-            self.writer.put_encoded(oid, payload[1], payload[2], payload[3])
+        if payload[0] == "small":  # read_file asked the index already
+            self.writer.put_encoded(oid, payload[1], payload[2], payload[3], checked=True)
         else:
             self.writer.adopt_large(oid, *payload[1:])
 
