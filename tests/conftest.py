@@ -60,11 +60,11 @@ def ctrlz_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CTRLZ_HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
-    # hooks would start a background daemon per workspace; tests that want one ask for it
-    monkeypatch.setenv("CTRLZ_DAEMON", "0")
     for key in list(os.environ):
         if key.startswith("CTRLZ_") and key != "CTRLZ_HOME":
             monkeypatch.delenv(key)
+    # hooks would start a background daemon per workspace; tests that want one ask for it
+    monkeypatch.setenv("CTRLZ_DAEMON", "0")
     return home
 
 
