@@ -56,6 +56,9 @@ class Status:
     problems: list[str] = field(default_factory=list)
     can_undo: bool = False
     can_redo: bool = False
+    #: the workspace daemon: ``running`` and a recent start failure (``last_failure``)
+    daemon: dict[str, Any] = field(default_factory=lambda: {"running": False,
+                                                            "last_failure": None})
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,7 @@ class Status:
             "problems": self.problems,
             "can_undo": self.can_undo,
             "can_redo": self.can_redo,
+            "daemon": self.daemon,
         }
 
 

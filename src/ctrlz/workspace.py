@@ -535,6 +535,14 @@ class Workspace:
             problems.append(f"{len(hook_errors)} agent hook error(s) in the last day; the "
                             f"newest ({last_error.get('agent')} {last_error.get('event')}): "
                             f"{last_error.get('error')}")
+        from .session import daemon_client
+
+        failure = daemon_client.recent_failure(self.store_path)
+        daemon = {"running": daemon_client.running(self.store_path),
+                  "last_failure": failure.get("reason") if failure else None}
+        if failure and not daemon["running"]:
+            problems.append(f"the workspace daemon failed to start: {daemon['last_failure']}; "
+                            "see `ctrlz daemon status`")
         log = self.oplog
         return Status(
             root=str(self.root), store=str(self.store_path), rules=self.config.rules.to_json(),
@@ -544,7 +552,7 @@ class Workspace:
             skipped=[Skipped(k.path.partition(b"/")[2], k.reason) for k in last.skipped]
             if last else [],
             problems=problems, can_undo=log.next_undo() is not None,
-            can_redo=log.next_redo() is not None)
+            can_redo=log.next_redo() is not None, daemon=daemon)
 
 
 def _version(entry: Entry | None, group: list[Snapshot]) -> Version:

@@ -77,7 +77,8 @@ STATUS = obj({"type": {"const": "status"}, "workspace": {"type": "string"},
               "age_seconds": {"type": ["number", "null"]}, "store_bytes": INT,
               "store_cap": INT, "skipped": SKIPPED,
               "problems": {"type": "array", "items": {"type": "string"}},
-              "can_undo": {"type": "boolean"}, "can_redo": {"type": "boolean"}})
+              "can_undo": {"type": "boolean"}, "can_redo": {"type": "boolean"},
+              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL})})
 CONFIG = obj({"type": {"const": "config"}, "user_file": {"type": "string"},
               "workspace_file": STR_OR_NULL,
               "values": {"type": "object", "additionalProperties": obj(

@@ -249,6 +249,9 @@ def test_cli_daemon_start_status_stop(ws: Workspace) -> None:
     assert info["type"] == "daemon" and info["running"] and info["ready"]
     assert info["watched_dirs"] >= 10 and info["served"] == {"dirty": 0, "full": 0}
     assert info["root"] == str(ws.root)
+    status = subprocess.run([CTRLZ, "status", "--json"], cwd=ws.root, capture_output=True,
+                            text=True, timeout=120)
+    assert json.loads(status.stdout)["daemon"] == {"running": True, "last_failure": None}
     assert "daemon stopped" in ctrlz("stop")
     assert json.loads(ctrlz("stop", "--json")) == {"type": "daemon", "stopped": False}
 

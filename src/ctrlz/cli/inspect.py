@@ -196,6 +196,8 @@ def status_cmd(state: State, as_json: bool) -> None:
         render.out(f"Skipped:   {k.to_json()['path']}: {k.reason}")
     render.out("Undo:      " + ("ctrlz undo" if st.can_undo else "nothing to undo")
                + (" / ctrlz redo" if st.can_redo else ""))
+    render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
+                                else "not running (agent hooks start it)"))
     if st.problems:
         for p in st.problems:
             render.out(f"Problem:   {p}")
