@@ -39,11 +39,9 @@ def session_start(ctx: HookContext, session_id: str) -> None:
 def start_daemon(ctx: HookContext) -> None:
     """Start the workspace daemon in the background, so the session's first shell snapshot is
     already incremental (see ``ctrlz.session.daemon``)."""
-    from ..config import load_config
     from ..session import daemon_client
 
-    if load_config(ctx.root)["daemon"]:
-        daemon_client.spawn(ctx.root, ctx.store_path)
+    daemon_client.autostart(ctx.root, ctx.store_path)
 
 
 def new_turn(ctx: HookContext, session_id: str) -> None:

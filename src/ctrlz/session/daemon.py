@@ -196,12 +196,15 @@ class Daemon:
         idle = time.monotonic() - self.last_request
         repo = self.ws.repo
         if idle >= FLUSH_AFTER_S and not self._flushed:
+            timeout, repo.lock.timeout = repo.lock.timeout, 0.0  # never wait: hooks may call
             try:
                 with repo.lock:
                     repo.flush_statcache()
                 self._flushed = True
             except CtrlzError as exc:  # another writer holds the lock: try again later
                 log.info("stat cache not written yet: %s", exc)
+            finally:
+                repo.lock.timeout = timeout
             repo.defer_statcache_writes = True
         if self.idle_seconds and idle >= self.idle_seconds:
             self.stop_reason = f"idle for {self.idle_seconds} s"

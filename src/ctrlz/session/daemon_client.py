@@ -153,6 +153,16 @@ def spawn(root: Path, store: Path) -> bool:
     return True
 
 
+def autostart(root: Path, store: Path, enabled: bool | None = None) -> bool:
+    """:func:`spawn`, if the workspace's ``daemon`` setting allows it (``enabled``, when the
+    caller has the configuration at hand; else it is read here). Whether one was started."""
+    if enabled is None:
+        from ..config import load_config
+
+        enabled = bool(load_config(Path(root))["daemon"])
+    return enabled and spawn(root, store)
+
+
 def wait_ready(store: Path, timeout: float) -> dict[str, Any] | None:
     """Poll until the daemon answers a ping (it binds its socket once its watches are in
     place); its ping reply, or None at the timeout or when it stopped trying."""

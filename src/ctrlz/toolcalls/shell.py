@@ -35,8 +35,7 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
     ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace.root)
     try:
         snap = ws.snapshot(type="tool", label=label, session_id=session_id)
-        if ws.config["daemon"]:
-            daemon_client.spawn(ws.root, ws.store_path)
+        daemon_client.autostart(ws.root, ws.store_path, ws.config["daemon"])
     finally:
         if ws is not workspace:
             ws.close()
