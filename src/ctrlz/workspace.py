@@ -526,7 +526,7 @@ class Workspace:
             problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
         if not self.root.is_dir():
             problems.append(f"the workspace {self.root} is missing")
-        from .hooks.runner import recent_hook_errors
+        from .toolcalls.hook_log import recent_hook_errors
 
         day_ago = time.time_ns() - 86_400 * 10**9
         hook_errors = recent_hook_errors(self, limit=20, since_ns=day_ago)

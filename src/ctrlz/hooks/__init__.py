@@ -2,11 +2,13 @@
 
 One module per agent translates that agent's documented hook JSON into calls of the tool-call
 library (``ctrlz.toolcalls``); :mod:`ctrlz.hooks.runner` wraps every call so a hook always exits 0,
-prints nothing and records its errors (:func:`recent_hook_errors`).
+prints nothing and records its errors (:mod:`ctrlz.toolcalls.hook_log`, read back by
+:func:`recent_hook_errors`).
 """
 
 from __future__ import annotations
 
-from .runner import AGENTS, recent_hook_errors, run
+from ..toolcalls.hook_log import recent_hook_errors
+from .runner import AGENTS, run
 
 __all__ = ["AGENTS", "recent_hook_errors", "run"]

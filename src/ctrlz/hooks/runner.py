@@ -5,7 +5,8 @@ the agent: whatever happens (garbage on stdin, no workspace, a full disk, a bug)
 0 and prints nothing, which every supported agent reads as "no decision, go ahead". Errors are
 appended to a JSON-lines file in the store (``<store>/toolcalls/hook-errors.jsonl``, or
 ``$CTRLZ_HOME/hook-errors.jsonl`` when no workspace could be found) with a traceback in
-``hooks.log`` next to it; :func:`recent_hook_errors` reads them back for ``ctrlz status``.
+``hooks.log`` next to it (see :mod:`ctrlz.toolcalls.hook_log`, which also reads them back for
+``ctrlz status``).
 
 Imports are lazy: a file-tool hook loads the tool-call store only, never the scanner or engine,
 and nothing it does not use (no ``dataclasses``, no ``logging`` unless something else loaded it):
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 AGENTS = ("claude", "gemini", "codex")
 MAX_INPUT = 16 << 20
-LOG_MAX = 1 << 20
 
 
 class HookContext:
@@ -114,6 +113,8 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
         adapter.handle(payload, HookContext(agent, root, store, cwd))
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
         try:
+            from ..toolcalls.hook_log import record_error
+
             record_error(log_dir, agent, payload, exc)
         except BaseException:  # noqa: BLE001 - not even a failure to log
             pass
@@ -136,73 +137,3 @@ def _silence_logging() -> None:
         root.addHandler(logging.NullHandler())
     logging.lastResort = None
 
-
-def _home() -> Path:
-    from ..toolcalls.store import default_home
-
-    return default_home()
-
-
-def record_error(log_dir: str | os.PathLike[str] | None, agent: str, payload: dict[str, Any],
-                 exc: BaseException) -> None:
-    """Append one error line (and a traceback to hooks.log) where ``recent_hook_errors``
-    finds it."""
-    import traceback
-
-    from ..toolcalls.store import home_dir
-
-    where = os.fspath(log_dir) if log_dir else home_dir()
-    os.makedirs(where, exist_ok=True)
-    line = {"time_ns": time.time_ns(), "agent": agent,
-            "event": payload.get("hook_event_name") if isinstance(payload, dict) else None,
-            "tool": payload.get("tool_name") if isinstance(payload, dict) else None,
-            "cwd": str(payload.get("cwd") or os.getcwd()) if isinstance(payload, dict)
-            else os.getcwd(),
-            "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-    _append(os.path.join(where, "hook-errors.jsonl"), json.dumps(line) + "\n")
-    _append(os.path.join(where, "hooks.log"), f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {agent} "
-            f"{line['event']}: {line['error']}\n"
-            + "".join(traceback.format_exception(exc)))
-
-
-def _append(path: str, text: str) -> None:
-    try:
-        if os.stat(path).st_size > LOG_MAX:
-            os.replace(path, path + ".1")
-    except FileNotFoundError:
-        pass
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, text.encode("utf-8", "replace"))
-    finally:
-        os.close(fd)
-
-
-def recent_hook_errors(ws: Any, limit: int = 20,
-                       since_ns: int | None = None) -> list[dict[str, Any]]:
-    """The newest hook errors for workspace ``ws`` (a Workspace, or anything with ``root`` and
-    ``store_path``), oldest first: the store's own log plus the errors logged before a store
-    could be found whose cwd lies inside the workspace."""
-    from pathlib import Path
-
-    root = str(Path(ws.root).resolve())
-    found: list[dict[str, Any]] = []
-    for path, filter_cwd in ((Path(ws.store_path) / "toolcalls" / "hook-errors.jsonl", False),
-                             (_home() / "hook-errors.jsonl", True)):
-        try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for text in lines[-1000:]:
-            try:
-                item = json.loads(text)
-            except ValueError:
-                continue
-            cwd = str(item.get("cwd") or "")
-            if filter_cwd and not (cwd == root or cwd.startswith(root + os.sep)):
-                continue
-            if since_ns is not None and item.get("time_ns", 0) < since_ns:
-                continue
-            found.append(item)
-    found.sort(key=lambda i: i.get("time_ns", 0))
-    return found[-limit:]
