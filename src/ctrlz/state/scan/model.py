@@ -1,0 +1,95 @@
+"""The scan's vocabulary: its limits and results, and the per-directory node the walk fills in.
+
+Entries are plain lists, not objects: a scan handles one per file, and a list indexed by the
+slot constants below costs the least per entry in CPython. Every part of the scan (the walk,
+the reader, the incremental machinery, the tree builder) reads and writes these slots.
+"""
+
+from __future__ import annotations
+
+import stat as st
+from dataclasses import dataclass
+from typing import Any
+
+from ...types import Skipped
+from ..exclude import DirRules
+from ..statcache import DirCache
+from ..trees import DIR, FILE, SYMLINK
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_entries: int = 300_000
+    max_bytes: int = 2 << 30
+    max_file_size: int = 256 << 20  # new files above this are skipped and reported
+
+
+@dataclass
+class ScanStats:
+    files: int = 0
+    dirs: int = 0
+    symlinks: int = 0
+    bytes: int = 0
+    hashed: int = 0  # files actually read
+    reused_trees: int = 0
+
+
+Changes = tuple[int, int, int]  # (created, modified, deleted) files and symlinks
+NO_CHANGES: Changes = (0, 0, 0)
+
+
+@dataclass
+class ScanResult:
+    oid: bytes  # tree id of the root directory
+    mode: int
+    stats: ScanStats
+    skipped: list[Skipped]
+    cache: dict[bytes, DirCache]
+    #: files and symlinks created, modified and deleted since the tree the stat cache
+    #: describes, counted as :func:`~ctrlz.engine.diff.count_changes` would; ``None`` when
+    #: the cache could not tell (no cache for the root, or a directory missing from it)
+    changes: Changes | None = None
+
+
+# entry slots: [name, kind, permission bits, size, mtime_ns, stat key, oid]
+NAME, KIND, PERM, SIZE, MTIME, KEY, OID = range(7)
+IFMT, IFDIR, IFREG, IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
+
+
+class DirNode:
+    """One directory of the walk: what was listed in it, and where its tree id goes."""
+
+    __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
+                 "unreadable", "from_cache", "base", "at")
+
+    def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
+                 slot: tuple[DirNode, list[Any]] | None, mode: int) -> None:
+        self.rel = rel
+        self.path = path
+        self.rules = rules  # the exclusion rules in force in this directory
+        self.entries: list[list[Any]] = []
+        self.cached = cached
+        self.dirty = cached is None  # set as soon as anything differs from the cache
+        self.slot = slot  # (parent node, parent's entry for us)
+        self.mode = mode
+        self.unreadable = False
+        self.from_cache = False  # listed from the stat cache, not from the disk
+        #: the cached tree's encoding, when listed from the cache by patching it: ``entries``
+        #: then holds only the subdirectories entered
+        self.base: bytes | None = None
+        self.at: list[int] = []  # where each entered subdirectory's record starts in ``base``
+
+
+def kind_of(mode: int) -> str:
+    fmt = mode & IFMT
+    return DIR if fmt == IFDIR else FILE if fmt == IFREG else SYMLINK
+
+
+def special_kind(mode: int) -> str:
+    if st.S_ISFIFO(mode):
+        return "special file skipped (FIFO)"
+    if st.S_ISSOCK(mode):
+        return "special file skipped (socket)"
+    if st.S_ISCHR(mode) or st.S_ISBLK(mode):
+        return "special file skipped (device)"
+    return "special file skipped"

@@ -1,0 +1,112 @@
+"""Where scanned content goes: into the store (a snapshot), or only through the hash (a dry
+scan, which diffs the working tree without storing anything).
+
+The scanner hands every new file, link target and tree to a sink and gets its object id back;
+it never knows whether bytes were kept. ``read_file`` runs on the reader's worker threads for
+large files (hashing and compressing release the GIL); ``accept`` and ``put`` run on the main
+thread, the only one that appends to the pack.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..objects import LOOSE_MIN, ObjectWriter, encode_small
+
+_STREAM = 1 << 20
+
+
+class Sink(Protocol):
+    """Where scanned content goes: into the store, or only through the hash (a dry scan)."""
+
+    def put(self, data: bytes) -> bytes: ...
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]: ...
+
+    def accept(self, oid: bytes, payload: Any) -> None: ...
+
+    def discard(self, payload: Any) -> None: ...
+
+
+class StoreSink:
+    """Writes new content into the store through an :class:`ObjectWriter`."""
+
+    def __init__(self, writer: ObjectWriter) -> None:
+        self.writer = writer
+        self.digest = writer.store.digest
+        self.blobs: dict[bytes, bytes] = {}  # trees and link targets put by this scan
+
+    def put(self, data: bytes) -> bytes:
+        """Trees and link targets: mostly new, so encoded straight away; ``put_encoded``
+        skips what the store holds (``writer.put`` would ask the index twice)."""
+        oid = self.digest(data)
+        codec, stored = encode_small(data)
+        self.writer.put_encoded(oid, len(data), codec, stored)
+        self.blobs[oid] = data
+        return oid
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+        if size >= LOOSE_MIN:
+            oid, tmp, raw, stored, codec = self.writer.ingest_large(fd)
+            return oid, ("large", tmp, raw, stored, codec)
+        data = read_all(fd, size)
+        oid = self.digest(data)
+        if self.writer.contains(oid):
+            return oid, None
+        codec, stored = encode_small(data)
+        return oid, ("small", len(data), codec, stored)
+
+    def accept(self, oid: bytes, payload: Any) -> None:
+        if payload is None:
+            return
+        if payload[0] == "small":  # read_file asked the index already
+            self.writer.put_encoded(oid, payload[1], payload[2], payload[3], checked=True)
+        else:
+            self.writer.adopt_large(oid, *payload[1:])
+
+    def discard(self, payload: Any) -> None:
+        if payload is not None and payload[0] == "large":
+            try:
+                os.unlink(payload[1])
+            except OSError:
+                pass
+
+
+class HashSink:
+    """Computes ids without storing anything: diff against the working tree."""
+
+    def __init__(self, digest: Callable[[bytes], bytes], new_hasher: Callable[[], Any]) -> None:
+        self.digest = digest
+        self.new_hasher = new_hasher
+
+    def put(self, data: bytes) -> bytes:
+        return self.digest(data)
+
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+        if size < LOOSE_MIN:
+            return self.digest(read_all(fd, size)), None
+        h = self.new_hasher()
+        while chunk := os.read(fd, 4 << 20):
+            h.update(chunk)
+        return h.digest(), None
+
+    def accept(self, oid: bytes, payload: Any) -> None:
+        pass
+
+    def discard(self, payload: Any) -> None:
+        pass
+
+
+def read_all(fd: int, size: int) -> bytes:
+    """The whole file from ``fd``; asks for one byte more than ``size`` so that a file that
+    grew since its stat is read to its end (the reader then sees the stat change)."""
+    chunks = []
+    want = max(size, 1) + 1  # one extra byte tells us the file grew
+    while True:
+        chunk = os.read(fd, max(want, _STREAM))
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)

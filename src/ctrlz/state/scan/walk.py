@@ -1,0 +1,141 @@
+"""Listing one directory from the disk: lstat only, the exclusion rules, the stat cache.
+
+The walk never follows a symlink: links are captured as links (their target is the blob), and
+a directory is entered through ``os.scandir`` on a path whose every component was seen as a
+real directory. FIFOs, sockets and devices are skipped and reported, as are files over the
+new-file size limit. An entry whose stat matches a trusted stat-cache entry keeps its object
+id; any other file goes to the reader. The per-entry loop is the scan's hot path: keep its
+work to tuple comparisons and local names.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ...errors import LimitExceeded
+from ...types import Skipped
+from ..exclude import _TEMP, GITIGNORE
+from ..trees import DIR, FILE, SYMLINK
+from .incremental import reuse_unlisted
+from .model import IFDIR, IFLNK, IFMT, IFREG, OID, DirNode, special_kind
+
+if TYPE_CHECKING:
+    from .scanner import Scanner
+
+
+def list_disk(sc: Scanner, node: DirNode, stack: list[DirNode]) -> None:
+    """List ``node`` with ``os.scandir``: fill its entries, queue the reads it needs and push
+    the subdirectories to enter onto ``stack``."""
+    try:
+        with os.scandir(node.path) as it:
+            listing = list(it)
+    except OSError as exc:
+        node.unreadable = True
+        sc.skipped.append(Skipped(node.rel, f"directory unreadable: {exc.strerror}"))
+        return
+    matcher = sc.matcher
+    has_ignore = False
+    if node.rel and matcher.rules.use_gitignore and not node.rules.in_git:
+        for de in listing:
+            if de.name == GITIGNORE:
+                has_ignore = True
+                break
+    if has_ignore:
+        parent_rules = node.slot[0].rules if node.slot else node.rules
+        node.rules = matcher.enter(parent_rules, node.rel.rpartition(b"/")[2], node.rel,
+                                   has_ignore=True)
+    rules, limits = node.rules, sc.limits
+    cached_map = node.cached[1] if node.cached is not None else {}
+    check = matcher.may_exclude(rules)
+    prefix = node.rel + b"/" if node.rel else b""
+    entries = node.entries
+    files = links = nbytes = 0
+    dirty = node.dirty
+    needed = sc._needed
+    for de in listing:
+        name: bytes = de.name  # type: ignore[assignment]
+        if check:
+            try:
+                is_dir = de.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if matcher.excluded(rules, name, prefix + name, is_dir):
+                continue
+        elif name.startswith(_TEMP):
+            continue
+        try:
+            s = de.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # vanished since the listing
+        except OSError as exc:
+            sc.skipped.append(Skipped(prefix + name, f"cannot stat: {exc.strerror}"))
+            continue
+        mode = s.st_mode
+        fmt = mode & IFMT
+        cached = cached_map.get(name)
+        if fmt == IFDIR:
+            rel = prefix + name
+            entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
+            entries.append(entry)
+            if cached is None or cached[0][0] != mode:
+                dirty = True
+            elif needed is not None and rel not in needed:
+                sub = sc.cache.get(rel)
+                if sub is not None and sub[0] == cached[1]:
+                    reuse_unlisted(sc, rel, entry, sub)
+                    continue
+            child_rules = matcher.enter(rules, name, rel, has_ignore=False)
+            stack.append(DirNode(rel, de.path, child_rules,  # type: ignore[arg-type]
+                                 sc.cache.get(rel), (node, entry), mode & 0o7777))
+            sc.stats.dirs += 1
+            continue
+        if fmt == IFREG:
+            kind = FILE
+        elif fmt == IFLNK:
+            kind = SYMLINK
+        else:
+            sc.skipped.append(Skipped(prefix + name, special_kind(mode)))
+            continue
+        size, mtime = s.st_size, s.st_mtime_ns
+        key = (mode, size, mtime, s.st_ctime_ns, s.st_ino)
+        entry = [name, kind, mode & 0o7777, size, mtime, key, None]
+        if cached is not None and cached[2] and cached[0] == key:
+            entry[OID] = cached[1]
+        else:
+            dirty = True
+            if kind == FILE and size > limits.max_file_size:
+                sc.skipped.append(Skipped(
+                    prefix + name, f"larger than max_file_size ({size:,} > "
+                    f"{limits.max_file_size:,} bytes)"))
+                continue
+            if kind == SYMLINK:
+                try:
+                    entry[OID] = sc.sink.put(os.readlink(de.path))
+                except OSError as exc:
+                    sc.skipped.append(Skipped(prefix + name,
+                                              f"cannot read link: {exc.strerror}"))
+                    continue
+            else:
+                sc._reader.queue(node, entry, de.path, size)  # type: ignore[arg-type]
+        entries.append(entry)
+        if kind == FILE:
+            files += 1
+            nbytes += size
+        else:
+            links += 1
+    node.dirty = dirty
+    stats = sc.stats
+    stats.files += files
+    stats.symlinks += links
+    stats.bytes += nbytes
+    sc.entry_budget[0] += len(entries)
+    if sc.entry_budget[0] > limits.max_entries:
+        raise LimitExceeded(
+            f"the workspace has more than max_entries={limits.max_entries:,} files and "
+            "directories; exclude large generated folders (exclude_patterns) or raise "
+            "max_entries")
+    if stats.bytes > limits.max_bytes:
+        raise LimitExceeded(
+            f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
+            "exclude large folders (exclude_patterns, exclude_globs) or raise max_bytes")
