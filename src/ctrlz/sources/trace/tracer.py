@@ -1,0 +1,171 @@
+"""Running a command under strace: probing what works here, the command line, the run.
+
+Why strace: on Linux, ptrace is the only unprivileged way to see every exec of a process
+tree (eBPF and the audit subsystem need root). A tracer may trace its own child without
+privileges, so ``strace -f -- CMD`` works for any user. ``--seccomp-bpf`` installs a filter
+in the tracee so that only the few syscalls we ask for stop it; everything else runs at
+full speed, which keeps the overhead low.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .events import ExecCallback, ExecEvent
+from .follower import TraceFollower
+from .parser import StraceParser
+
+#: Syscalls that matter for an exec log. ``?`` makes strace skip names this architecture
+#: lacks (arm64 has no fork/vfork) instead of refusing to start.
+TRACED_SYSCALLS = "execve,?execveat,clone,?clone3,?fork,?vfork,chdir,fchdir"
+
+
+def strace_available() -> str | None:
+    """Path of the ``strace`` binary on PATH, or None."""
+    return shutil.which("strace")
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """What :meth:`Tracer.run` saw. ``returncode`` is as :class:`subprocess.Popen` reports
+    it (negative: killed by that signal). ``events`` is empty when ``traced`` is False."""
+
+    returncode: int
+    events: list[ExecEvent]
+    traced: bool
+    reason: str | None = None
+
+
+@functools.cache
+def _probe(strace: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """Which flags work here: try ``--seccomp-bpf``, then plain ptrace, once per binary.
+
+    Returns (flags, None) or (None, reason). Containers often forbid ptrace entirely, and
+    old kernels or strace builds lack seccomp-bpf filtering.
+    """
+    true = shutil.which("true")
+    probe_cmd = [true] if true else [sys.executable, "-c", "pass"]
+    reason = "strace did not run"
+    for extra in (("--seccomp-bpf",), ()):
+        flags = ("-f", *extra)
+        cmd = [strace, *flags, "-q", "-e", f"trace={TRACED_SYSCALLS}", "-o", os.devnull,
+               "--", *probe_cmd]
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"strace could not be started: {exc}"
+        if proc.returncode == 0:
+            return flags, None
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        reason = lines[0] if lines else f"strace exited with {proc.returncode}"
+    return None, f"strace cannot trace here: {reason}"
+
+
+class Tracer:
+    """Launches a command under strace, or bare when tracing is impossible.
+
+    ``Tracer.detect()`` finds strace on PATH. Probing happens once, lazily, and is cached
+    per strace binary. When :attr:`enabled` is False, :attr:`reason` is a one-line
+    explanation for the caller to print once, and :meth:`wrap` returns the argv unchanged.
+    """
+
+    def __init__(self, strace: str | None, *, max_string: int = 4096) -> None:
+        self.strace = strace
+        self.max_string = max_string
+
+    @classmethod
+    def detect(cls, *, max_string: int = 4096) -> Tracer:
+        return cls(strace_available(), max_string=max_string)
+
+    def _state(self) -> tuple[tuple[str, ...] | None, str | None]:
+        if self.strace is None:
+            return None, "strace not found; install strace to record the commands run"
+        return _probe(self.strace)
+
+    @property
+    def enabled(self) -> bool:
+        return self._state()[0] is not None
+
+    @property
+    def reason(self) -> str | None:
+        """Why tracing is off, or None when it is on."""
+        return self._state()[1]
+
+    @property
+    def seccomp(self) -> bool:
+        """Whether the seccomp-bpf filter is in use (only traced syscalls stop the tracee)."""
+        flags = self._state()[0]
+        return flags is not None and "--seccomp-bpf" in flags
+
+    def wrap(self, argv: Sequence[str], output: str | os.PathLike[str]) -> list[str]:
+        """The command line to exec: ``argv`` under strace writing to ``output``.
+
+        stdin, stdout and stderr are left to the command (strace's record goes only to
+        ``output``); strace exits with the command's status, or re-raises the signal that
+        killed it. ``-q`` rather than ``-qq``: ``-qq`` would drop the "exited with" lines.
+        Signal lines are suppressed for SIGCHLD only, because strace prints "killed by SIGX"
+        only for signals it is asked to show.
+        """
+        flags = self._state()[0]
+        if flags is None:
+            return list(argv)
+        assert self.strace is not None
+        return [self.strace, *flags, "-q", "-ttt", "-y", "-s", str(self.max_string),
+                "-e", f"trace={TRACED_SYSCALLS}", "-e", "signal=!SIGCHLD",
+                "-o", os.fspath(output), "--", *argv]
+
+    def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+            env: dict[str, str] | None = None, on_exec: ExecCallback | None = None,
+            on_exit: ExecCallback | None = None,
+            trace_file: str | os.PathLike[str] | None = None) -> TraceResult:
+        """Run ``argv`` to completion on this terminal, recording every exec.
+
+        Callbacks run on the follower thread. Ctrl-C reaches the command through the
+        terminal's process group; we keep waiting so its exit is recorded. Note that strace
+        (and so this call) returns only once every traced process has exited, including
+        background processes the command left behind. ``trace_file`` keeps the raw strace
+        output at that path; by default a temporary file is used and removed.
+        """
+        workdir = os.fspath(cwd) if cwd is not None else os.getcwd()
+        if not self.enabled:
+            return TraceResult(_wait(subprocess.Popen(list(argv), cwd=workdir, env=env)),
+                               [], traced=False, reason=self.reason)
+        if trace_file is None:
+            fd, path = tempfile.mkstemp(prefix="ctrlz-trace-", suffix=".log")
+            os.close(fd)
+        else:
+            path = os.fspath(trace_file)
+            Path(path).touch()
+        try:
+            parser = StraceParser(root_cwd=os.path.abspath(workdir), on_exec=on_exec,
+                                  on_exit=on_exit)
+            proc = subprocess.Popen(self.wrap(argv, path), cwd=workdir, env=env)
+            parser.root_ppid = proc.pid  # strace is the command's parent
+            follower = TraceFollower(path, parser)
+            follower.start()
+            try:
+                returncode = _wait(proc)
+            finally:
+                events = follower.stop()
+        finally:
+            if trace_file is None:
+                os.unlink(path)
+        events.sort(key=lambda e: (e.timestamp, e.pid))
+        return TraceResult(returncode, events, traced=True)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue  # the command got the same SIGINT; its exit decides
