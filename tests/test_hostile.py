@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz import StoreFull, StoreLocked, Workspace
+from ctrlz import RestoreError, StoreFull, StoreLocked, Workspace
 from ctrlz.state.lock import StoreLock
 from tests.conftest import is_root, make_tree, tree_state
 
@@ -146,12 +146,14 @@ def test_full_workspace_disk_during_restore(small_disk: Path, tmp_path: Path) ->
     os.unlink(root / "a.bin")
     # an ignored file fills the disk: the restore may not delete it to make room
     (root / "filler.log").write_bytes(os.urandom((2 << 20) + (512 << 10)))
-    with pytest.raises(StoreFull, match="no space left"):
+    with pytest.raises(RestoreError, match="no space left.*`ctrlz undo` puts it back"):
         ws.restore("base")
-    # nothing the user had is gone, no temp files are left, and the safety snapshot exists
+    # nothing the user had is gone, no temp files are left, and the undo path exists
     assert (root / "filler.log").stat().st_size == (2 << 20) + (512 << 10)
     assert not [p for p in root.iterdir() if p.name.startswith(".ctrlz-tmp-")]
     assert any(s.type == "safety" for s in ws.snapshots())
+    op = ws.oplog.next_undo()
+    assert op is not None and op.status == "failed"
 
 
 def test_concurrent_writers_are_serialised_and_readers_are_not_blocked(ws_dir: Path) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         LimitExceeded,
         PathOutsideWorkspace,
         RestoreError,
+        RestoreIncomplete,
         SnapshotNotFound,
         StoreError,
         StoreFull,
@@ -44,8 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
 _EXPORTS = {
     **dict.fromkeys(
         ["AmbiguousSnapshot", "ConfigError", "CorruptObject", "CtrlzError", "LimitExceeded",
-         "PathOutsideWorkspace", "RestoreError", "SnapshotNotFound", "StoreError", "StoreFull",
-         "StoreLocked", "UsageError", "VerifyMismatch", "WorkspaceError"], "errors"),
+         "PathOutsideWorkspace", "RestoreError", "RestoreIncomplete", "SnapshotNotFound",
+         "StoreError", "StoreFull", "StoreLocked", "UsageError", "VerifyMismatch",
+         "WorkspaceError"], "errors"),
     **dict.fromkeys(["Change", "ContentHash", "ExclusionConfig", "FileState", "SessionMetadata",
                      "SnapshotManager", "SnapshotManifest"], "snapshot_manager"),
     **dict.fromkeys(["Skipped", "Snapshot"], "types"),
@@ -81,6 +83,7 @@ __all__ = [
     "LimitExceeded",
     "PathOutsideWorkspace",
     "RestoreError",
+    "RestoreIncomplete",
     "SessionMetadata",
     "Skipped",
     "Snapshot",

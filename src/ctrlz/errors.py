@@ -20,6 +20,7 @@ as it is and exit non-zero, without a traceback.
      │    ├── StoreFull
      │    └── CorruptObject
      └── RestoreError             a restore could not be planned, applied or verified
+          ├── RestoreIncomplete   paths changed under the restore and were left as they are
           └── VerifyMismatch
 """
 
@@ -33,6 +34,7 @@ __all__ = [
     "LimitExceeded",
     "PathOutsideWorkspace",
     "RestoreError",
+    "RestoreIncomplete",
     "SnapshotNotFound",
     "StoreError",
     "StoreFull",
@@ -100,3 +102,12 @@ class RestoreError(CtrlzError):
 
 class VerifyMismatch(RestoreError):
     pass
+
+
+class RestoreIncomplete(RestoreError):
+    """The restore finished, except for paths someone changed while it ran: those were left as
+    they are (listed in ``result.conflicts``). The undo entry is recorded."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

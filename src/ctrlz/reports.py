@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine.restore import RestoreResult
-from .oplog import Operation
+from .state.oplog import Operation
 from .types import Skipped, Snapshot, show_path
 
 KINDS = {"f": "file", "l": "symlink", "d": "dir"}

@@ -22,7 +22,7 @@ from typing import Any
 
 from .engine.diff import PERMISSIONS, PathChange, diff_trees
 from .engine.plan import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
-from .engine.restore import restore_snapshot
+from .engine.restore import Request, recover, restore_in_place
 from .engine.snapshot import take_snapshot
 from .errors import CtrlzError, SnapshotNotFound, UsageError
 from .state.atomic import atomic_write_bytes
@@ -184,6 +184,7 @@ class SnapshotManager:
         roots = [str(p) for p in self.tracked_paths]
         if Repository.exists(self.session_dir):
             self.repo = Repository.open(self.session_dir)
+            recover(self.repo)  # what an interrupted restore_to left
             if self.repo.roots != roots:
                 raise UsageError(f"{self.session_dir} tracks {self.repo.roots}, not {roots}; "
                                  "use a new session_dir")
@@ -271,15 +272,19 @@ class SnapshotManager:
         return sorted(out, key=lambda c: c.path)
 
     def compute_restore_diff(self, snapshot_number: int) -> list[Change]:
-        result = restore_snapshot(self.repo, self.tracked_paths, self._rules,
-                                  self._by_number(snapshot_number), dry_run=True,
-                                  limits=self.limits)
+        result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
+            kind="restore", target=self._by_number(snapshot_number), dry_run=True),
+            self.limits)
         return self._restore_changes(result.plan.actions)
 
     def restore_to(self, snapshot_number: int) -> list[Change]:
-        result = restore_snapshot(self.repo, self.tracked_paths, self._rules,
-                                  self._by_number(snapshot_number), limits=self.limits,
-                                  safety_numbered=False)
+        """Put the tracked paths back to snapshot ``snapshot_number``, through the restore
+        engine: a safety snapshot (unnumbered) first, and an undo entry after."""
+        target = self._by_number(snapshot_number)
+        result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
+            kind="restore", target=target, numbered_safety=False,
+            undo={"record": {"kind": "restore", "paths": []}},
+            label=f"before restoring snapshot {snapshot_number}"), self.limits)
         return self._restore_changes(result.applied)
 
     def load_manifest(self, number: int) -> SnapshotManifest:

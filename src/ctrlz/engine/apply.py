@@ -1,39 +1,50 @@
 """Carrying out a restore plan, then checking the result against the snapshot.
 
 Every write goes to a temp file in the target's own directory, gets its mode and mtime, is made
-durable, and only then is renamed over the target (or linked into place when nothing was there,
-so a file that appeared in the meantime is never clobbered). Directories are reached through
-file descriptors opened with ``O_NOFOLLOW`` from the root down, so a symlink planted in a parent
-can never redirect a write or a delete outside the workspace.
+durable, and only then takes the target's name: with ``RENAME_NOREPLACE`` when nothing was
+captured there (so a file that appeared in the meantime is never clobbered), with
+``RENAME_EXCHANGE`` when something was (so the replaced inode stays reachable under the temp name
+and is checked *after* the swap; if someone changed it, the swap is undone and their bytes stay).
+Directories are reached through ``O_NOFOLLOW`` file descriptors from the root down.
 
-Before removing or replacing a path the applier checks that it still is what the safety snapshot
-captured; if something changed it in between, the path is left alone and reported.
+"Unchanged since the capture" means the same (mode, size, mtime, ctime, inode) as the capture's
+stat cache recorded, or, failing that, the same content hash: an editor that rewrites a file
+keeping its size and mtime (``cp -p``, ``rsync -t``, ``tar x``) still changes its ctime.
 
-Durability: small restores fsync each file; large ones write a batch of temp files, flush the
-filesystem once (``syncfs``), then rename the batch, which is what makes restoring 100,000 files
-take seconds rather than minutes.
+Any OS error stops the apply and is raised as :class:`ApplyFailed` with what was done so far; the
+caller (:mod:`ctrlz.engine.restore`) cleans up and leaves an undo path. Paths that changed under
+the restore are *conflicts*: left as they are, listed, and reported as an incomplete restore.
+
+Temp files are named ``.ctrlz-tmp-<token>-<n>`` (``…-a<n>`` for a replaced inode taken aside),
+with the token of the restore's journal, so the next ctrlz process can find and remove them
+after a crash (:mod:`ctrlz.engine.journal`).
+
+Durability: small restores fsync each file and its directory; large ones write a batch of temp
+files, flush each filesystem that holds one (``syncfs``), then rename the batch, which is what
+makes restoring 100,000 files take seconds rather than minutes. At the end every filesystem the
+restore touched is flushed, not only the first.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat as st
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import RestoreError, StoreFull, VerifyMismatch
+from ..errors import RestoreError, VerifyMismatch
 from ..state import failpoints
-from ..state.atomic import temp_name
+from ..state.atomic import TEMP_PREFIX
 from ..state.objects import ObjectStore
 from ..state.trees import DIR, FILE, SYMLINK, Entry
 from ..types import Skipped, show_path
+from .dirs import RENAME_EXCHANGE, RENAME_NOREPLACE, DirHandles, Unsupported, renameat2, syncfs
 from .plan import (
     CHMOD,
     DELETE,
     DIRMODE,
+    METADATA_OPS,
     MKDIR,
     RMDIR,
     SYMLINK_OP,
@@ -41,58 +52,23 @@ from .plan import (
     WRITE,
     Action,
     RestorePlan,
+    restored_mode,
 )
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
 
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _syncfs = _libc.syncfs
-except (OSError, AttributeError):  # pragma: no cover - not Linux
-    _syncfs = None
+StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode
+#: what the capture saw at a virtual path: its stat key and object id, when it trusted them
+Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
+
+CHANGED = "left alone: it changed after the safety snapshot was taken"
+APPEARED = "left alone: something appeared there during the restore"
+KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
 
 
-def syncfs(fd: int) -> None:
-    if _syncfs is None or _syncfs(fd) != 0:
-        os.sync()
-
-
-class DirHandles:
-    """Directory fds for virtual paths, opened component by component without following links.
-
-    A bounded LRU, since a large restore touches more directories than the fd limit allows."""
-
-    def __init__(self, roots: Sequence[bytes], limit: int = 128) -> None:
-        self.roots = roots
-        self.limit = limit
-        self._fds: OrderedDict[bytes, int] = OrderedDict()
-
-    def get(self, vdir: bytes) -> int:
-        fd = self._fds.get(vdir)
-        if fd is not None:
-            self._fds.move_to_end(vdir)
-            return fd
-        head, sep, name = vdir.rpartition(b"/")
-        if not sep:
-            fd = os.open(self.roots[int(vdir)], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        else:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=self.get(head))
-        self._fds[vdir] = fd
-        while len(self._fds) > self.limit:
-            _, old = self._fds.popitem(last=False)
-            os.close(old)
-        return fd
-
-    def forget(self, vdir: bytes) -> None:
-        for key in [k for k in self._fds if k == vdir or k.startswith(vdir + b"/")]:
-            os.close(self._fds.pop(key))
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+def temp_prefix(token: str) -> str:
+    return f"{TEMP_PREFIX}{token}-"
 
 
 def _kind(mode: int) -> str | None:
@@ -105,198 +81,317 @@ def _kind(mode: int) -> str | None:
     return None
 
 
-def _still(expect: Entry, s: os.stat_result) -> bool:
-    """Does the path still hold what the safety snapshot captured?"""
-    if _kind(s.st_mode) != expect.kind:
-        return False
-    if expect.kind == DIR:
-        return True
-    return s.st_size == expect.size and s.st_mtime_ns == expect.mtime_ns
+def _key(s: os.stat_result) -> StatKey:
+    return (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
 
 
 @dataclass
 class ApplyResult:
     applied: list[Action] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # by policy (kept, not an error)
+    conflicts: list[Skipped] = field(default_factory=list)  # changed under the restore
+
+
+class ApplyFailed(Exception):
+    """An OS error stopped the apply; ``result`` holds what was done before it."""
+
+    def __init__(self, action: Action, error: OSError, result: ApplyResult) -> None:
+        super().__init__(f"{show_path(action.path)}: {error.strerror or error}")
+        self.action = action
+        self.error = error
+        self.result = result
 
 
 class Applier:
-    def __init__(self, plan: RestorePlan, objects: ObjectStore,
-                 dest_roots: Sequence[bytes]) -> None:
+    def __init__(self, plan: RestorePlan, objects: ObjectStore, dest_roots: Sequence[bytes],
+                 *, token: str, identity: Identity | None = None) -> None:
         self.plan = plan
         self.objects = objects
         self.dirs = DirHandles(dest_roots)
+        self.identity = identity
         self.result = ApplyResult()
-        self._pending: list[tuple[Action, bytes, str]] = []  # action, parent, temp name
+        self._prefix = os.fsencode(temp_prefix(token))
+        self._count = 0
+        self._current: Action | None = None
+        self._blocked: set[bytes] = set()  # directories the restore could not make
+        self._pending: list[tuple[Action, bytes, bytes]] = []  # action, parent, temp name
+        self._devices: dict[int, int] = {}  # st_dev -> an fd on it, for syncfs
+        self._dev_of: dict[bytes, int] = {}
         writes = sum(1 for a in plan.writes if a.op in (WRITE, SYMLINK_OP))
         self.fsync_each = writes < _FSYNC_EACH_BELOW
 
+    # -- driving -----------------------------------------------------------------------------
+
     def run(self) -> ApplyResult:
         try:
-            for a in self.plan.removals:
-                self._guard(a, self._remove)
-            for a in self.plan.writes:
-                self._guard(a, self._write)
+            for action in self.plan.removals:
+                self._current = action
+                self._remove(action)
+            for action in self.plan.writes:
+                self._current = action
+                if action.path.rpartition(b"/")[0] in self._blocked:
+                    self._block(action, "left alone: its parent directory was left alone")
+                    continue
+                self._write(action)
                 if len(self._pending) >= _BATCH:
                     self._commit_pending()
             self._commit_pending()
-            for a in self.plan.finals:
-                self._guard(a, self._dirmode)
-            if not self.fsync_each:
-                syncfs(self.dirs.get(b"0"))
+            for action in self.plan.finals:
+                self._current = action
+                if action.path not in self._blocked:
+                    self._dirmode(action)
+            failpoints.hit("restore-before-sync")
+            for fd in self._devices.values():
+                syncfs(fd)
+        except OSError as exc:
+            assert self._current is not None
+            raise ApplyFailed(self._current, exc, self.result) from exc
         finally:
-            for _, parent, tmp in self._pending:
-                try:
-                    os.unlink(tmp, dir_fd=self.dirs.get(parent))
-                except OSError:
-                    pass
             self.dirs.close()
+            for fd in self._devices.values():
+                os.close(fd)
+            self._devices.clear()
         return self.result
 
-    def _guard(self, action: Action, fn) -> None:  # type: ignore[no-untyped-def]
-        try:
-            fn(action)
-        except OSError as exc:
-            self._record_failure(action, exc)
+    def _block(self, a: Action, reason: str) -> None:
+        """A path left alone; what the plan puts below it is left alone too."""
+        self._blocked.add(a.path)
+        self.result.conflicts.append(Skipped(a.path, reason))
 
-    def _record_failure(self, action: Action, exc: OSError) -> None:
-        """A path that could not be restored is reported and skipped; a full disk stops all."""
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StoreFull(f"no space left on the workspace's disk while restoring "
-                            f"{show_path(action.path)}; free space, then run the rollback "
-                            "again (the safety snapshot holds the previous state)") from exc
-        reason = {errno.ELOOP: "a parent directory is a symlink",
-                  errno.ENOTDIR: "a parent is not a directory",
-                  errno.ENOTEMPTY: "kept: it holds files the snapshot does not cover",
-                  errno.EEXIST: "left alone: it changed after the safety snapshot was taken",
-                  errno.EISDIR: "left alone: a directory with uncovered files is there",
-                  }.get(exc.errno or 0, f"failed: {exc.strerror}")
-        self.result.skipped.append(Skipped(action.path, reason))
+    def _temp(self, aside: bool = False) -> bytes:
+        self._count += 1
+        return self._prefix + (b"a%d" % self._count if aside else b"%d" % self._count)
+
+    def _note_device(self, parent: bytes, fd: int) -> None:
+        if parent in self._dev_of:
+            return
+        dev = os.fstat(fd).st_dev
+        self._dev_of[parent] = dev
+        if dev not in self._devices:
+            self._devices[dev] = os.dup(fd)
 
     @staticmethod
     def _split(path: bytes) -> tuple[bytes, bytes]:
         parent, _, name = path.rpartition(b"/")
         return parent, name
 
-    # -- phase 1 -----------------------------------------------------------------------------
+    # -- is it still what the capture saw? --------------------------------------------------
+
+    def _unchanged(self, fd: int, name: bytes, vpath: bytes, expect: Entry,
+                   s: os.stat_result) -> bool:
+        kind = _kind(s.st_mode)
+        if kind != expect.kind:
+            return False
+        if kind == DIR:
+            return True
+        seen = self.identity(vpath) if self.identity is not None else None
+        if seen is not None and seen[1] == expect.oid and seen[0] == _key(s):
+            return True
+        if kind == SYMLINK:
+            return self.objects.digest(os.fsencode(os.readlink(name, dir_fd=fd))) == expect.oid
+        return s.st_size == expect.size and _hash_file(self.objects, fd, name) == expect.oid
+
+    def _same_inode(self, before: os.stat_result, after: os.stat_result) -> bool:
+        """Did nothing write to the inode between two stats? (A rename changes its ctime, so
+        ctime cannot be compared across the swap.)"""
+        return (before.st_ino, before.st_mode, before.st_size, before.st_mtime_ns) == (
+            after.st_ino, after.st_mode, after.st_size, after.st_mtime_ns)
+
+    # -- phase 1: removals -------------------------------------------------------------------
 
     def _remove(self, a: Action) -> None:
         parent, name = self._split(a.path)
         fd = self.dirs.get(parent)
+        assert a.expect is not None
         try:
             s = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            self.result.applied.append(a)
+            self.result.applied.append(a)  # already gone
             return
-        assert a.expect is not None
-        if not _still(a.expect, s):
-            self.result.skipped.append(Skipped(a.path, "left alone: changed after the safety "
-                                                       "snapshot was taken"))
+        if not self._unchanged(fd, name, a.path, a.expect, s):
+            self.result.conflicts.append(Skipped(a.path, CHANGED))
             return
         if a.op == RMDIR:
             self.dirs.forget(a.path)
-            os.rmdir(name, dir_fd=fd)
+            fd = self.dirs.get(parent)
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                self.result.skipped.append(Skipped(a.path, KEPT_NOT_EMPTY))
+                return
         else:
-            os.unlink(name, dir_fd=fd)
+            # take it aside first, check the inode that went, then let it go
+            aside = self._temp(aside=True)
+            os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+            gone = os.stat(aside, dir_fd=fd, follow_symlinks=False)
+            if not self._same_inode(s, gone) and not self._unchanged(fd, aside, a.path,
+                                                                     a.expect, gone):
+                self._put_back_aside(fd, aside, name, a)
+                return
+            os.unlink(aside, dir_fd=fd)
         self.result.applied.append(a)
         failpoints.hit("restore-remove")
 
-    # -- phase 2 -----------------------------------------------------------------------------
+    def _put_back_aside(self, fd: int, aside: bytes, name: bytes, a: Action) -> None:
+        """Someone changed the path while we took it away: give them their name back."""
+        try:
+            renameat2(fd, aside, fd, name, RENAME_NOREPLACE)
+        except Unsupported:
+            os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            os.unlink(aside, dir_fd=fd)
+        except FileExistsError:
+            # a third version appeared meanwhile: keep both, under a name the user will see
+            rescued = b"ctrlz-rescued-" + aside[len(self._prefix):] + b"-" + name[:120]
+            os.rename(aside, rescued, src_dir_fd=fd, dst_dir_fd=fd)
+            self.result.conflicts.append(Skipped(a.path, CHANGED + "; its bytes were kept as "
+                                                 + show_path(rescued)))
+            return
+        self.result.conflicts.append(Skipped(a.path, CHANGED))
+
+    # -- phase 2: directories, files, links, metadata -----------------------------------------
 
     def _write(self, a: Action) -> None:
         parent, name = self._split(a.path)
-        fd = self.dirs.get(parent)
         entry = a.entry
         assert entry is not None
         if a.op == MKDIR:
+            fd = self.dirs.get(parent)
             try:
                 os.mkdir(name, 0o700, dir_fd=fd)
             except FileExistsError:
                 if _kind(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode) != DIR:
-                    raise
+                    self._block(a, APPEARED)
+                    return
             self.result.applied.append(a)
-        elif a.op == CHMOD:
-            self._check_expect(a, fd, name)
-            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
-            try:
-                os.fchmod(f, entry.mode)
-            finally:
-                os.close(f)
-            self.result.applied.append(a)
-        elif a.op == UTIME:
-            self._check_expect(a, fd, name)
-            os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd, follow_symlinks=False)
-            self.result.applied.append(a)
+        elif a.op in METADATA_OPS:
+            self._metadata(a, parent, name, entry)
         else:
-            tmp = temp_name(name)
+            fd = self.dirs.get(parent)
+            self._note_device(parent, fd)
+            tmp = self._temp()
             if a.op == WRITE:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 f = os.open(tmp, flags, 0o600, dir_fd=fd)
                 try:
                     self.objects.write_to(entry.oid, f)
-                    os.fchmod(f, entry.mode)
+                    os.fchmod(f, restored_mode(entry))
                     os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
                     if self.fsync_each:
                         os.fsync(f)
-                except BaseException:
+                finally:
                     os.close(f)
-                    os.unlink(tmp, dir_fd=fd)
-                    raise
-                os.close(f)
             else:
                 os.symlink(self.objects.read(entry.oid), tmp, dir_fd=fd)
                 os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd,
                          follow_symlinks=False)
             self._pending.append((a, parent, tmp))
+            failpoints.hit("restore-temp-written")
             if self.fsync_each:
                 self._commit_pending()
 
-    def _check_expect(self, a: Action, fd: int, name: bytes) -> None:
+    def _metadata(self, a: Action, parent: bytes, name: bytes, entry: Entry) -> None:
+        """Mode *and* mtime, whichever of them differs: a formatter that rewrote a file with
+        the same bytes changed both."""
+        fd = self.dirs.get(parent)
         s = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if a.expect is not None and not _still(a.expect, s):
-            raise OSError(errno.EEXIST, "changed after the safety snapshot")
+        if a.expect is not None and not self._unchanged(fd, name, a.path, a.expect, s):
+            self.result.conflicts.append(Skipped(a.path, CHANGED))
+            return
+        try:
+            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                        dir_fd=fd)
+        except PermissionError:  # a file we may not read: change it through an O_PATH handle
+            f = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                os.chmod(f"/proc/self/fd/{f}", restored_mode(entry))
+            finally:
+                os.close(f)
+        else:
+            try:
+                os.fchmod(f, restored_mode(entry))
+            finally:
+                os.close(f)
+        os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd, follow_symlinks=False)
+        self.result.applied.append(a)
 
     def _commit_pending(self) -> None:
         if not self._pending:
             return
         if not self.fsync_each:
-            syncfs(self.dirs.get(self._pending[0][1]))
-        pending, self._pending = self._pending, []
+            for dev in {self._dev_of[parent] for _, parent, _ in self._pending}:
+                syncfs(self._devices[dev])
         touched: set[bytes] = set()
-        for i, (a, parent, tmp) in enumerate(pending):
+        for i, (a, parent, tmp) in enumerate(self._pending):
+            self._current = a
             try:
                 self._place(a, parent, tmp)
-                touched.add(parent)
-            except OSError as exc:
-                try:
-                    os.unlink(tmp, dir_fd=self.dirs.get(parent))
-                except OSError:
-                    pass
-                self._pending = pending[i + 1:]  # cleaned up by run() if this raises
-                self._record_failure(a, exc)
-                self._pending = []
+            except BaseException:
+                self._pending = self._pending[i + 1:]  # the rest are swept with the journal
+                raise
+            touched.add(parent)
             failpoints.hit("restore-place")
+        self._pending = []
         if self.fsync_each:
             for parent in touched:
                 os.fsync(self.dirs.get(parent))
 
-    def _place(self, a: Action, parent: bytes, tmp: str) -> None:
+    def _place(self, a: Action, parent: bytes, tmp: bytes) -> None:
         fd = self.dirs.get(parent)
         _, name = self._split(a.path)
         if a.expect is None:
-            # nothing was captured here: link, which fails instead of replacing if a file
-            # appeared since the plan was made
+            self._place_new(a, fd, tmp, name)
+            return
+        try:
+            before = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            before = None
+        if before is None or not self._unchanged(fd, name, a.path, a.expect, before):
+            os.unlink(tmp, dir_fd=fd)
+            self.result.conflicts.append(Skipped(a.path, CHANGED))
+            return
+        try:
+            renameat2(fd, tmp, fd, name, RENAME_EXCHANGE)
+        except Unsupported:  # checked just above: the narrow window of a plain rename
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            self.result.applied.append(a)
+            return
+        except FileNotFoundError:  # it went away after the check
+            os.unlink(tmp, dir_fd=fd)
+            self.result.conflicts.append(Skipped(a.path, CHANGED))
+            return
+        # the replaced inode now sits under the temp name: was it written after the check?
+        failpoints.hit("restore-exchanged")
+        after = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
+        if not self._same_inode(before, after) and not self._unchanged(fd, tmp, a.path,
+                                                                       a.expect, after):
+            renameat2(fd, tmp, fd, name, RENAME_EXCHANGE)  # theirs back in place
+            os.unlink(tmp, dir_fd=fd)
+            self.result.conflicts.append(Skipped(a.path, CHANGED))
+            return
+        os.unlink(tmp, dir_fd=fd)
+        self.result.applied.append(a)
+
+    def _place_new(self, a: Action, fd: int, tmp: bytes, name: bytes) -> None:
+        """Nothing was captured here: place the file only if the name is still free."""
+        try:
+            renameat2(fd, tmp, fd, name, RENAME_NOREPLACE)
+        except FileExistsError:
+            os.unlink(tmp, dir_fd=fd)
+            self.result.conflicts.append(Skipped(a.path, APPEARED))
+            return
+        except Unsupported:
             try:
                 os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
             except FileExistsError:
                 os.unlink(tmp, dir_fd=fd)
-                self.result.skipped.append(Skipped(a.path, "left alone: something appeared "
-                                                           "there during the restore"))
+                self.result.conflicts.append(Skipped(a.path, APPEARED))
                 return
             except OSError as exc:
                 if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
                     raise
-                # a filesystem without hard links: check, then rename (a narrower guarantee)
+                # no hard links here either: check, then rename (a narrower guarantee)
                 try:
                     os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
@@ -304,74 +399,70 @@ class Applier:
                     self.result.applied.append(a)
                     return
                 os.unlink(tmp, dir_fd=fd)
-                self.result.skipped.append(Skipped(a.path, "left alone: something appeared "
-                                                           "there during the restore"))
+                self.result.conflicts.append(Skipped(a.path, APPEARED))
                 return
             os.unlink(tmp, dir_fd=fd)
-        else:
-            s = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if not _still(a.expect, s):
-                os.unlink(tmp, dir_fd=fd)
-                self.result.skipped.append(Skipped(a.path, "left alone: changed after the "
-                                                           "safety snapshot was taken"))
-                return
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         self.result.applied.append(a)
 
-    # -- phase 3 -----------------------------------------------------------------------------
+    # -- phase 3: directory modes ------------------------------------------------------------
 
     def _dirmode(self, a: Action) -> None:
         assert a.entry is not None
-        os.fchmod(self.dirs.get(a.path), a.entry.mode)
+        os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
 
 
 def verify_applied(objects: ObjectStore, dest_roots: Sequence[bytes],
                    applied: list[Action]) -> None:
     """Re-read every path the restore wrote or removed and compare it with the snapshot."""
-    dirs = DirHandles(dest_roots)
     bad: list[str] = []
     final = {a.path: a for a in applied}  # a path deleted then recreated ends as recreated
-    try:
+    with DirHandles(dest_roots) as dirs:
         for a in final.values():
             parent, _, name = a.path.rpartition(b"/")
             try:
-                if a.op in (DELETE, RMDIR):
-                    try:
-                        os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
-                        bad.append(f"{show_path(a.path)} still exists")
-                    except OSError as exc:  # gone, or its parent is no longer a directory
-                        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                            raise
-                    continue
-                entry = a.entry
-                assert entry is not None
-                if a.op == DIRMODE:
-                    s = os.fstat(dirs.get(a.path))
-                else:
-                    s = os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
-                if _kind(s.st_mode) != entry.kind:
-                    bad.append(f"{show_path(a.path)} is not a {entry.kind}")
-                elif entry.kind == FILE:
-                    if (s.st_mode & 0o7777, s.st_size, s.st_mtime_ns) != (
-                            entry.mode, entry.size, entry.mtime_ns):
-                        bad.append(f"{show_path(a.path)} has the wrong mode, size or mtime")
-                    elif _hash_file(objects, dirs.get(parent), name) != entry.oid:
-                        bad.append(f"{show_path(a.path)} has the wrong content")
-                elif entry.kind == SYMLINK:
-                    target = os.readlink(name, dir_fd=dirs.get(parent))
-                    if objects.digest(os.fsencode(target)) != entry.oid:
-                        bad.append(f"{show_path(a.path)} points to the wrong target")
-                elif a.op == DIRMODE and s.st_mode & 0o7777 != entry.mode:
-                    bad.append(f"{show_path(a.path)} has the wrong mode")
+                problem = _check(objects, dirs, a, parent, name)
             except OSError as exc:
-                bad.append(f"{show_path(a.path)}: {exc.strerror}")
-    finally:
-        dirs.close()
+                problem = f"{show_path(a.path)}: {exc.strerror}"
+            if problem:
+                bad.append(problem)
     if bad:
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
-        raise VerifyMismatch("restore verification failed: " + "; ".join(bad[:3]) + more
-                             + "; the safety snapshot still holds the previous state")
+        raise VerifyMismatch("restore verification failed: " + "; ".join(bad[:3]) + more)
+
+
+def _check(objects: ObjectStore, dirs: DirHandles, a: Action, parent: bytes,
+           name: bytes) -> str | None:
+    if a.op in (DELETE, RMDIR):
+        try:
+            os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
+        except OSError as exc:  # gone, or its parent is no longer a directory
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise
+            return None
+        return f"{show_path(a.path)} still exists"
+    entry = a.entry
+    assert entry is not None
+    if a.op == DIRMODE:
+        s = os.fstat(dirs.get(a.path))
+    else:
+        s = os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
+    if _kind(s.st_mode) != entry.kind:
+        return f"{show_path(a.path)} is not a {entry.kind}"
+    if entry.kind == FILE:
+        if (s.st_mode & 0o7777, s.st_size, s.st_mtime_ns) != (
+                restored_mode(entry), entry.size, entry.mtime_ns):
+            return f"{show_path(a.path)} has the wrong mode, size or mtime"
+        if a.op not in (CHMOD, UTIME) and _hash_file(
+                objects, dirs.get(parent), name) != entry.oid:
+            return f"{show_path(a.path)} has the wrong content"
+    elif entry.kind == SYMLINK:
+        target = os.readlink(name, dir_fd=dirs.get(parent))
+        if objects.digest(os.fsencode(target)) != entry.oid:
+            return f"{show_path(a.path)} points to the wrong target"
+    elif a.op == DIRMODE and s.st_mode & 0o7777 != restored_mode(entry):
+        return f"{show_path(a.path)} has the wrong mode"
+    return None
 
 
 def _hash_file(objects: ObjectStore, dir_fd: int, name: bytes) -> bytes:

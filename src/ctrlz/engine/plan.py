@@ -1,38 +1,54 @@
 """Planning a restore: the full list of writes and deletes, decided before anything is touched.
 
-The planner compares the current state (the safety snapshot just taken, or a dry scan) with the
-target snapshot, tree by tree, skipping equal subtrees. It obeys the safety contract:
+The planner compares the current state (the capture just taken, or a dry scan) with the target
+snapshot, tree by tree, skipping equal subtrees. It obeys the safety contract:
 
 * a path is deleted only if the current state captured it (so its bytes are in the store) and the
-  target snapshot's own rules cover it: files that were excluded, ignored or skipped when the
-  target was taken are never deleted;
+  target snapshot's own rules cover it, or the caller named it explicitly (a tool call's paths):
+  files that were excluded, ignored or skipped when the target was taken are never deleted;
 * a path is written only over something the current state captured; a path that exists on disk
   but was not captured (excluded now, too large, unreadable) is left alone and reported;
-* every name comes from a validated tree (no ``/``, ``..``, NUL), and the apply step reaches each
-  parent through ``O_NOFOLLOW`` directory handles, so no write goes through a symlink.
+* every name comes from a validated tree (no ``/``, ``..``, NUL), and both the planner's disk
+  checks and the apply step reach each parent through ``O_NOFOLLOW`` directory handles, so no
+  check or write goes through a symlink, and no path is ever longer than one name.
+
+The walk is iterative (an explicit stack), so a directory chain thousands of levels deep plans
+like any other tree.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import stat as st
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..state.exclude import Matcher, Rules
 from ..state.trees import DIR, FILE, SYMLINK, Entry
 from ..types import Skipped, Snapshot, show_path
 from .diff import CREATED, DELETED, MODIFIED, PERMISSIONS, TreeReader
+from .dirs import DirHandles
 
 # operations, in the order the phases run them
 DELETE, RMDIR = "delete", "rmdir"  # phase 1: removals, children before parents
 MKDIR, WRITE, SYMLINK_OP, CHMOD, UTIME = "mkdir", "write", "symlink", "chmod", "utime"  # phase 2
 DIRMODE = "dirmode"  # phase 3: directory modes, children before parents
+#: ops that change only a file's metadata; both put back the mode *and* the mtime
+METADATA_OPS = (CHMOD, UTIME)
 
 KEPT_UNCOVERED = "kept: the snapshot did not cover it (excluded, ignored or skipped then)"
 LEFT_UNCAPTURED = ("left alone: it exists but the safety snapshot did not capture it "
                    "(excluded or skipped now), so overwriting it could lose data")
+
+#: set-user-id and set-group-id: never put back on a file (snapshots do not record owners, so
+#: a restore would make whoever runs it the owner of an s-bit program; tar --no-same-owner)
+SBITS = st.S_ISUID | st.S_ISGID
+
+
+def restored_mode(entry: Entry) -> int:
+    """The mode a restore gives this entry: files lose their s-bits, directories keep theirs."""
+    return entry.mode & ~SBITS if entry.kind == FILE else entry.mode
 
 
 @dataclass(frozen=True)
@@ -41,7 +57,7 @@ class Action:
     path: bytes  # virtual path: root index, then the path inside that root
     entry: Entry | None  # what the target wants here
     expect: Entry | None  # what the current state holds here (None: nothing captured)
-    change: str  # created / modified / deleted / permissions_changed, for reports
+    change: str  # created / modified / deleted / permissions_changed / touched, for reports
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "path": show_path(self.path), "change": self.change}
@@ -70,6 +86,11 @@ class RestorePlan:
     @property
     def empty(self) -> bool:
         return not (self.removals or self.writes or self.finals)
+
+    def parents(self) -> set[bytes]:
+        """Every directory in which the apply step may create a temp file."""
+        return {a.path.rpartition(b"/")[0] for a in self.actions
+                if a.op in (WRITE, SYMLINK_OP, DELETE)}
 
 
 def _join(prefix: bytes, name: bytes) -> bytes:
@@ -101,18 +122,25 @@ def snapshot_ignore_reader(read: TreeReader, read_blob: Callable[[bytes], bytes]
 
 
 class Planner:
+    """Builds a :class:`RestorePlan`; ``explicit`` names paths that count as covered whatever
+    the rules say (the paths a tool call touched, which may be ignored files such as ``.env``)."""
+
     def __init__(self, target: Snapshot, read_target: TreeReader, read_current: TreeReader,
-                 read_blob: Callable[[bytes], bytes], dest_roots: Sequence[Path],
-                 filters: Sequence[bytes] | None, check_disk: bool) -> None:
+                 read_blob: Callable[[bytes], bytes], dest_roots: Sequence[bytes],
+                 filters: Sequence[bytes] | None, check_disk: bool,
+                 explicit: Collection[bytes] = ()) -> None:
         self.plan = RestorePlan(target)
         self.read_target = read_target
         self.read_current = read_current
         self.read_blob = read_blob
-        self.dest_roots = [os.fsencode(p) for p in dest_roots]
+        self.dest_roots = list(dest_roots)
         self.filters = list(filters) if filters is not None else None
         self.check_disk = check_disk
+        self.explicit = frozenset(explicit)
         self.skipped_paths = {s.path for s in target.skipped}
         self._matchers: dict[bytes, Matcher] = {}
+        self._disk = DirHandles(self.dest_roots, limit=32) if check_disk else None
+        self._stack: list[tuple[Any, ...]] = []
 
     # -- coverage ----------------------------------------------------------------------------
 
@@ -129,6 +157,8 @@ class Planner:
         return m
 
     def covers(self, path: bytes, is_dir: bool) -> bool:
+        if path in self.explicit:
+            return True
         root, _, rel = path.partition(b"/")
         probe = path
         while probe:  # the path, or a directory above it, was skipped when the target was taken
@@ -148,27 +178,54 @@ class Planner:
                 return "ancestor"
         return "out"
 
-    def disk_path(self, path: bytes) -> bytes:
-        root, _, rel = path.partition(b"/")
-        base = self.dest_roots[int(root)]
-        return base + b"/" + rel if rel else base
+    def _lstat(self, path: bytes) -> os.stat_result | None:
+        """What is on disk at ``path`` now, reached through directory handles; None when
+        nothing is (or a parent is missing)."""
+        assert self._disk is not None
+        parent, _, name = path.rpartition(b"/")
+        try:
+            return os.stat(name, dir_fd=self._disk.get(parent), follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
 
     # -- planning ----------------------------------------------------------------------------
 
     def run(self, current_top: bytes | None) -> RestorePlan:
-        target_top = self.plan.target.root
-        current = ({e.name: e for e in self.read_current(current_top)}
-                   if current_top is not None else {})
-        for t in self.read_target(target_top):
-            state = self._filter_state(t.name)
-            if int(t.name) >= len(self.dest_roots) or state == "out":
-                continue
-            c = current.get(t.name)
-            c = c if c is not None and c.kind == DIR else None
-            self._descend(t.name, c, t)  # roots themselves are never created or removed
-            if state == "in" and (c is None or c.mode != t.mode):
-                self.plan.finals.append(Action(DIRMODE, t.name, t, c, PERMISSIONS))
+        try:
+            target_top = self.plan.target.root
+            current = ({e.name: e for e in self.read_current(current_top)}
+                       if current_top is not None else {})
+            for t in reversed(self.read_target(target_top)):
+                state = self._filter_state(t.name)
+                if int(t.name) >= len(self.dest_roots) or state == "out":
+                    continue
+                c = current.get(t.name)
+                c = c if c is not None and c.kind == DIR else None
+                if state == "in" and (c is None or c.mode != t.mode):
+                    self._stack.append(("final", Action(DIRMODE, t.name, t, c, PERMISSIONS)))
+                # roots themselves are never created or removed
+                self._stack.append(("descend", t.name, c, t))
+            self._drain()
+        finally:
+            if self._disk is not None:
+                self._disk.close()
         return self.plan
+
+    def _drain(self) -> None:
+        handlers: dict[str, Callable[..., None]] = {
+            "pair": self._pair, "descend": self._descend, "ancestor": self._ancestor,
+            "remove": self._remove, "create": self._create,
+        }
+        stack = self._stack
+        while stack:
+            task = stack.pop()
+            kind = task[0]
+            if kind == "final":
+                self.plan.finals.append(task[1])
+            elif kind == "removal":
+                self.plan.removals.append(task[1])
+            else:
+                handlers[kind](*task[1:])
 
     def _children(self, read: TreeReader, entry: Entry | None) -> dict[bytes, Entry]:
         if entry is None or entry.kind != DIR:
@@ -188,17 +245,20 @@ class Planner:
         elif c is None:
             self._create(path, t, self.check_disk)
         elif c.kind != t.kind:
-            self._remove(path, c)
+            # removals all run before writes, so the order of these two pushes is free
             self._create(path, t, False)
+            self._remove(path, c)
         elif t.kind == DIR:
+            if c.mode != t.mode:
+                self._stack.append(("final", Action(DIRMODE, path, t, c, PERMISSIONS)))
             if c.oid != t.oid:
                 self._descend(path, c, t)
-            if c.mode != t.mode:
-                self.plan.finals.append(Action(DIRMODE, path, t, c, PERMISSIONS))
         elif c.oid != t.oid:
             op = WRITE if t.kind == FILE else SYMLINK_OP
             self.plan.writes.append(Action(op, path, t, c, MODIFIED))
-        elif c.mode != t.mode and t.kind != SYMLINK:
+        elif t.kind == SYMLINK:
+            return  # a link's own mode and mtime are not restored
+        elif c.mode != restored_mode(t):
             self.plan.writes.append(Action(CHMOD, path, t, c, PERMISSIONS))
         elif c.mtime_ns != t.mtime_ns:
             self.plan.writes.append(Action(UTIME, path, t, c, "touched"))
@@ -206,23 +266,23 @@ class Planner:
     def _descend(self, path: bytes, c: Entry | None, t: Entry | None) -> None:
         cur = self._children(self.read_current, c)
         tgt = self._children(self.read_target, t)
-        for name in sorted(cur.keys() | tgt.keys()):
-            self._pair(_join(path, name), cur.get(name), tgt.get(name))
+        for name in sorted(cur.keys() | tgt.keys(), reverse=True):
+            self._stack.append(("pair", _join(path, name), cur.get(name), tgt.get(name)))
 
     def _ancestor(self, path: bytes, c: Entry | None, t: Entry | None) -> None:
         """A directory above a requested path: create it if needed, never remove or chmod it."""
         if t is not None and t.kind == DIR:
             if c is None:
-                if self.check_disk and os.path.lexists(self.disk_path(path)):
-                    if not os.path.isdir(self.disk_path(path)) or os.path.islink(
-                            self.disk_path(path)):
+                s = self._lstat(path) if self.check_disk else None
+                if s is not None:
+                    if not st.S_ISDIR(s.st_mode):
                         self.plan.skipped.append(Skipped(path, LEFT_UNCAPTURED))
                         return
                     self._descend(path, None, t)
                 else:
                     self.plan.writes.append(Action(MKDIR, path, t, None, CREATED))
+                    self._stack.append(("final", Action(DIRMODE, path, t, None, CREATED)))
                     self._descend(path, None, t)
-                    self.plan.finals.append(Action(DIRMODE, path, t, None, CREATED))
             elif c.kind == DIR:
                 self._descend(path, c, t)
             else:
@@ -236,28 +296,29 @@ class Planner:
             self.plan.skipped.append(Skipped(path, KEPT_UNCOVERED))
             return
         if c.kind == DIR:
-            for child in self.read_current(c.oid):
-                self._remove(_join(path, child.name), child)
-            self.plan.removals.append(Action(RMDIR, path, None, c, DELETED))
+            # children first: the rmdir is queued below them and runs once they are planned
+            self._stack.append(("removal", Action(RMDIR, path, None, c, DELETED)))
+            for child in reversed(self.read_current(c.oid)):
+                self._stack.append(("remove", _join(path, child.name), child))
         else:
             self.plan.removals.append(Action(DELETE, path, None, c, DELETED))
 
     def _create(self, path: bytes, t: Entry, check_disk: bool) -> None:
         if check_disk:
-            disk = self.disk_path(path)
-            if os.path.lexists(disk):
-                if t.kind == DIR and os.path.isdir(disk) and not os.path.islink(disk):
+            s = self._lstat(path)
+            if s is not None:
+                if t.kind == DIR and st.S_ISDIR(s.st_mode):
                     # an uncaptured directory: fill in what is missing, touch nothing there
-                    for child in self.read_target(t.oid):
-                        self._create(_join(path, child.name), child, True)
+                    for child in reversed(self.read_target(t.oid)):
+                        self._stack.append(("create", _join(path, child.name), child, True))
                 else:
                     self.plan.skipped.append(Skipped(path, LEFT_UNCAPTURED))
                 return
         if t.kind == DIR:
             self.plan.writes.append(Action(MKDIR, path, t, None, CREATED))
-            for child in self.read_target(t.oid):
-                self._create(_join(path, child.name), child, False)
-            self.plan.finals.append(Action(DIRMODE, path, t, None, CREATED))
+            self._stack.append(("final", Action(DIRMODE, path, t, None, CREATED)))
+            for child in reversed(self.read_target(t.oid)):
+                self._stack.append(("create", _join(path, child.name), child, False))
         else:
             op = WRITE if t.kind == FILE else SYMLINK_OP
             self.plan.writes.append(Action(op, path, t, None, CREATED))

@@ -1,27 +1,56 @@
-"""Restoring a snapshot: safety snapshot, plan, apply, verify.
+"""The restore engine: the one code path by which ctrlz changes a workspace.
 
-In place, the steps are always the same and in this order: take a ``safety`` snapshot of the
-current state (so the restore itself can be undone), plan against it, apply, and verify every
-path that was written or removed. ``dry_run`` plans against a scan that stores nothing and stops
-there. Restoring into another directory needs no safety snapshot: the directory must be new or
-empty, and nothing outside it is touched.
+Rollback, revert, undo, redo, rewind, tool-call and turn restores, MCP restores,
+``SnapshotManager.restore_to`` and ``restore --to`` all come here, and every in-place restore runs
+the same six steps, in this order, under the store's writer lock:
+
+1. **capture** — a ``safety`` snapshot of the current state, into which every path the request
+   names explicitly is grafted even where the rules ignore it (:mod:`ctrlz.engine.graft`), so
+   that everything the restore can overwrite or delete is in the store before it starts;
+2. **plan** — compare the captured state with the target (:mod:`ctrlz.engine.plan`): only
+   captured and covered paths are written or deleted; nothing is touched yet;
+3. **journal** — make an intent record durable (:mod:`ctrlz.engine.journal`);
+4. **apply** — temp file, fsync, atomic rename, through ``O_NOFOLLOW`` directory handles, each
+   replaced inode checked after the swap (:mod:`ctrlz.engine.apply`);
+5. **verify** — re-read every path written or removed;
+6. **commit** — record the undo entry in the operation log and drop the journal.
+
+A failure anywhere after the capture is an error (never a "skipped" behind success): the temp
+files are removed, the undo entry is recorded all the same, so ``ctrlz undo`` returns to the
+state before, and the error says so. A crash leaves the journal, and the next ctrlz process that
+opens the store does the same clean-up (:func:`recover`). Paths that changed under the restore
+are left as they are and make it end with :class:`~ctrlz.errors.RestoreIncomplete`.
+
+``restore --to`` (a new or empty directory) needs no capture and leaves no undo entry, but is
+journalled and verified like the rest.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import CtrlzError, RestoreError, RestoreIncomplete, VerifyMismatch
+from ..state import failpoints
 from ..state.exclude import Rules
+from ..state.oplog import OpLog
 from ..state.repository import Repository
 from ..state.scan import Limits
+from ..state.statcache import StatCache
+from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, show_path
-from .apply import Applier, require_empty_destination, verify_applied
+from . import journal
+from .apply import Applier, ApplyFailed, Identity, require_empty_destination, verify_applied
+from .diff import TreeReader
+from .graft import DiskCapture, graft
 from .plan import Action, Planner, RestorePlan
-from .snapshot import overlay_reader, scan_working, take_snapshot
+from .snapshot import new_snapshot_id, overlay_reader, scan_working, take_snapshot
 
 
 @dataclass
@@ -31,8 +60,10 @@ class RestoreResult:
     safety: Snapshot | None = None
     applied: list[Action] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    conflicts: list[Skipped] = field(default_factory=list)
     dry_run: bool = False
     destination: str | None = None
+    kind: str = "rollback"
 
     def to_json(self, strip_root: bool = True) -> dict[str, Any]:
         def p(path: bytes) -> str:
@@ -47,63 +78,359 @@ class RestoreResult:
             "actions": [{**a.to_json(), "path": p(a.path)} for a in
                         (self.plan.actions if self.dry_run else self.applied)],
             "skipped": [{"path": p(s.path), "reason": s.reason} for s in self.skipped],
+            "conflicts": [{"path": p(s.path), "reason": s.reason} for s in self.conflicts],
         }
 
 
-def restore_snapshot(
-    repo: Repository,
-    roots: Sequence[Path],
-    rules: Sequence[Rules],
-    target: Snapshot,
-    *,
-    paths: Sequence[bytes] | None = None,
-    to: Path | None = None,
-    dry_run: bool = False,
-    limits: Limits | None = None,
-    safety_numbered: bool = True,
-) -> RestoreResult:
-    """Restore ``target`` in place (over ``roots``) or into the new directory ``to``.
+class TargetContext:
+    """What a target builder may use: the captured state, and a way to add trees and bodies
+    (stored for a real restore, only hashed for a dry run)."""
 
-    ``paths`` limits the restore to these virtual paths (``b"0/src/app.py"``) and what lies below
-    them; each is restored or, if the snapshot says it was absent, deleted.
-    """
-    if to is not None:
-        dest = os.fsencode(to)
-        require_empty_destination(dest)
-        dest_roots = [dest] if len(roots) == 1 else [dest + b"/" + str(i).encode()
-                                                     for i in range(len(roots))]
-        planner = Planner(target, repo.tree, repo.tree, repo.objects.read, [Path(os.fsdecode(d))
-                          for d in dest_roots], paths, check_disk=False)
-        plan = planner.run(None)
-        result = RestoreResult(target, plan, dry_run=dry_run, destination=str(to),
-                               skipped=list(plan.skipped))
-        if dry_run:
-            return result
-        for d in dest_roots:
-            os.makedirs(d, exist_ok=True)
-        applied = Applier(plan, repo.objects, dest_roots).run()
-        result.applied, result.skipped = applied.applied, result.skipped + applied.skipped
-        verify_applied(repo.objects, dest_roots, applied.applied)
-        return result
+    def __init__(self, repo: Repository, current: Snapshot, read: TreeReader,
+                 put_tree: Callable[[bytes], bytes],
+                 put_body: Callable[[bytes, Callable[[int], None], int], None],
+                 put_blob: Callable[[bytes], bytes]) -> None:
+        self.repo = repo
+        self.current = current
+        self.read = read
+        self._put_tree = put_tree
+        self.put_body = put_body  # (oid, write_to(fd), size): make the body available
+        self.put_blob = put_blob
 
+    def graft(self, base_root: bytes, changes: dict[bytes, Entry | None]) -> bytes:
+        def dir_mode(_vpath: bytes) -> int:
+            return 0o755
+
+        return graft(self.read, self._put_tree, base_root, changes, dir_mode)
+
+
+#: builds the target from the captured state; returns (root tree id, base snapshot whose
+#: metadata and rules the target takes)
+TargetBuilder = Callable[[TargetContext], tuple[bytes, Snapshot]]
+
+
+@dataclass
+class Request:
+    """One restore, as a face or the session layer asks for it."""
+
+    kind: str  # rollback / revert / undo / redo / rewind / toolcall / turn-rollback / restore
+    target: Snapshot | None = None  # or build_target
+    paths: Sequence[bytes] | None = None  # virtual paths the restore is limited to
+    explicit: Sequence[bytes] = ()  # virtual paths captured and covered whatever the rules
+    build_target: TargetBuilder | None = None
+    #: how the undo entry is left: {"record": {...}}, {"undo_of": seq}, {"redo_of": seq}, {}
+    undo: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None  # what the safety snapshot is labelled with
+    dry_run: bool = False
+    numbered_safety: bool = True
+
+
+# -- in place ----------------------------------------------------------------------------------
+
+def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
+                     req: Request, limits: Limits | None = None) -> RestoreResult:
     dest_roots = [os.fsencode(r) for r in roots]
     with repo.lock:
-        if dry_run:
-            state = scan_working(repo, roots, rules, limits)
-            reader, current, safety = overlay_reader(repo, state.trees), state.root, None
-        else:
-            safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
-                                      label=f"before restoring {target.id}",
-                                      numbered=safety_numbered)
-            reader, current = repo.tree, safety.root
-        plan = Planner(target, repo.tree, reader, repo.objects.read, roots, paths,
-                       check_disk=True).run(current)
-        result = RestoreResult(target, plan, safety=safety, dry_run=dry_run,
-                               skipped=list(plan.skipped))
-        if dry_run:
-            return result
-        applied = Applier(plan, repo.objects, dest_roots).run()
-        result.applied, result.skipped = applied.applied, result.skipped + applied.skipped
-        verify_applied(repo.objects, dest_roots, applied.applied)
-        # the workspace changed under the stat cache; entries it trusted are re-checked by stat
+        recover(repo)
+        if req.dry_run:
+            return _dry_run(repo, roots, rules, req, limits)
+        keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] = {}
+        label = req.label or (f"before restoring {req.target.id}" if req.target else None)
+        safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
+                                  label=label, numbered=req.numbered_safety,
+                                  include=req.explicit, included_keys=keys)
+        target = req.target if req.target is not None else _build(repo, req, safety)
+        plan = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots, req.paths,
+                       check_disk=True, explicit=req.explicit).run(safety.root)
+        result = RestoreResult(target, plan, safety=safety, skipped=list(plan.skipped),
+                               kind=req.kind)
+        identity = _identity(repo.load_statcache(), safety.id, keys)
+        intent = journal.Intent(
+            token=os.urandom(6).hex(), kind=req.kind, target=target.id, safety=safety.id,
+            roots=dest_roots, dirs=sorted(plan.parents()), undo=req.undo,
+            created_ns=time.time_ns())
+        _apply(repo, plan, result, intent, identity)
+        if result.conflicts:
+            raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
         return result
+
+
+def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: journal.Intent,
+           identity: Identity | None) -> None:
+    """Journal, apply, verify, commit; on any failure clean up and leave the undo path."""
+    if plan.empty:
+        _leave_undo_path(repo, intent, "done")
+        return
+    journal.write(repo.path, intent)
+    failpoints.hit("restore-journal-written")
+    try:
+        applied = Applier(plan, repo.objects, intent.roots, token=intent.token,
+                          identity=identity).run()
+        result.applied, result.conflicts = applied.applied, applied.conflicts
+        result.skipped += applied.skipped
+        verify_applied(repo.objects, intent.roots, applied.applied)
+    except BaseException as exc:
+        if isinstance(exc, ApplyFailed):
+            result.applied, result.conflicts = exc.result.applied, exc.result.conflicts
+        _abandon(repo, intent, "failed")
+        if isinstance(exc, ApplyFailed):
+            raise RestoreError(_failure_message(intent, exc, plan, result)) from exc.error
+        if isinstance(exc, VerifyMismatch):
+            raise VerifyMismatch(f"{exc}; {_undo_hint(intent)}") from None
+        raise
+    failpoints.hit("restore-before-commit")
+    _leave_undo_path(repo, intent, "done")
+    journal.clear(repo.path)
+
+
+def _abandon(repo: Repository, intent: journal.Intent, status: str) -> list[str]:
+    notes = journal.sweep(intent, repo.objects)
+    _leave_undo_path(repo, intent, status)
+    journal.clear(repo.path)
+    return notes
+
+
+def _leave_undo_path(repo: Repository, intent: journal.Intent, status: str) -> None:
+    undo = intent.undo
+    log = OpLog(repo.catalog)
+    if "record" in undo:
+        r = undo["record"]
+        log.record(r["kind"], intent.target, [bytes.fromhex(p) for p in r.get("paths", ())],
+                   intent.safety, explicit=[bytes.fromhex(p) for p in r.get("explicit", ())],
+                   status=status, session_id=r.get("session_id"))
+    elif "undo_of" in undo and status == "done":
+        log.mark_undone(int(undo["undo_of"]), intent.safety)
+    elif "redo_of" in undo and status == "done":
+        log.mark_redone(int(undo["redo_of"]))
+    # an undo or redo that stopped half-way stays where it was: running it again completes it
+
+
+def _undo_hint(intent: journal.Intent) -> str:
+    if "record" in intent.undo and intent.safety:
+        return (f"the state before it is in safety snapshot {intent.safety}: `ctrlz undo` "
+                "puts it back")
+    if ("undo_of" in intent.undo or "redo_of" in intent.undo) and intent.safety:
+        verb = "undo" if "undo_of" in intent.undo else "redo"
+        return (f"run `ctrlz {verb}` again to finish it (safety snapshot {intent.safety} "
+                "holds the state before it)")
+    return "the files written so far were left in place; remove them and try again"
+
+
+_HINTS = {
+    errno.ENOSPC: "no space left on the disk; free some space",
+    errno.EDQUOT: "disk quota exceeded; free some space",
+    errno.EMFILE: "too many open files; raise the limit (ulimit -n)",
+    errno.ENFILE: "the system ran out of open files",
+    errno.EACCES: "permission denied; check the permissions of the workspace",
+    errno.EPERM: "operation not permitted; check the permissions of the workspace",
+    errno.EIO: "the disk reported an I/O error",
+    errno.EROFS: "the filesystem is read-only",
+    errno.EFBIG: "file too large for this filesystem or limit",
+    errno.ELOOP: "a parent directory was replaced by a symlink",
+    errno.ENOTDIR: "a parent directory was replaced by a file",
+}
+
+
+def _failure_message(intent: journal.Intent, exc: ApplyFailed, plan: RestorePlan,
+                     result: RestoreResult) -> str:
+    reason = _HINTS.get(exc.error.errno or 0, exc.error.strerror or str(exc.error))
+    done, total = len(result.applied), len(plan.actions)
+    return (f"{intent.label} stopped at {show_path(exc.action.path.partition(b'/')[2])}: "
+            f"{reason}; {done} of {total} changes were made; {_undo_hint(intent)}")
+
+
+def _incomplete_message(kind: str, target: Snapshot, result: RestoreResult) -> str:
+    first = result.conflicts[0]
+    more = f" and {len(result.conflicts) - 1} more" if len(result.conflicts) > 1 else ""
+    undo = (f"; `ctrlz undo` puts back the state before it (safety snapshot {result.safety.id})"
+            if result.safety is not None else "")
+    return (f"{kind} to {target.id} is incomplete: "
+            f"{show_path(first.path.partition(b'/')[2])}{more} changed while it ran and "
+            f"{'was' if not more else 'were'} left as they are ({first.reason}){undo}")
+
+
+def _identity(cache: StatCache, safety_id: str,
+              extra: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]]) -> Identity:
+    """What the capture saw at a path, from the stat cache it just wrote: lets the apply step
+    trust an untouched file by its stat instead of reading it again."""
+    roots = cache.roots if cache.snapshot_id == safety_id else []
+
+    def identity(vpath: bytes) -> tuple[tuple[int, int, int, int, int], bytes] | None:
+        hit = extra.get(vpath)
+        if hit is not None:
+            return hit
+        root, _, rel = vpath.partition(b"/")
+        index = int(root)
+        if index >= len(roots):
+            return None
+        d, _, name = rel.rpartition(b"/")
+        listing = roots[index].get(d)
+        if listing is None:
+            return None
+        e = listing[1].get(name)
+        if e is None or not e[2]:  # unknown, or racily clean: read it
+            return None
+        return e[0], e[1]
+
+    return identity
+
+
+def _build(repo: Repository, req: Request, safety: Snapshot) -> Snapshot:
+    """Build and commit the target snapshot of a tool-call restore."""
+    assert req.build_target is not None
+    writer = repo.objects.writer()
+    trees: dict[bytes, list[Entry]] = {}
+
+    def put_tree(data: bytes) -> bytes:
+        oid = writer.put(data)
+        trees[oid] = decode_tree(data)
+        return oid
+
+    def put_body(oid: bytes, write_to: Callable[[int], None], size: int) -> None:
+        if writer.contains(oid):
+            return
+        import tempfile
+
+        with tempfile.TemporaryFile(dir=repo.path) as f:
+            write_to(f.fileno())
+            f.seek(0)
+            got, tmp, raw, stored, codec = writer.ingest_large(f.fileno())
+            if got != oid:
+                os.unlink(tmp)
+                raise RestoreError(f"a pre-image body {oid.hex()[:16]} changed in the store; "
+                                   "run `ctrlz verify`")
+            writer.adopt_large(got, tmp, raw, stored, codec)
+
+    try:
+        ctx = TargetContext(repo, safety, overlay_reader(repo, trees), put_tree, put_body,
+                            writer.put)
+        root, base = req.build_target(ctx)
+        snap = Snapshot(
+            id=new_snapshot_id(), number=None, parent=safety.id, type="safety",
+            label=f"{req.kind} target", pinned=False, created_ns=time.time_ns(), root=root,
+            files=base.files, dirs=base.dirs, symlinks=base.symlinks, bytes=base.bytes,
+            added_bytes=writer.added_bytes, size_delta=0, created=0, modified=0, deleted=0,
+            rules=base.rules, skipped=base.skipped, roots=base.roots)
+        with repo.catalog.transaction():
+            writer.commit(repo.catalog)
+            repo.catalog.add_snapshot(snap)
+    except BaseException:
+        writer.abort()
+        raise
+    repo.remember_trees(trees)
+    return snap
+
+
+def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], req: Request,
+             limits: Limits | None) -> RestoreResult:
+    """Plan against a scan that stores nothing; the target is built in memory."""
+    dest_roots = [os.fsencode(r) for r in roots]
+    state = scan_working(repo, roots, rules, limits)
+    trees = dict(state.trees)
+    read = overlay_reader(repo, trees, state.patched)
+    bodies: dict[bytes, Callable[[int], None]] = {}
+
+    def put_tree(data: bytes) -> bytes:
+        oid = repo.objects.digest(data)
+        trees[oid] = decode_tree(data)
+        return oid
+
+    current_root = state.root
+    if req.explicit:
+        def hash_file(fd: int, size: int) -> bytes:
+            h = repo.objects.new_hasher()
+            while chunk := os.read(fd, 4 << 20):
+                h.update(chunk)
+            return h.digest()
+
+        disk = DiskCapture(dest_roots, hash_file, repo.objects.digest)
+        try:
+            changes = {v: e for v in req.explicit if (e := disk.entry(v)) is not None}
+            current_root = graft(read, put_tree, current_root, changes, disk.dir_mode)
+        finally:
+            disk.close()
+    current = Snapshot(id="working tree", number=None, parent=None, type="safety", label=None,
+                       pinned=False, created_ns=time.time_ns(), root=current_root, files=0,
+                       dirs=0, symlinks=0, bytes=0, added_bytes=0, size_delta=0, created=0,
+                       modified=0, deleted=0, rules={"roots": [r.to_json() for r in rules]},
+                       skipped=tuple(state.skipped), roots=tuple(str(r) for r in roots))
+    if req.target is not None:
+        target = req.target
+    else:
+        assert req.build_target is not None
+        ctx = TargetContext(repo, current, read, put_tree,
+                            lambda oid, write_to, size: bodies.setdefault(oid, write_to),
+                            repo.objects.digest)
+        root, base = req.build_target(ctx)
+        target = dataclasses.replace(base, id=f"{req.kind} target", root=root)
+
+    def read_blob(oid: bytes) -> bytes:
+        if oid in bodies and not repo.objects.has(oid):
+            import tempfile
+
+            with tempfile.TemporaryFile() as f:
+                bodies[oid](f.fileno())
+                f.seek(0)
+                return f.read()
+        return repo.objects.read(oid)
+
+    plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
+                   explicit=req.explicit).run(current_root)
+    return RestoreResult(target, plan, dry_run=True, skipped=list(plan.skipped), kind=req.kind)
+
+
+# -- into a new directory ----------------------------------------------------------------------
+
+def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Path,
+                 paths: Sequence[bytes] | None = None, dry_run: bool = False) -> RestoreResult:
+    """Extract ``target`` into ``dest``, which must be new or empty; nothing else is touched."""
+    dest_b = os.fsencode(dest)
+    require_empty_destination(dest_b)
+    dest_roots = [dest_b] if roots_count == 1 else [dest_b + b"/" + str(i).encode()
+                                                    for i in range(roots_count)]
+    plan = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots, paths,
+                   check_disk=False).run(None)
+    result = RestoreResult(target, plan, dry_run=dry_run, destination=os.fsdecode(dest),
+                           skipped=list(plan.skipped), kind="restore")
+    if dry_run:
+        return result
+    for d in dest_roots:
+        os.makedirs(d, exist_ok=True)
+    with repo.lock:
+        recover(repo)
+        intent = journal.Intent(token=os.urandom(6).hex(), kind="restore", target=target.id,
+                                safety=None, roots=dest_roots, dirs=sorted(plan.parents()),
+                                created_ns=time.time_ns())
+        _apply(repo, plan, result, intent, None)
+    if result.conflicts:
+        raise RestoreIncomplete(_incomplete_message("restore", target, result), result)
+    return result
+
+
+# -- after a crash -----------------------------------------------------------------------------
+
+def recover(repo: Repository) -> list[str]:
+    """Finish what an interrupted restore left: temp files, undo entry, journal. Returns notes
+    for the user (empty when there was nothing to do). Cheap when there is no journal (one
+    stat); skipped while another live process holds the store lock."""
+    if not journal.pending(repo.path):
+        return []
+    if not repo.lock.try_acquire():
+        return []  # its owner is alive and will finish it
+    try:
+        intent = journal.read(repo.path)
+        if intent is None:
+            journal.clear(repo.path)
+            return []
+        try:
+            notes = _abandon(repo, intent, "interrupted")
+        except CtrlzError:
+            raise
+        except OSError as exc:
+            raise RestoreError(f"cannot clean up the interrupted {intent.label}: "
+                               f"{exc.strerror or exc}; fix that and run any ctrlz command "
+                               "again") from exc
+        return [f"cleaned up an interrupted {intent.label}; {_undo_hint(intent)}", *notes]
+    finally:
+        repo.lock.release()
+

@@ -23,12 +23,14 @@ from pathlib import Path
 from ..errors import UsageError
 from ..state import failpoints
 from ..state.exclude import Matcher, Rules
+from ..state.objects import LOOSE_MIN, ObjectWriter
 from ..state.repository import Repository
 from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
 from ..state.statcache import StatCache
 from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
+from .graft import DiskCapture, graft
 
 _ALPHABET = string.ascii_lowercase + string.digits
 WORKERS = max(2, min(4, os.cpu_count() or 2))
@@ -167,12 +169,17 @@ def take_snapshot(
     numbered: bool = True,
     parent: Snapshot | None = None,
     dirty: Sequence[set[bytes] | None] | None = None,
+    include: Sequence[bytes] = (),
+    included_keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None = None,
 ) -> tuple[Snapshot, ScanStats]:
     """Scan and store the roots; returns the committed snapshot and the scan's statistics.
 
     ``parent`` is the snapshot changes are counted against (default: the newest one).
     ``dirty`` (one set per root, from a file watcher) names the directories that changed
     since the stat cache was written; the others are reused without being listed.
+    ``include`` names virtual paths (files or links) to capture even where the rules exclude
+    them: a restore's capture step passes the paths it was asked to touch by name. Their stat
+    keys go into ``included_keys``.
     """
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
@@ -185,6 +192,8 @@ def take_snapshot(
         sink = StoreSink(writer)
         try:
             state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty)
+            if include:
+                _include(repo, roots, writer, sink, state, include, included_keys)
         except BaseException:
             writer.abort()
             raise
@@ -233,6 +242,47 @@ def take_snapshot(
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans]))
         return snap, state.stats
+
+
+def _include(repo: Repository, roots: Sequence[Path], writer: ObjectWriter, sink: StoreSink,
+             state: WorkingState, include: Sequence[bytes],
+             keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None) -> None:
+    """Graft the ``include`` paths, read from disk whatever the rules say, into the scanned
+    top tree (see :mod:`ctrlz.engine.graft`)."""
+
+    def store_file(fd: int, size: int) -> bytes:
+        if size >= LOOSE_MIN:
+            oid, tmp, raw, stored, codec = writer.ingest_large(fd)
+            writer.adopt_large(oid, tmp, raw, stored, codec)
+            return oid
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return writer.put(b"".join(chunks))
+
+    disk = DiskCapture([os.fsencode(r) for r in roots], store_file, writer.put)
+    try:
+        changes = {}
+        for vpath in dict.fromkeys(include):
+            entry = disk.entry(vpath)
+            if entry is not None:
+                changes[vpath] = entry
+        if changes:
+            read = overlay_reader(repo, state.trees, state.patched)
+
+            def put_tree(data: bytes) -> bytes:
+                oid = sink.put(data)
+                state.trees[oid] = decode_tree(data)  # the diff below reads them uncommitted
+                return oid
+
+            state.root = graft(read, put_tree, state.root, changes, disk.dir_mode)
+            for e in changes.values():
+                state.stats.files += e.kind == "f"
+                state.stats.symlinks += e.kind == "l"
+        if keys is not None:
+            keys.update(disk.keys)
+    finally:
+        disk.close()
 
 
 def changes_from_scan(repo: Repository, parent: Snapshot, cache: StatCache,

@@ -1,6 +1,9 @@
 """The operation log behind undo and redo: a stack of in-place restores and a cursor.
 
-Every ``rollback`` and ``revert`` is recorded with the snapshot it restored, the paths it was
+This is the one undo stack of a store. The restore engine writes it (its last step records the
+undo entry, also for a restore that failed or was interrupted); :mod:`ctrlz.session.undo`
+decides what ``undo`` and ``redo`` mean. Every ``rollback``, ``revert``, ``rewind`` and tool-call
+restore is recorded with the snapshot it restored, the paths it was
 limited to, and the safety snapshot taken just before it (``before``). Like an editor's history:
 
 * ``undo`` takes the newest operation that is not undone, restores its ``before`` snapshot over
@@ -21,8 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .state.catalog import Catalog
-from .types import show_path
+from ..types import show_path
+from .catalog import Catalog
 
 #: how many operations the log keeps; older ones can no longer be undone
 MAX_OPERATIONS = 50
@@ -31,18 +34,23 @@ MAX_OPERATIONS = 50
 @dataclass(frozen=True)
 class Operation:
     seq: int
-    kind: str  # rollback / revert
+    kind: str  # rollback / revert / rewind / toolcall / turn-rollback
     target: str
     paths: tuple[bytes, ...]  # workspace-relative; empty: the whole workspace
     before: str | None
     after: str | None
     undone: bool
     created_ns: int
+    #: workspace-relative paths restored whatever the rules say (a tool call's paths)
+    explicit: tuple[bytes, ...] = ()
+    #: "done", or "failed" / "interrupted" when the restore stopped half-way
+    status: str = "done"
+    session_id: str | None = None  # the agent session of a tool-call restore
 
     def to_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "kind": self.kind, "target": self.target,
                 "paths": [show_path(p) for p in self.paths], "before": self.before,
-                "after": self.after, "undone": self.undone}
+                "after": self.after, "undone": self.undone, "status": self.status}
 
 
 _COLUMNS = "seq, kind, target, paths, before, after, undone, created_ns"
@@ -50,8 +58,27 @@ _COLUMNS = "seq, kind, target, paths, before, after, undone, created_ns"
 
 def _row(row: Any) -> Operation:
     seq, kind, target, paths, before, after, undone, created_ns = row
-    return Operation(seq, kind, target, tuple(bytes.fromhex(p) for p in json.loads(paths)),
-                     before, after, bool(undone), created_ns)
+    data = json.loads(paths)
+    if isinstance(data, list):  # the first format: the path list alone
+        data = {"paths": data}
+    return Operation(seq, kind, target, tuple(bytes.fromhex(p) for p in data["paths"]),
+                     before, after, bool(undone), created_ns,
+                     tuple(bytes.fromhex(p) for p in data.get("explicit", ())),
+                     data.get("status", "done"), data.get("session_id"))
+
+
+def encode_paths(paths: list[bytes], explicit: list[bytes] = (),  # type: ignore[assignment]
+                 status: str = "done", session_id: str | None = None) -> str:
+    """The ``paths`` column: JSON that also carries the explicit paths and the status (kept
+    in one column so that stores written by earlier versions need no migration)."""
+    data: dict[str, Any] = {"paths": [p.hex() for p in paths]}
+    if explicit:
+        data["explicit"] = [p.hex() for p in explicit]
+    if status != "done":
+        data["status"] = status
+    if session_id is not None:
+        data["session_id"] = session_id
+    return json.dumps(data)
 
 
 class OpLog:
@@ -59,14 +86,17 @@ class OpLog:
         self.catalog = catalog
         self.db = catalog.db
 
-    def record(self, kind: str, target: str, paths: list[bytes], before: str | None) -> None:
+    def record(self, kind: str, target: str, paths: list[bytes], before: str | None, *,
+               explicit: list[bytes] = (), status: str = "done",  # type: ignore[assignment]
+               session_id: str | None = None) -> None:
         """A new operation; the redo part of the stack is dropped."""
         with self.catalog.transaction():
             self.db.execute("DELETE FROM operations WHERE undone = 1")
             self.db.execute(
                 "INSERT INTO operations (kind, target, paths, before, after, undone, created_ns) "
                 "VALUES (?, ?, ?, ?, NULL, 0, ?)",
-                (kind, target, json.dumps([p.hex() for p in paths]), before, time.time_ns()))
+                (kind, target, encode_paths(paths, explicit, status, session_id), before,
+                 time.time_ns()))
             self.db.execute(
                 "DELETE FROM operations WHERE seq NOT IN "
                 "(SELECT seq FROM operations ORDER BY seq DESC LIMIT ?)", (MAX_OPERATIONS,))
@@ -89,6 +119,11 @@ class OpLog:
         with self.catalog.transaction():
             self.db.execute("UPDATE operations SET undone = 1, after = ? WHERE seq = ?",
                             (after, seq))
+
+    def get(self, seq: int) -> Operation | None:
+        row = self.db.execute(f"SELECT {_COLUMNS} FROM operations WHERE seq = ?",
+                              (seq,)).fetchone()
+        return _row(row) if row else None
 
     def mark_redone(self, seq: int) -> None:
         with self.catalog.transaction():

@@ -1,0 +1,129 @@
+"""Directory handles and the few system calls Python's ``os`` module lacks.
+
+Every restore reaches a path through file descriptors of its parent directories, opened one
+component at a time with ``O_NOFOLLOW`` from the root down. A symlink planted in a parent can
+never redirect a write or a delete, and no path handed to the kernel is longer than one name, so
+a chain thousands of directories deep restores like a shallow one (``PATH_MAX`` never applies).
+
+``renameat2`` (Linux 3.15+) gives two atomic moves ``os`` does not offer: ``RENAME_NOREPLACE``
+(place a file only if nothing is there) and ``RENAME_EXCHANGE`` (swap two names, so the inode a
+restore replaces stays reachable and can be checked after the swap). Where the kernel or the
+filesystem refuses them, :func:`renameat2` raises :class:`Unsupported` and the caller falls back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _syncfs = _libc.syncfs
+    _syncfs.argtypes = [ctypes.c_int]
+except (OSError, AttributeError):  # pragma: no cover - not Linux
+    _libc, _syncfs = None, None
+try:
+    _renameat2 = _libc.renameat2 if _libc is not None else None
+    if _renameat2 is not None:
+        _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                               ctypes.c_uint]
+except AttributeError:  # pragma: no cover - glibc older than 2.28
+    _renameat2 = None
+
+
+class Unsupported(Exception):
+    """The kernel or filesystem does not offer this rename; use the fallback."""
+
+
+def renameat2(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> None:
+    if _renameat2 is None:
+        raise Unsupported
+    if _renameat2(src_fd, src, dst_fd, dst, flags) != 0:
+        err = ctypes.get_errno()
+        if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise Unsupported
+        raise OSError(err, os.strerror(err))
+
+
+def syncfs(fd: int) -> None:
+    """Flush the whole filesystem that holds ``fd``: one call instead of an fsync per file."""
+    if _syncfs is None or _syncfs(fd) != 0:
+        os.sync()
+
+
+class DirHandles:
+    """Directory fds for virtual paths (``b"0/src/app"``), opened component by component
+    without following links; a bounded LRU, since a large restore touches more directories
+    than the fd limit allows. Opening walks down from the deepest handle already open, one
+    loop iteration per level (never recursion).
+
+    Use an fd right after :meth:`get` returns it: a later ``get`` may close it."""
+
+    def __init__(self, roots: Sequence[bytes], limit: int = 64) -> None:
+        self.roots = roots
+        self.limit = max(4, limit)
+        self._fds: OrderedDict[bytes, int] = OrderedDict()
+
+    def get(self, vdir: bytes) -> int:
+        fd = self._fds.get(vdir)
+        if fd is not None:
+            self._fds.move_to_end(vdir)
+            return fd
+        # the deepest ancestor already open, then down one name at a time
+        missing: list[bytes] = []
+        probe = vdir
+        base_fd = None
+        while True:
+            head, sep, name = probe.rpartition(b"/")
+            if not sep:
+                break
+            missing.append(name)
+            probe = head
+            base_fd = self._fds.get(probe)
+            if base_fd is not None:
+                break
+        owned = False
+        if base_fd is None:
+            base_fd = os.open(self.roots[int(probe)], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            owned = True
+        fd = base_fd
+        try:
+            for name in reversed(missing):
+                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                if owned:
+                    os.close(fd)
+                fd, owned = nxt, True
+        except BaseException:
+            if owned:
+                os.close(fd)
+            raise
+        if not owned:  # vdir is a root already open under another key: share nothing
+            fd = os.dup(fd)
+        self._fds[vdir] = fd
+        while len(self._fds) > self.limit:
+            _, old = self._fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def forget(self, vdir: bytes) -> None:
+        """Close the handles of ``vdir`` and below (it is about to be removed)."""
+        for key in [k for k in self._fds if k == vdir or k.startswith(vdir + b"/")]:
+            os.close(self._fds.pop(key))
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> DirHandles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

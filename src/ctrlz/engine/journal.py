@@ -1,0 +1,162 @@
+"""The restore journal: an intent record that makes an interrupted restore recoverable.
+
+Before a restore writes its first byte, it makes one small record durable in the store
+(``<store>/restore-journal``): what kind of restore it is, the safety snapshot that holds the
+state before it, the destination roots, every directory in which it may create a temp file, and
+the token those temp files are named with (``.ctrlz-tmp-<token>-<n>``). The record is removed
+once the restore has verified its result and recorded its undo entry.
+
+If the process dies in between (``kill -9``, a power cut, the OOM killer), the record is still
+there, and the store lock (an ``flock``, released by the kernel when its holder dies) is free.
+The next ctrlz process that opens the store (any command, the daemon, the MCP server) then
+*finishes the interrupted restore's bookkeeping*: it removes the temp files, keeps any inode the
+restore had taken aside whose bytes the store does not hold, leaves the undo entry that the
+restore would have left, and removes the record. The workspace is then a mix of the two states,
+every path of which the store holds: ``ctrlz undo`` puts back the state before the restore, and
+running the restore again completes it.
+
+The same clean-up runs in-process when a restore fails with an error, so a failed restore and a
+crashed one end alike: no temp files, an undo path, a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..state.atomic import atomic_write_bytes
+from ..state.objects import ObjectStore
+from ..types import show_path
+from .dirs import DirHandles
+
+JOURNAL_NAME = "restore-journal"
+VERSION = 1
+
+
+@dataclass
+class Intent:
+    token: str
+    kind: str  # rollback / revert / rewind / undo / redo / toolcall / restore-to / ...
+    target: str  # the snapshot being restored
+    safety: str | None  # the safety snapshot holding the state before the restore
+    roots: list[bytes]  # destination roots, in the order of the virtual roots "0", "1", ...
+    dirs: list[bytes]  # virtual directories in which temp files may exist
+    #: how to leave an undo path: {"record": {...operation...}}, {"undo_of": seq},
+    #: {"redo_of": seq}, or {} (restore --to: the destination is new)
+    undo: dict[str, Any] = field(default_factory=dict)
+    created_ns: int = 0
+
+    def to_bytes(self) -> bytes:
+        data = asdict(self)
+        data["roots"] = [r.hex() for r in self.roots]
+        data["dirs"] = [d.hex() for d in self.dirs]
+        data["version"] = VERSION
+        return json.dumps(data, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Intent:
+        data = json.loads(raw)
+        data.pop("version", None)
+        data["roots"] = [bytes.fromhex(r) for r in data["roots"]]
+        data["dirs"] = [bytes.fromhex(d) for d in data["dirs"]]
+        return cls(**data)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} to {self.target}"
+
+
+def path(store: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(store), JOURNAL_NAME)
+
+
+def write(store: str | os.PathLike[str], intent: Intent) -> None:
+    """Durable before the restore's first write (temp file, fsync, rename, fsync the dir)."""
+    atomic_write_bytes(path(store), intent.to_bytes(), durable=True)
+
+
+def pending(store: str | os.PathLike[str]) -> bool:
+    return os.path.exists(path(store))
+
+
+def read(store: str | os.PathLike[str]) -> Intent | None:
+    try:
+        with open(path(store), "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return Intent.from_bytes(raw)
+    except (ValueError, KeyError, TypeError):
+        return None  # torn by hand or by a foreign tool; nothing to act on
+
+
+def clear(store: str | os.PathLike[str]) -> None:
+    try:
+        os.unlink(path(store))
+    except FileNotFoundError:
+        return
+    from ..state.atomic import fsync_dir
+
+    fsync_dir(os.fspath(store))
+
+
+def sweep(intent: Intent, objects: ObjectStore) -> list[str]:
+    """Remove the temp files of an interrupted restore; returns notes for the user.
+
+    A temp file holds bytes copied out of the store, so it can always go. An inode the restore
+    had taken aside (``…-a<n>``, the file it was replacing or deleting) goes only when the store
+    holds its bytes; otherwise it is kept under a visible name, and the note says where."""
+    from .apply import temp_prefix
+
+    prefix = os.fsencode(temp_prefix(intent.token))
+    notes: list[str] = []
+    with DirHandles(intent.roots, limit=16) as dirs:
+        for vdir in _existing(intent.dirs):
+            try:
+                fd = dirs.get(vdir)
+                names = [n for n in os.listdir(fd) if os.fsencode(n).startswith(prefix)]
+            except OSError:
+                continue  # the directory is gone, or is no directory now: nothing of ours
+            for raw_name in names:
+                name = os.fsencode(raw_name)
+                try:
+                    fd = dirs.get(vdir)
+                    if name[len(prefix):].startswith(b"a") and not _stored(objects, fd, name):
+                        kept = b"ctrlz-rescued-" + name[len(prefix):]
+                        os.rename(name, kept, src_dir_fd=fd, dst_dir_fd=fd)
+                        notes.append(f"kept {show_path(vdir + b'/' + kept)}: a file the "
+                                     "interrupted restore had taken aside, whose bytes no "
+                                     "snapshot holds")
+                    else:
+                        os.unlink(name, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
+    return notes
+
+
+def _existing(dirs: Iterable[bytes]) -> list[bytes]:
+    return sorted(set(dirs))
+
+
+def _stored(objects: ObjectStore, dir_fd: int, name: bytes) -> bool:
+    """Does the store hold exactly these bytes (a file's content, or a link's target)?"""
+    import stat as st
+
+    s = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if st.S_ISLNK(s.st_mode):
+        return objects.has(objects.digest(os.fsencode(os.readlink(name, dir_fd=dir_fd))))
+    if not st.S_ISREG(s.st_mode):
+        return True  # a directory or special file is never taken aside by a restore
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 dir_fd=dir_fd)
+    try:
+        h = objects.new_hasher()
+        while chunk := os.read(fd, 4 << 20):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return objects.has(h.digest())

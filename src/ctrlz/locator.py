@@ -1,0 +1,85 @@
+"""The one store locator: where the store of a workspace lives.
+
+``<home>/workspaces/<slug>-<first 16 hex of sha256(real path)>``, with ``home`` from
+``$CTRLZ_HOME`` or the platform's user data directory. Everything that looks for a store (the
+Python API, the CLI, agent hooks, the daemon) goes through :func:`store_dir` or
+:func:`store_path_for`, so they can never disagree.
+
+The string functions here run in every agent hook, so they import neither ``pathlib`` nor
+``hashlib`` nor ``re`` (each costs a hook milliseconds of start-up); the ``Path`` versions are
+for everything else.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from .errors import WorkspaceError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# what re.sub(r"[^A-Za-z0-9._-]", "_", name) keeps, without compiling a regular expression
+_SLUG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def home_dir() -> str:
+    """``$CTRLZ_HOME`` if set, else the platform's user data directory for ctrlz."""
+    env = os.environ.get("CTRLZ_HOME")
+    if env:
+        return os.path.expanduser(env)
+    import platformdirs
+
+    return platformdirs.user_data_dir("ctrlz")
+
+
+def default_home() -> Path:
+    from pathlib import Path
+
+    return Path(home_dir())
+
+
+def _sha256(data: bytes) -> Any:
+    """SHA-256 without ``hashlib``, whose import loads OpenSSL (milliseconds of every hook's
+    start-up) for one short digest; CPython's built-in module gives the same bytes."""
+    try:
+        from _sha256 import sha256  # CPython 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython 3.12+
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data)
+
+
+def store_dir(real_root: str, home: str) -> str:
+    """The store of the workspace at ``real_root`` (already resolved)."""
+    slug = "".join(c if c in _SLUG_CHARS else "_" for c in os.path.basename(real_root))
+    slug = slug[:40] or "root"
+    digest = _sha256(os.fsencode(real_root)).hexdigest()[:16]
+    return os.path.join(home, "workspaces", f"{slug}-{digest}")
+
+
+def store_path_for(root: Path, home: Path) -> Path:
+    from pathlib import Path
+
+    return Path(store_dir(os.fspath(root.resolve()), os.fspath(home)))
+
+
+def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str, str]:
+    """(workspace root, its store) for the protected workspace containing ``start``, on
+    strings."""
+    home = os.path.expanduser(home or home_dir())
+    here = os.path.realpath(os.path.expanduser(os.fspath(start)))
+    candidate = here
+    while True:
+        store = store_dir(candidate, home)
+        if os.path.isfile(os.path.join(store, "catalog.db")):
+            return candidate, store
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            break
+        candidate = parent
+    raise WorkspaceError(f"{here} is not inside a protected workspace; run `ctrlz init` there "
+                         "first")

@@ -1,0 +1,306 @@
+"""An open protected workspace: its root, its store, its configuration, and the policy of
+taking snapshots there (pools, retention).
+
+This is the session layer's handle on a workspace; the Python API's
+:class:`ctrlz.Workspace` is a thin face over it, and the session, tool-call and daemon code take
+it (or a :class:`ctrlz.Workspace`, which is one) without importing any face.
+
+The store lives under ``$CTRLZ_HOME`` (default: the platform's user data directory), never in the
+workspace: ``<home>/workspaces/<name>-<hash of the workspace's real path>/``
+(:mod:`ctrlz.state.locator`). Opening it finishes whatever an interrupted restore left
+(:func:`ctrlz.engine.restore.recover`); what was done is in :attr:`recovered`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Self
+
+from ..config import Config, load_config
+from ..engine import retention
+from ..engine.refs import resolve
+from ..engine.restore import recover
+from ..engine.snapshot import gc_paused, take_snapshot
+from ..errors import PathOutsideWorkspace, StoreError, UsageError, WorkspaceError
+from ..locator import default_home, store_path_for
+from ..state.oplog import OpLog
+from ..state.repository import Repository
+from ..state.scan import ScanStats
+from ..state.sessiondb import SessionDB
+from ..state.trees import DIR, Entry
+from ..types import Snapshot
+from . import journal
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+class ProtectedWorkspace:
+    def __init__(self, root: Path, repo: Repository, config: Config, home: Path) -> None:
+        self.root = root
+        self.repo = repo
+        self.config = config
+        self.home = home
+        #: notes about interrupted restores this opening cleaned up (shown by the CLI)
+        self.recovered: list[str] = recover(repo)
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str] = ".", home: Path | None = None,
+             config: Config | None = None) -> Self:
+        """Start protecting ``path``; idempotent."""
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise UsageError(f"{root} is not a directory")
+        root = root.resolve()
+        home = (home or default_home()).expanduser()
+        store = store_path_for(root, home)
+        if _inside(home, root) or _inside(store, root):
+            raise WorkspaceError(
+                f"the ctrlz store ({store}) would be inside the workspace {root}; set CTRLZ_HOME "
+                "to a directory outside it")
+        config = config or load_config(root)
+        if not Repository.exists(store):
+            Repository.create(store, [str(root)], algorithm=config["hash"]).close()
+        return cls(root, Repository.open(store), config, home)
+
+
+    @classmethod
+    def find(cls, start: str | os.PathLike[str] = ".", home: Path | None = None) -> Path | None:
+        """The protected workspace that contains ``start``, if any."""
+        home = (home or default_home()).expanduser()
+        here = Path(start).expanduser().resolve()
+        for candidate in (here, *here.parents):
+            if Repository.exists(store_path_for(candidate, home)):
+                return candidate
+        return None
+
+
+    @classmethod
+    def open(cls, start: str | os.PathLike[str] = ".", home: Path | None = None,
+             config: Config | None = None) -> Self:
+        home = (home or default_home()).expanduser()
+        if not Path(start).expanduser().exists():
+            raise UsageError(f"{start} does not exist")
+        root = cls.find(start, home)
+        if root is None:
+            here = Path(start).expanduser().resolve()
+            for candidate in (here, *here.parents):
+                store = store_path_for(candidate, home)
+                if store.is_dir() and any(store.iterdir()):
+                    raise StoreError(f"the store {store} of {candidate} is unreadable: its "
+                                     "catalog.db is missing or not a file")
+            raise WorkspaceError(f"{Path(start).expanduser().resolve()} is not inside a protected "
+                                 "workspace; run `ctrlz init` there first")
+        return cls(root, Repository.open(store_path_for(root, home)),
+                   config or load_config(root), home)
+
+
+    def close(self) -> None:
+        if getattr(self, "_session_db", None) is not None:
+            self._session_db.close()
+        self.repo.close()
+
+
+    def __enter__(self) -> Self:
+        return self
+
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+    @property
+    def store_path(self) -> Path:
+        return self.repo.path
+
+
+    @property
+    def roots(self) -> list[Path]:
+        return [self.root]
+
+
+    def snapshot(self, type: str = "manual", label: str | None = None,
+                 pinned: bool = False, dirty: set[bytes] | None = None,
+                 session_id: str | None = None) -> Snapshot:
+        """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
+        byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
+        with gc_paused(), self.repo.lock:
+            if type == "manual":
+                retention.check_manual_cap(self.snapshots(), self.policy)
+            snap, self.last_scan = self._take(type, label, pinned, dirty)
+            journal.record_snapshot(self.session_db, snap, auto_max=self.config["auto_max"],
+                                    session_id=session_id)
+            self.enforce_pools()
+        return snap
+
+
+    def _take(self, type: str, label: str | None, pinned: bool,
+              dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:
+        """``dirty``: workspace-relative directories a watcher saw change since the last
+        snapshot; every other directory is reused from the stat cache without being listed."""
+        return take_snapshot(self.repo, self.roots, [self.config.rules], type=type, label=label,
+                             pinned=pinned, limits=self.config.limits,
+                             dirty=[dirty] if dirty is not None else None)
+
+
+    @property
+    def session_db(self) -> SessionDB:
+        """The store's session database (file events, snapshot events, exec events)."""
+        db = getattr(self, "_session_db", None)
+        if db is None:
+            db = self._session_db = SessionDB(self.store_path / "session.db")
+        return db
+
+
+    def snapshots(self) -> list[Snapshot]:
+        """All snapshots, oldest first."""
+        return self.repo.catalog.snapshots()
+
+
+    def resolve(self, ref: str) -> Snapshot:
+        return resolve(self.snapshots(), ref)
+
+
+    def remove(self, refs: Sequence[str]) -> list[Snapshot]:
+        with self.repo.lock:
+            gone = [self.resolve(r) for r in refs]
+            with self.repo.catalog.transaction():
+                for s in gone:
+                    self.repo.catalog.delete_snapshot(s.id)
+        return gone
+
+
+    def set_pinned(self, ref: str, pinned: bool) -> Snapshot:
+        with self.repo.lock:
+            snap = self.resolve(ref)
+            with self.repo.catalog.transaction():
+                self.repo.catalog.update_snapshot(snap.id, pinned=int(pinned))
+        return self.resolve(snap.id)
+
+
+    def relpath(self, path: str | os.PathLike[str] | bytes) -> bytes:
+        """A user-supplied path as a workspace-relative path, refusing anything outside.
+
+        Relative paths are taken from the current directory when it lies inside the workspace
+        (as git does), otherwise from the workspace root. ``..`` is resolved lexically, so
+        ``a..b.txt`` is a fine name while ``../x`` is refused; symlinks are not followed.
+        """
+        raw = os.fsencode(path)
+        if not raw:
+            raise UsageError("empty path")
+        root = os.fsencode(self.root)
+        cwd = os.fsencode(os.getcwd())
+        if not (cwd == root or cwd.startswith(root + b"/")):
+            cwd = root
+        full = os.path.normpath(raw if raw.startswith(b"/") else os.path.join(cwd, raw))
+        if full == root:
+            return b""
+        if not full.startswith(root + b"/"):
+            raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace "
+                                       f"{self.root}")
+        return full[len(root) + 1:]
+
+    @staticmethod
+
+    def vpath(rel: bytes) -> bytes:
+        """Workspace-relative path to the engine's virtual path (root 0)."""
+        return b"0/" + rel if rel else b"0"
+
+
+    def entry_at(self, ref: str, path: str | bytes) -> Entry | None:
+        """What snapshot ``ref`` holds at ``path`` (a file, symlink or directory entry), or
+        None if the path was absent from it."""
+        return self._entry_at(self.resolve(ref), self.relpath(path))
+
+
+    def _entry_at(self, snap: Snapshot, rel: bytes) -> Entry | None:
+        oid: bytes | None = snap.root
+        entry = None
+        for name in self.vpath(rel).split(b"/"):
+            if oid is None:
+                return None
+            entry = next((e for e in self.repo.tree(oid) if e.name == name), None)
+            if entry is None:
+                return None
+            oid = entry.oid if entry.kind == DIR else None
+        return entry
+
+
+    def store_usage(self) -> tuple[int, int]:
+        """(logical bytes, stored bytes) of every object in the store."""
+        return self.repo.catalog.stored_bytes()
+
+
+    def store_disk_bytes(self) -> int:
+        """Bytes the store directory takes on disk (sum of its files' sizes)."""
+        return retention.disk_usage(self.store_path)
+
+
+    @property
+    def policy(self) -> retention.Policy:
+        return retention.Policy.from_mapping(self.config.values)
+
+
+    @property
+    def oplog(self) -> OpLog:
+        return OpLog(self.repo.catalog)
+
+
+    def enforce_pools(self) -> retention.PrunePlan:
+        """Apply the rings, ``max_count`` and ``store_cap`` now."""
+        with self.repo.lock:
+            protected = self.oplog.referenced()
+            plan = retention.plan_pools(self.snapshots(), self.policy, protected)
+            if plan.drop:
+                # no gc here: it walks every tree in the store, and a session drops an auto
+                # snapshot on every timer tick; the byte cap, `ctrlz gc` and `prune` collect
+                plan.execute(self.repo, collect=False)
+            capped = retention.enforce_byte_cap(self.repo, self.policy, protected)
+            for s in capped.drop:
+                plan.add(s, capped.reasons[s.id])
+        return plan
+
+
+    def prune(self, keep: int | None = None, older_than_seconds: float | None = None,
+              dry_run: bool = False) -> retention.PrunePlan:
+        """Drop snapshots beyond the newest ``keep`` and/or older than ``older_than_seconds``
+        (both must agree); with neither, apply the pool rules. Then collect garbage."""
+        import time
+
+        with self.repo.lock:
+            plan = retention.plan_prune(
+                self.snapshots(), self.policy, keep=keep,
+                older_than_ns=None if older_than_seconds is None else int(
+                    older_than_seconds * 1e9),
+                now_ns=time.time_ns(), protected=self.oplog.referenced())
+            plan.dry_run = dry_run
+            if not dry_run:
+                plan.execute(self.repo)
+                if keep is None and older_than_seconds is None:
+                    capped = retention.enforce_byte_cap(self.repo, self.policy,
+                                                        self.oplog.referenced())
+                    for s in capped.drop:
+                        plan.add(s, capped.reasons[s.id])
+        return plan
+
+
+    def relabel(self, ref: str, label: str | None, type: str | None = None) -> Snapshot:
+        """Give snapshot ``ref`` a new label (and optionally a new pool type)."""
+        with self.repo.lock:
+            snap = self.resolve(ref)
+            fields: dict[str, object] = {"label": label}
+            if type is not None:
+                fields["type"] = type
+            with self.repo.catalog.transaction():
+                self.repo.catalog.update_snapshot(snap.id, **fields)
+        return self.resolve(snap.id)
+

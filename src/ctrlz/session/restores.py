@@ -1,0 +1,131 @@
+"""Restores of a whole workspace or some of its paths, and the undo stack over them.
+
+Each function here decides *what* to restore (which snapshot, which paths, how the undo entry is
+left) and hands one :class:`~ctrlz.engine.restore.Request` to the restore engine, which does
+everything else; then it writes the ``restored`` file events and applies the pools. The faces
+(CLI, MCP, the Python API) call these and render the result.
+
+Undo and redo are restores too. The operation log (:mod:`ctrlz.state.oplog`) is the one undo
+stack of the store: rollbacks, reverts, rewinds and tool-call restores all push onto it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..engine.restore import Request, RestoreResult, recover, restore_in_place, restore_into
+from ..engine.snapshot import gc_paused
+from ..errors import RestoreError, UsageError
+from ..reports import UndoResult
+from . import journal
+
+if TYPE_CHECKING:
+    from .protected import ProtectedWorkspace
+
+PathArg = str | os.PathLike[str] | bytes
+
+
+def run(ws: ProtectedWorkspace, req: Request) -> RestoreResult:
+    """Hand one request to the engine, then record what it did."""
+    with gc_paused(), ws.repo.lock:
+        try:
+            result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req,
+                                      ws.config.limits)
+        except RestoreError as exc:
+            partial = getattr(exc, "result", None)
+            if partial is not None:
+                journal.record_restored(ws.session_db, partial)
+            raise
+        if not req.dry_run:
+            journal.record_restored(ws.session_db, result)
+            ws.enforce_pools()
+    return result
+
+
+def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,
+             dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
+    """The workspace (or only ``paths``) back to snapshot ``ref``, in place; undoable."""
+    rels = [ws.relpath(p) for p in paths] if paths else []
+    target = ws.resolve(ref)
+    return run(ws, Request(
+        kind=kind, target=target, paths=[ws.vpath(r) for r in rels] or None, dry_run=dry_run,
+        undo={"record": {"kind": kind, "paths": [r.hex() for r in rels]}},
+        label=f"before {kind} to {target.id}"))
+
+
+def revert(ws: ProtectedWorkspace, path: PathArg, from_: str | None = None,
+           dry_run: bool = False) -> RestoreResult:
+    """One file or folder back from the newest snapshot in which it exists (or ``from_``);
+    deleted if that snapshot says it was absent."""
+    rel = ws.relpath(path)
+    if not rel:
+        raise UsageError("revert takes a file or folder; use `ctrlz rollback` for the "
+                         "whole workspace")
+    if from_ is None:
+        candidates = [s for s in ws.snapshots() if s.type != "safety"]
+        if not candidates:
+            ws.resolve("latest")  # raises the "no snapshots yet" error
+            candidates = ws.snapshots()
+        source = next((s for s in reversed(candidates) if ws._entry_at(s, rel)),
+                      candidates[-1])
+        from_ = source.id
+    return rollback(ws, from_, [path], dry_run=dry_run, kind="revert")
+
+
+def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
+               paths: Sequence[PathArg] | None = None, dry_run: bool = False) -> RestoreResult:
+    """Extract snapshot ``ref`` into ``dest``, which must be new or empty."""
+    target = ws.resolve(ref)
+    dest_path = Path(dest).expanduser().absolute()
+    try:
+        dest_path.resolve().relative_to(ws.root.resolve())
+        inside = True
+    except ValueError:
+        inside = False
+    if inside:
+        raise UsageError(f"{dest} is inside the workspace; restore into a directory "
+                         "outside it, or use rollback")
+    vpaths = [ws.vpath(ws.relpath(p)) for p in paths] if paths else None
+    return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run)
+
+
+def undo(ws: ProtectedWorkspace) -> UndoResult:
+    """Take back the newest operation that is not undone yet."""
+    with ws.repo.lock:
+        recover(ws.repo)  # an interrupted restore leaves its undo entry first
+        op = ws.oplog.next_undo()
+        if op is None:
+            raise UsageError("nothing to undo: no rollback, revert or rewind since the log "
+                             "began")
+        before = ws.repo.catalog.snapshot(op.before) if op.before else None
+        if before is None:
+            raise RestoreError(f"cannot undo the {op.kind} to {op.target}: its safety "
+                               "snapshot is gone")
+        result = run(ws, Request(
+            kind="undo", target=before, paths=[ws.vpath(p) for p in op.paths] or None,
+            explicit=[ws.vpath(p) for p in op.explicit], undo={"undo_of": op.seq},
+            label=f"before undoing the {op.kind} to {op.target}"))
+    return UndoResult("undo", op, result)
+
+
+def redo(ws: ProtectedWorkspace) -> UndoResult:
+    """Apply again the oldest undone operation."""
+    with ws.repo.lock:
+        recover(ws.repo)
+        op = ws.oplog.next_redo()
+        if op is None:
+            raise UsageError("nothing to redo")
+        cat = ws.repo.catalog
+        ref = op.after if op.after and cat.snapshot(op.after) else op.target
+        target = cat.snapshot(ref)
+        if target is None:
+            raise RestoreError(f"cannot redo the {op.kind} to {op.target}: its snapshot "
+                               "is gone")
+        result = run(ws, Request(
+            kind="redo", target=target, paths=[ws.vpath(p) for p in op.paths] or None,
+            explicit=[ws.vpath(p) for p in op.explicit], undo={"redo_of": op.seq},
+            label=f"before redoing the {op.kind} to {op.target}"))
+    return UndoResult("redo", op, result)
