@@ -1,9 +1,27 @@
 """The MCP face of ctrlz: Capsem's seven ``snapshots_*`` tools plus ``snapshots_diff`` and
 ``snapshots_restore``.
 
-- :mod:`ctrlz.mcp.tools` holds the logic (change listing, compaction, pagination, result shapes)
-  as plain functions on a :class:`~ctrlz.workspace.Workspace`; it does not import the SDK.
-- :mod:`ctrlz.mcp.server` wires those functions into an ``mcp`` SDK v2 ``MCPServer`` (stdio).
+- :mod:`ctrlz.mcp.queries` -- the read-only tools (list, changes, history, diff) and their
+  text renderings, as plain functions on a :class:`~ctrlz.workspace.Workspace`;
+- :mod:`ctrlz.mcp.actions` -- the tools that change things (create, delete, compact, revert,
+  restore); the rules for what may be deleted and how snapshots fold into one are
+  :mod:`ctrlz.session.policy`'s;
+- :mod:`ctrlz.mcp.checkpoints` -- ``cp-N`` aliases, ages and pool sizes as agents see them;
+- :mod:`ctrlz.mcp.text` -- pagination by characters and wire-safe text;
+- :mod:`ctrlz.mcp.server` wires the tools into an ``mcp`` SDK v2 ``MCPServer`` (stdio). Only it
+  imports the SDK.
+
+Differences from Capsem, on purpose:
+
+- Changes are found by content (object ids), never by size.
+- A snapshot is the full state of the workspace, so compaction keeps the newest of the given
+  snapshots (renamed) and drops the older ones: a file deleted by then stays deleted. Capsem
+  merged the file sets and brought deleted files back.
+- Pagination slices ``str`` (code points), never bytes.
+- Paths are checked lexically against the workspace root: ``a..b.txt`` is a name, ``../x`` and
+  ``/etc/passwd`` are refused.
+- ``checkpoint`` values are stable snapshot ids; ``cp-N`` (the Nth newest) is accepted as input
+  and reported as ``cp`` alongside.
 
 See ``docs/mcp.md``.
 """

@@ -1,4 +1,5 @@
-"""The ``mcp`` SDK (v2) server: thin tools over :mod:`ctrlz.mcp.tools`, served over stdio.
+"""The ``mcp`` SDK (v2) server: thin tools over :mod:`ctrlz.mcp.queries` and
+:mod:`ctrlz.mcp.actions`, served over stdio.
 
 Each call opens the workspace that contains the server's starting directory, does one thing
 and closes it again, so a workspace initialised after the server started is picked up, and no
@@ -22,7 +23,8 @@ from pydantic import Field
 
 from ..errors import CtrlzError
 from ..workspace import Workspace
-from . import tools
+from . import actions, queries
+from .text import DEFAULT_MAX_LENGTH, Page, clean, paginate, to_json_text
 
 log = logging.getLogger("ctrlz.mcp")
 T = TypeVar("T")
@@ -172,12 +174,12 @@ class Server:
 
 
 def _result(data: dict[str, Any], text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=tools.clean(text))],
+    return CallToolResult(content=[TextContent(type="text", text=clean(text))],
                           structured_content=data)
 
 
 def _json_result(data: dict[str, Any]) -> CallToolResult:
-    return _result(data, tools.to_json_text(data))
+    return _result(data, to_json_text(data))
 
 
 def _paged(data: dict[str, Any], text: str, fmt: Format, start_index: int,
@@ -185,10 +187,10 @@ def _paged(data: dict[str, Any], text: str, fmt: Format, start_index: int,
     """``text`` format: the rendering, paginated by characters. ``json``: the whole data (never
     cut, so it stays parseable). Either way the structured output is the whole data."""
     if fmt == "json":
-        body = tools.to_json_text(data)
-        page = tools.Page(body, 0, len(body), len(body))
+        body = to_json_text(data)
+        page = Page(body, 0, len(body), len(body))
         return _result({**data, **page.to_json()}, body)
-    page = tools.paginate(text, start_index, max_length)
+    page = paginate(text, start_index, max_length)
     return _result({**data, **page.to_json()}, page.render())
 
 
@@ -211,28 +213,28 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
 
         Manual snapshots are never evicted; when the manual pool is full this fails; free a
         slot with snapshots_delete or snapshots_compact."""
-        return _json_result(srv.call(lambda ws: tools.create(ws, name)))
+        return _json_result(srv.call(lambda ws: actions.create(ws, name)))
 
     @mcp.tool(annotations=READ_ONLY)
     def snapshots_list(start_index: StartIndex = 0,
-                       max_length: MaxLength = tools.DEFAULT_MAX_LENGTH,
+                       max_length: MaxLength = DEFAULT_MAX_LENGTH,
                        format: Format = "text",
                        include_changes: bool = False) -> Annotated[CallToolResult, ListOut]:
         """List snapshots newest first, with counts of files created/edited/deleted since the
         snapshot before each (by content). include_changes adds the per-file list. Text output
         is paginated by characters: pass next_start_index as start_index to continue."""
-        data = srv.call(lambda ws: tools.list_snapshots(ws, include_changes))
-        return _paged(data, tools.render_list(data), format, start_index, max_length)
+        data = srv.call(lambda ws: queries.list_snapshots(ws, include_changes))
+        return _paged(data, queries.render_list(data), format, start_index, max_length)
 
     @mcp.tool(annotations=READ_ONLY)
     def snapshots_changes(start_index: StartIndex = 0,
-                          max_length: MaxLength = tools.DEFAULT_MAX_LENGTH,
+                          max_length: MaxLength = DEFAULT_MAX_LENGTH,
                           format: Format = "text") -> Annotated[CallToolResult, ChangesOut]:
         """Files that differ now from the snapshots (created, modified or deleted, by content).
         Each path is listed once, under the newest checkpoint it differs from: revert it from
         there. Text output is paginated by characters."""
-        data = srv.call(tools.changed_files)
-        return _paged(data, tools.render_changes(data), format, start_index, max_length)
+        data = srv.call(queries.changed_files)
+        return _paged(data, queries.render_changes(data), format, start_index, max_length)
 
     @mcp.tool(annotations=DESTRUCTIVE_IDEMPOTENT)
     def snapshots_revert(
@@ -243,13 +245,13 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         """Put one file or folder back as it was in `checkpoint` (default: the newest snapshot
         that has it; a file no snapshot has is deleted). A safety snapshot is taken first;
         the result says how to undo."""
-        return _json_result(srv.call(lambda ws: tools.revert(ws, path, checkpoint)))
+        return _json_result(srv.call(lambda ws: actions.revert(ws, path, checkpoint)))
 
     @mcp.tool(annotations=DESTRUCTIVE_IDEMPOTENT)
     def snapshots_delete(checkpoint: Checkpoint) -> Annotated[CallToolResult, DeleteOut]:
         """Delete one snapshot. Pinned snapshots and safety snapshots that undo still needs are
         refused."""
-        return _json_result(srv.call(lambda ws: tools.delete(ws, checkpoint)))
+        return _json_result(srv.call(lambda ws: actions.delete(ws, checkpoint)))
 
     @mcp.tool(annotations=READ_ONLY)
     def snapshots_history(
@@ -258,7 +260,7 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
     ) -> Annotated[CallToolResult, HistoryOut]:
         """Every snapshot of one path, newest first, each marked new / modified / unchanged /
         deleted / absent against the snapshot before it (by content)."""
-        return _json_result(srv.call(lambda ws: tools.history(ws, path)))
+        return _json_result(srv.call(lambda ws: queries.history(ws, path)))
 
     @mcp.tool(annotations=DESTRUCTIVE)
     def snapshots_compact(
@@ -270,20 +272,20 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         """Fold several snapshots into one manual snapshot: the newest of them is kept (renamed)
         and the older ones are deleted. A snapshot is the full workspace state, so files
         deleted by the newest one stay deleted."""
-        return _json_result(srv.call(lambda ws: tools.compact(ws, checkpoints, name)))
+        return _json_result(srv.call(lambda ws: actions.compact(ws, checkpoints, name)))
 
     @mcp.tool(annotations=READ_ONLY)
     def snapshots_diff(path: Annotated[str | None, Field(description="Limit to this file or "
                                                                       "folder.")] = None,
                        checkpoint: Checkpoint | None = None,
                        start_index: StartIndex = 0,
-                       max_length: MaxLength = tools.DEFAULT_MAX_LENGTH,
+                       max_length: MaxLength = DEFAULT_MAX_LENGTH,
                        ) -> Annotated[CallToolResult, DiffOut]:
         """A unified diff from `checkpoint` (default: the newest snapshot) to the working tree,
         paginated by characters."""
-        data, text = srv.call(lambda ws: tools.diff(ws, path, checkpoint))
-        page = tools.paginate(text, start_index, max_length)
-        return _result({**data, "diff": tools.clean(page.text), **page.to_json()},
+        data, text = srv.call(lambda ws: queries.diff(ws, path, checkpoint))
+        page = paginate(text, start_index, max_length)
+        return _result({**data, "diff": clean(page.text), **page.to_json()},
                        page.render())
 
     @mcp.tool(annotations=DESTRUCTIVE_IDEMPOTENT)
@@ -296,7 +298,7 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         """Roll the workspace (or only `paths`) back to `checkpoint`, in place. A safety
         snapshot is taken first and the result says how to undo; only paths the snapshot
         covered are touched."""
-        return _json_result(srv.call(lambda ws: tools.restore(ws, checkpoint, paths, dry_run)))
+        return _json_result(srv.call(lambda ws: actions.restore(ws, checkpoint, paths, dry_run)))
 
     return mcp
 

@@ -7,4 +7,6 @@ scheduler
     the timer, git, build and idle triggers, and the one worker that takes snapshots
 triggers
     pure rules: which exec events are git commits or builds
+policy
+    what a face may do to snapshots: which may be deleted, compaction, names, free manual slots
 """

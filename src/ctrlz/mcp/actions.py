@@ -1,0 +1,124 @@
+"""The tools that change things: create, delete, compact, revert and restore.
+
+Each one parses its arguments, makes one call into the library (the rules for deleting and
+compacting are :mod:`ctrlz.session.policy`'s, the restores :class:`~ctrlz.Workspace`'s) and
+shapes the result. Expected failures raise :class:`~ctrlz.errors.CtrlzError` subclasses with
+one-line messages that name the MCP tool to use next.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import LimitExceeded, UsageError
+from ..session import policy
+from ..types import Snapshot, text_path
+from ..workspace import Workspace
+from .checkpoints import check_path, cp_aliases, pools
+from .text import clean
+
+MAX_ACTIONS = 200
+_DELETE_HINT = "free a slot with snapshots_delete or snapshots_compact (or `ctrlz rm` in a shell)"
+
+
+def _limit_hint(exc: LimitExceeded) -> LimitExceeded:
+    """The library's pool-full message, with the shell advice replaced by the tools'."""
+    msg = str(exc).split("; remove some with")[0]
+    return LimitExceeded(f"{msg}; {_DELETE_HINT}")
+
+
+def create(ws: Workspace, name: str) -> dict[str, Any]:
+    """A manual snapshot named ``name``; a full manual pool is an error, never an eviction."""
+    name = policy.check_name(name)
+    try:
+        snap = ws.snapshot(type="manual", label=name)
+    except LimitExceeded as exc:
+        raise _limit_hint(exc) from None
+    snaps = ws.snapshots()
+    return {"checkpoint": snap.id, "cp": cp_aliases(snaps).get(snap.id), "name": snap.label,
+            "hash": snap.root.hex(), "available": pools(ws, snaps)["manual_available"],
+            "files_count": snap.files + snap.symlinks, "number": snap.number,
+            "created_at": snap.created_at,
+            "skipped": [s.to_json() | {"path": text_path(s.path)} for s in snap.skipped]}
+
+
+def delete(ws: Workspace, checkpoint: str) -> dict[str, Any]:
+    snap = policy.resolve_ref(ws, checkpoint)
+    cps = cp_aliases(ws.snapshots())
+    policy.delete(ws, snap)
+    return {"deleted": True, "checkpoint": snap.id, "cp": cps[snap.id], "name": snap.label,
+            "origin": snap.type,
+            "available": pools(ws, ws.snapshots())["manual_available"]}
+
+
+def compact(ws: Workspace, checkpoints: Sequence[str], name: str | None = None
+            ) -> dict[str, Any]:
+    """Fold several snapshots into one (see :func:`ctrlz.session.policy.compact`)."""
+    try:
+        done = policy.compact(ws, checkpoints, name)
+    except LimitExceeded as exc:
+        raise _limit_hint(exc) from None
+    kept = done.kept
+    snaps = ws.snapshots()
+    return {"compacted": True, "checkpoint": kept.id, "cp": cp_aliases(snaps)[kept.id],
+            "name": kept.label, "hash": kept.root.hex(), "merged_count": done.merged,
+            "deleted_checkpoints": [s.id for s in done.dropped],
+            "files_count": kept.files + kept.symlinks,
+            "available": pools(ws, snaps)["manual_available"]}
+
+
+def _undo_hint(safety: Snapshot | None) -> str | None:
+    if safety is None:
+        return None
+    return (f"snapshots_restore(checkpoint=\"{safety.id}\") puts back what this replaced "
+            "(or `ctrlz undo` in a shell)")
+
+
+def revert(ws: Workspace, path: str, checkpoint: str | None = None) -> dict[str, Any]:
+    """One file or folder back to ``checkpoint`` (default: the newest snapshot that has it;
+    if none has it, the newest snapshot, which deletes it)."""
+    check_path(path)
+    rel = ws.relpath(path)
+    if not rel:
+        raise UsageError("revert takes a file or folder; use snapshots_restore for the whole "
+                         "workspace")
+    ref = policy.resolve_ref(ws, checkpoint).id if checkpoint is not None else None
+    if ref is not None and ws.entry_at(ref, path) is None and not os.path.lexists(
+            os.path.join(os.fsencode(ws.root), rel)):
+        raise UsageError(f"{text_path(rel)} exists neither in {ref} nor in the workspace")
+    if ref is None and not ws.snapshots():
+        ws.resolve("latest")  # the "no snapshots yet" error
+    result = ws.revert(path, ref)
+    counts = result.plan.counts()
+    present = ws.entry_at(result.target.id, path) is not None
+    action = ("unchanged" if not any(counts.values())
+              else "restored" if present else "deleted")
+    cps = cp_aliases(ws.snapshots())
+    return {"reverted": True, "path": text_path(rel), "action": action,
+            "checkpoint": result.target.id, "cp": cps.get(result.target.id),
+            "name": result.target.label, "counts": counts,
+            "safety_snapshot": result.safety.id if result.safety else None,
+            "undo": _undo_hint(result.safety)}
+
+
+def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
+            dry_run: bool = False) -> dict[str, Any]:
+    """Roll the workspace (or ``paths``) back to ``checkpoint`` in place, after a safety
+    snapshot; ``dry_run`` only plans."""
+    for p in paths or ():
+        check_path(p)
+    snap = policy.resolve_ref(ws, checkpoint)
+    result = ws.rollback(snap.id, list(paths) if paths else None, dry_run=dry_run)
+    data = result.to_json()
+    actions = [{"op": a["op"], "path": clean(a["path"]), "change": a["change"]}
+               for a in data["actions"] if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
+    cps = cp_aliases(ws.snapshots())
+    return {"restored": not dry_run, "dry_run": dry_run, "checkpoint": snap.id,
+            "cp": cps.get(snap.id), "name": snap.label, "paths": list(paths or []),
+            "counts": data["counts"], "actions": actions[:MAX_ACTIONS],
+            "actions_total": len(actions),
+            "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
+                        for k in data["skipped"]],
+            "safety_snapshot": data["safety_snapshot"], "undo": _undo_hint(result.safety)}
