@@ -1,9 +1,13 @@
 """Garbage collection: drop objects no snapshot reaches, and repack what is left.
 
+This module decides what is live (every object some snapshot's tree reaches);
+:func:`ctrlz.state.objects.sweep` reclaims the rest, the same sweep the tool-call store uses.
 Safe against crashes at any point: live objects are copied into a new pack and fsynced; one
 catalog transaction then points the index at the new pack and forgets the dead rows; only after
 that commit are old packs and dead loose files deleted. A crash before the commit leaves a stray
 new pack (removed by the next writer); a crash after it leaves stray old packs (likewise).
+Readers in other processes never read a deleted pack's bytes under a new pack's id: pack ids are
+not reused, and a read that finds its pack gone looks the object up again.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..state import failpoints
+from ..state.objects import sweep
 from ..state.repository import Repository
 from ..state.trees import DIR
 
@@ -50,42 +54,9 @@ def collect_garbage(repo: Repository) -> GcReport:
     report = GcReport()
     with repo.lock:
         report.strays_removed = len(repo.recover())
-        live = reachable(repo)
-        rows = repo.catalog.object_rows()
-        dead = [r for r in rows if r[0] not in live]
-        report.kept_objects = len(rows) - len(dead)
-        if not dead:
-            return report
-        dead_packs = {r[1] for r in dead if r[1] is not None}
-        moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
-        writer = repo.objects.writer(fresh=True)  # the live ids move to a new pack
-        for oid, pack, offset, length, size, codec in moving:
-            stored = repo.objects.read_stored(pack, offset, length)
-            repo.objects.check_stored(oid, stored, codec, size)
-            writer.put_encoded(oid, size, codec, stored)
-        failpoints.hit("gc-before-commit")
-        packs = repo.catalog.packs()
-        with repo.catalog.transaction():
-            repo.catalog.delete_objects(r[0] for r in dead)
-            repo.catalog.delete_objects(r[0] for r in moving)
-            writer.commit(repo.catalog)
-            for pack_id in dead_packs:
-                repo.catalog.delete_pack(pack_id)
-        failpoints.hit("gc-after-commit")
-        repo.objects.close()
-        for pack_id in dead_packs:
-            name = packs[pack_id][0]
-            try:
-                (repo.objects.packs_dir / name).unlink()
-            except FileNotFoundError:
-                pass
-        for oid, pack, _offset, length, _size, _codec in dead:
-            report.removed_objects += 1
-            report.removed_bytes += length
-            if pack is None:
-                try:
-                    repo.objects.loose_path(oid).unlink()
-                except FileNotFoundError:
-                    pass
-        report.repacked_packs = len(dead_packs)
+        done = sweep(repo.objects, reachable(repo))
+        report.removed_objects = done.removed_objects
+        report.removed_bytes = done.removed_bytes
+        report.repacked_packs = done.repacked_packs
+        report.kept_objects = done.kept_objects
     return report

@@ -9,6 +9,14 @@ files to a streaming copy.
 
 Every read re-hashes what it returns: a flipped bit on disk is reported as :class:`CorruptObject`
 and never written into a workspace.
+
+Readers may live long (the daemon, the MCP server) while other processes write and collect
+garbage, so a reader keeps at most ``MAX_PACK_FDS`` packs open (least recently used first out: a
+store of a thousand packs must not need a thousand file descriptors), and a read that finds its
+pack or loose file gone, or bytes that do not match, looks the object up once more before it
+calls the object corrupt: gc may have moved it to a new pack between the lookup and the read.
+Pack ids are never reused (the catalog's ``packs.id`` is ``AUTOINCREMENT``), so a cached
+pack id → file mapping can go stale but never point at another pack's bytes.
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ import _thread
 import errno
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import zstandard
 
@@ -41,6 +49,7 @@ PACK_MAGIC = b"CTZPACK1"
 _WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
 RECORD_MAGIC = b"CZOB"
+MAX_PACK_FDS = 16  # open pack files a reader keeps; fits under `ulimit -n 64` with room to spare
 
 # _thread, not threading: the same primitives (threading.local and threading.Lock are these),
 # without importing threading into every agent hook
@@ -92,6 +101,67 @@ class _PackInProgress:
         self.rows: list[ObjectRow] = []
 
 
+class _PackFds:
+    """Open pack file descriptors, at most ``limit`` of them, least recently used closed first.
+
+    Restores and snapshots read from worker threads, so a descriptor is never closed while a
+    thread still reads through it (the number could be reused by the next ``open`` and hand
+    that thread another file's bytes): :meth:`get` and :meth:`add` hand out a slot counted as in
+    use, :meth:`put` hands it back, and a slot evicted or forgotten while in use is closed by its
+    last user. Past the limit with every descriptor in use, the cache overflows rather than
+    waits. A slot is ``[fd, users, cached]``."""
+
+    __slots__ = ("limit", "_lock", "_slots")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = _thread.allocate_lock()
+        self._slots: dict[int, list[int]] = {}  # pack id -> slot, least recently used first
+
+    def get(self, pack_id: int) -> list[int] | None:
+        with self._lock:
+            slot = self._slots.pop(pack_id, None)
+            if slot is not None:
+                self._slots[pack_id] = slot  # now the most recently used
+                slot[1] += 1
+            return slot
+
+    def add(self, pack_id: int, fd: int) -> list[int]:
+        """Cache a freshly opened descriptor; returns its slot, or the slot another thread
+        added meanwhile (closing ``fd``)."""
+        with self._lock:
+            slot = self._slots.get(pack_id)
+            if slot is not None:
+                os.close(fd)
+                slot[1] += 1
+                return slot
+            slot = self._slots[pack_id] = [fd, 1, 1]
+            if len(self._slots) > self.limit:
+                for key in [k for k, v in self._slots.items() if v[1] == 0]:
+                    os.close(self._slots.pop(key)[0])
+                    if len(self._slots) <= self.limit:
+                        break
+            return slot
+
+    def put(self, slot: list[int]) -> None:
+        with self._lock:
+            slot[1] -= 1
+            if slot[1] == 0 and not slot[2]:
+                os.close(slot[0])
+
+    def clear(self) -> None:
+        """Forget every descriptor; one in use is closed by its last user."""
+        with self._lock:
+            for slot in self._slots.values():
+                slot[2] = 0
+                if slot[1] == 0:
+                    os.close(slot[0])
+            self._slots.clear()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+
 class ObjectStore:
     """Read access to a store's objects, plus :meth:`writer` for a locked writer.
 
@@ -107,7 +177,7 @@ class ObjectStore:
         self.new_hasher = hasher_factory(algorithm)
         self._packs = os.path.join(os.fspath(root), "packs")
         self._loose = os.path.join(os.fspath(root), "objects")
-        self._pack_fds: dict[int, int] = {}
+        self._pack_fds = _PackFds(MAX_PACK_FDS)
         self._pack_names: dict[int, str] = {}
 
     @cached_property
@@ -123,9 +193,9 @@ class ObjectStore:
         return Path(self._loose)
 
     def close(self) -> None:
-        for fd in self._pack_fds.values():
-            os.close(fd)
+        """Close the cached pack descriptors (gc calls this after deleting packs)."""
         self._pack_fds.clear()
+        self._pack_names = {}
 
     def loose_path(self, oid: bytes) -> Path:
         h = oid.hex()
@@ -133,28 +203,54 @@ class ObjectStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _pack_fd(self, pack_id: int) -> int:
-        fd = self._pack_fds.get(pack_id)
-        if fd is None:
+    def _pack_slot(self, pack_id: int) -> list[int]:
+        """An open descriptor of pack ``pack_id``, as a slot of :class:`_PackFds`; give it back
+        with ``self._pack_fds.put(slot)``."""
+        slot = self._pack_fds.get(pack_id)
+        if slot is not None:
+            return slot
+        name = self._pack_names.get(pack_id)
+        if name is None:
+            self._pack_names = {k: v[0] for k, v in self.catalog.packs().items()}
             name = self._pack_names.get(pack_id)
             if name is None:
-                self._pack_names = {k: v[0] for k, v in self.catalog.packs().items()}
-                name = self._pack_names.get(pack_id)
-                if name is None:
-                    raise CorruptObject(f"the index names pack {pack_id}, which is not "
-                                        "registered; run `ctrlz verify`")
-            try:
-                fd = os.open(os.path.join(self._packs, name), os.O_RDONLY)
-            except FileNotFoundError:
-                raise CorruptObject(f"pack file {name} is missing; run `ctrlz verify`") from None
-            self._pack_fds[pack_id] = fd
-        return fd
+                raise CorruptObject(f"the index names pack {pack_id}, which is not "
+                                    "registered; run `ctrlz verify`")
+        try:
+            fd = os.open(os.path.join(self._packs, name), os.O_RDONLY)
+        except FileNotFoundError:
+            raise CorruptObject(f"pack file {name} is missing; run `ctrlz verify`") from None
+        return self._pack_fds.add(pack_id, fd)
+
+    def _pread(self, pack_id: int, length: int, offset: int) -> bytes:
+        slot = self._pack_slot(pack_id)
+        try:
+            return os.pread(slot[0], length, offset)
+        finally:
+            self._pack_fds.put(slot)
+
+    def _forget_locations(self) -> None:
+        """Drop what this reader cached about where objects live (pack names and open packs),
+        so the next lookup sees what another process's gc has done since."""
+        self._pack_fds.clear()
+        self._pack_names = {}
 
     def has(self, oid: bytes) -> bool:
         return self.catalog.lookup(oid) is not None
 
     def read(self, oid: bytes) -> bytes:
-        """The object's bytes, verified against its id."""
+        """The object's bytes, verified against its id.
+
+        A failure is retried once with a fresh lookup and fresh descriptors before it is
+        reported: another process's gc may have repacked the object (and deleted the pack this
+        reader found it in) between the lookup and the read."""
+        try:
+            return self._read_once(oid)
+        except CorruptObject:
+            self._forget_locations()
+            return self._read_once(oid)
+
+    def _read_once(self, oid: bytes) -> bytes:
         row = self.catalog.lookup(oid)
         if row is None:
             raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
@@ -162,12 +258,13 @@ class ObjectStore:
         _, pack, offset, length, size, codec = row
         if pack is None:
             try:
-                stored = self.loose_path(oid).read_bytes()
+                with open(self.loose_path(oid), "rb") as f:
+                    stored = f.read()
             except FileNotFoundError:
                 raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
                                     "run `ctrlz verify`") from None
         else:
-            stored = os.pread(self._pack_fd(pack), length, offset)
+            stored = self._pread(pack, length, offset)
         data = self._decode(stored, codec, size, oid)
         if self.digest(data) != oid:
             raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
@@ -197,19 +294,11 @@ class ObjectStore:
     def iter_chunks(self, oid: bytes) -> Iterator[bytes]:
         """Stream a (possibly large) object. The caller must check :meth:`digest` of the
         stream itself; :meth:`write_to` does."""
-        row = self.catalog.lookup(oid)
-        if row is None:
-            raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
-                                "run `ctrlz verify`")
-        _, pack, _offset, _length, _size, codec = row
-        if pack is not None:
+        loose = self._open_loose(oid)
+        if loose is None:
             yield self.read(oid)
             return
-        try:
-            f = open(self.loose_path(oid), "rb")  # noqa: SIM115
-        except FileNotFoundError:
-            raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
-                                "run `ctrlz verify`") from None
+        f, codec = loose
         with f:
             if codec == ZSTD:
                 reader = _decompressor().stream_reader(f)
@@ -218,6 +307,25 @@ class ObjectStore:
             else:
                 while chunk := f.read(CHUNK):
                     yield chunk
+
+    def _open_loose(self, oid: bytes) -> tuple[BinaryIO, int] | None:
+        """The open file and codec of a loose object, or ``None`` for a packed one. A file
+        found missing is looked up once more, as in :meth:`read`: gc may have dropped it and a
+        snapshot added the same content back since the first lookup."""
+        for retry in (False, True):
+            row = self.catalog.lookup(oid)
+            if row is None:
+                raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
+                                    "run `ctrlz verify`")
+            if row[1] is not None:
+                return None
+            try:
+                return open(self.loose_path(oid), "rb"), row[5]  # noqa: SIM115
+            except FileNotFoundError:
+                if retry:
+                    raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
+                                        "run `ctrlz verify`") from None
+        raise AssertionError("unreachable")
 
     def write_to(self, oid: bytes, fd: int) -> int:
         """Write the object to an open file descriptor, verifying it; returns its size."""
@@ -237,7 +345,7 @@ class ObjectStore:
 
     def read_stored(self, pack: int, offset: int, length: int) -> bytes:
         """Raw stored bytes of a packed object (gc copies them between packs)."""
-        return os.pread(self._pack_fd(pack), length, offset)
+        return self._pread(pack, length, offset)
 
     def writer(self, *, fresh: bool = False) -> ObjectWriter:
         """``fresh``: write every object given, even ones the index already has (repacking)."""
@@ -265,6 +373,7 @@ class ObjectWriter:
         self._done_packs: list[_PackInProgress] = []
         self._loose_rows: list[ObjectRow] = []
         self._loose_dirs: set[Path] = set()
+        self._new_dirs: set[str] = set()  # directories this writer created: their parents
         self.added_objects = 0
         self.added_bytes = 0  # raw bytes of new objects
         self.stored_bytes = 0  # bytes they take in the store
@@ -345,7 +454,8 @@ class ObjectWriter:
 
     def _open_pack(self) -> _PackInProgress:
         if self._pack is None:
-            os.makedirs(self.store._packs, exist_ok=True)
+            if _mkdir(self.store._packs):
+                self._new_dirs.add(self.store._packs)
             name = "pack-" + os.urandom(8).hex() + ".pack"
             path = os.path.join(self.store._packs, name)
             try:
@@ -376,7 +486,8 @@ class ObjectWriter:
         the bytes hashed, so the object always matches its id even if the source changes
         underneath; the caller decides whether the source stayed stable.
         """
-        self.store.loose_dir.mkdir(parents=True, exist_ok=True)
+        if _mkdir(self.store._loose):
+            self._new_dirs.add(self.store._loose)
         tmp = self.store.loose_dir / temp_name("large")
         hasher = self.store.new_hasher()
         first = os.read(fd, CHUNK)
@@ -412,7 +523,8 @@ class ObjectWriter:
             os.unlink(tmp)
             return
         dest = self.store.loose_path(oid)
-        dest.parent.mkdir(exist_ok=True)
+        if _mkdir(dest.parent):
+            self._new_dirs.add(os.fspath(dest.parent))
         os.replace(tmp, dest)
         self._loose_dirs.add(dest.parent)
         self._loose_rows.append((oid, None, 0, stored, size, codec))
@@ -429,6 +541,11 @@ class ObjectWriter:
                 fsync_dir(d)
             if self._done_packs:
                 fsync_dir(self.store._packs)
+            # a directory created by this writer is durable only once its parent's entry for
+            # it is: objects/ for a new objects/xx/, the store itself for packs/ and objects/
+            for parent in {os.path.dirname(d) for d in self._new_dirs}:
+                fsync_dir(parent)
+            self._new_dirs.clear()
         except OSError as exc:
             raise _full_disk(exc, self.store.root) from exc
         failpoints.hit("before-index-commit")
@@ -445,6 +562,92 @@ class ObjectWriter:
         if self._pack is not None:
             os.close(self._pack.fd)
             self._pack = None
+        # a directory made here may be used by the next writer, which will not know it is new
+        for parent in {os.path.dirname(d) for d in self._new_dirs}:
+            try:
+                fsync_dir(parent)
+            except OSError:
+                pass
+        self._new_dirs.clear()
+
+
+class Sweep:
+    """What :func:`sweep` did. A plain class (agent hooks import this module)."""
+
+    __slots__ = ("removed_objects", "removed_bytes", "repacked_packs", "kept_objects")
+
+    def __init__(self) -> None:
+        self.removed_objects = 0
+        self.removed_bytes = 0  # stored bytes reclaimed
+        self.repacked_packs = 0
+        self.kept_objects = 0
+
+
+def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
+    """Forget every object not in ``live`` and reclaim its bytes. Call with the store's lock.
+
+    The one sweep behind both collectors (the workspace store's gc, which decides ``live`` by
+    walking snapshots, and the tool-call store's compaction, which asks its entries). A pack
+    with any dead object is rewritten: its live objects move to a new pack, so dead bytes never
+    linger in a pack kept alive by one live neighbour. Crash-safe in the same order as a
+    snapshot: the new pack is fsynced, one transaction re-points the index and drops the dead
+    rows, and only after that commit are old packs and dead loose files deleted; a crash before
+    it leaves a stray new pack, a crash after it stray old files, both removed by the next
+    writer's recovery. Pack ids are not reused (``packs.id`` is ``AUTOINCREMENT``), so a reader
+    in another process that cached an old pack's id finds it gone and looks again."""
+    result = Sweep()
+    rows = store.catalog.object_rows()
+    dead = [r for r in rows if r[0] not in live]
+    result.kept_objects = len(rows) - len(dead)
+    if not dead:
+        return result
+    dead_packs = {r[1] for r in dead if r[1] is not None}
+    moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
+    writer = store.writer(fresh=True)  # the live ids move to a new pack
+    try:
+        for oid, pack, offset, length, size, codec in moving:
+            assert pack is not None
+            stored = store.read_stored(pack, offset, length)
+            store.check_stored(oid, stored, codec, size)
+            writer.put_encoded(oid, size, codec, stored)
+        failpoints.hit("gc-before-commit")
+        packs = store.catalog.packs()
+        with store.catalog.transaction():
+            store.catalog.delete_objects(r[0] for r in dead)
+            store.catalog.delete_objects(r[0] for r in moving)
+            writer.commit(store.catalog)
+            for pack_id in dead_packs:
+                store.catalog.delete_pack(pack_id)
+    except BaseException:
+        writer.abort()
+        raise
+    failpoints.hit("gc-after-commit")
+    store.close()
+    for pack_id in dead_packs:
+        try:
+            os.unlink(os.path.join(store._packs, packs[pack_id][0]))
+        except FileNotFoundError:
+            pass
+    for oid, pack, _offset, length, _size, _codec in dead:
+        result.removed_objects += 1
+        result.removed_bytes += length
+        if pack is None:
+            try:
+                os.unlink(store.loose_path(oid))
+            except FileNotFoundError:
+                pass
+    result.repacked_packs = len(dead_packs)
+    return result
+
+
+def _mkdir(path: str | os.PathLike[str]) -> bool:
+    """Create a directory if it is missing; returns whether this call created it (so that
+    the writer fsyncs its parent at commit, and only then)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    return True
 
 
 def stray_files(store: ObjectStore) -> list[Path]:

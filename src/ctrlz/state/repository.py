@@ -7,6 +7,11 @@ Layout::
     <store>/objects/xx/…   large objects, one file each
     <store>/lock           the writer lock (flock)
     <store>/statcache      the stat cache of the newest snapshot (optional, rebuildable)
+    <store>/toolcalls/     agent tool-call pre-images: a store of their own, with its own
+                           budget (``ctrlz.toolcalls.store``); not counted in ``store_cap``
+
+Directories are made durable when they are created: the store's own parents here, ``packs/``,
+``objects/`` and ``objects/xx/`` by the object writer's commit (their parents are fsynced, once).
 
 A workspace's repository lives under ``$CTRLZ_HOME``; a SnapshotManager's lives in its
 ``session_dir``. Either way the repository knows its roots (the tracked directories) and its
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from ..errors import StoreError, WorkspaceError
 from . import statcache
+from .atomic import fsync_dir
 from .catalog import Catalog
 from .hashing import ALGORITHMS, DEFAULT_ALGORITHM
 from .lock import StoreLock
@@ -60,18 +66,25 @@ class Repository:
         if algorithm not in ALGORITHMS:
             raise StoreError(f"unknown hash algorithm {algorithm!r}; use one of "
                              f"{', '.join(ALGORITHMS)}")
+        made = [d for d in (path, *path.parents) if not d.exists()]
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise StoreError(f"cannot create the store at {path}: {exc.strerror}") from exc
         catalog = Catalog(path / "catalog.db")
         with catalog.transaction():
-            if catalog.get_meta("format") is None:
+            fresh = catalog.get_meta("format") is None
+            if fresh:
                 catalog.set_meta("format", FORMAT)
                 catalog.set_meta("algorithm", algorithm)
                 catalog.set_meta("roots", json.dumps(roots))
                 catalog.set_meta("kind", kind)
                 catalog.set_meta("created_ns", str(time.time_ns()))
+        if fresh:
+            # SQLite fsyncs its files, not the directory entries naming them: make the new
+            # catalog's name, and every directory made on the way to it, durable too
+            for d in {path, *(m.parent for m in made)}:
+                fsync_dir(d)
         return cls(path, catalog)
 
     @classmethod
