@@ -91,7 +91,26 @@ def _v2(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2]
+def _v3(db: sqlite3.Connection) -> None:
+    """Pack ids are never reused. With a plain ``INTEGER PRIMARY KEY`` SQLite hands out
+    ``max(id) + 1``, so after gc deletes the newest pack the next pack got its id, and a
+    long-lived reader that had cached "pack 7 is this file" read the new pack's offsets out of
+    the old file. ``AUTOINCREMENT`` keeps the highest id ever used in ``sqlite_sequence``.
+    SQLite cannot add it to a table, so ``packs`` is rebuilt with every id kept (the ids are
+    inserted explicitly, which sets the sequence to the highest of them)."""
+    _script(
+        db,
+        """
+        CREATE TABLE packs_v3 (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                               name TEXT UNIQUE NOT NULL, size INTEGER NOT NULL);
+        INSERT INTO packs_v3 (id, name, size) SELECT id, name, size FROM packs ORDER BY id;
+        DROP TABLE packs;
+        ALTER TABLE packs_v3 RENAME TO packs;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
 
 _SNAPSHOT_COLUMNS = (
     "id, number, parent, type, label, pinned, created_ns, root, files, dirs, symlinks, bytes, "
