@@ -42,8 +42,11 @@ DEFAULTS: dict[str, Any] = {
     "safety_max": 10,
     "tool_max": 50,
     "max_count": 100,
-    "store_cap": 5 << 30,
+    "store_cap": 5 << 30,  # the workspace store's snapshots (not the agents' pre-images)
     "delete_initial": False,
+    # agent tool-call pre-images (<store>/toolcalls/), all sessions together; their own budget,
+    # so they never push out workspace snapshots (ctrlz.toolcalls.records.DEFAULT_PREIMAGE_CAP)
+    "preimage_cap": 1 << 30,
     # automatic snapshots (ctrlz run)
     "auto_interval": 300,
     "idle_threshold_seconds": 30,
@@ -60,7 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "hash": "blake3",
 }
 
-_SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap"}
+_SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap", "preimage_cap"}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
           "m": 1000**2, "mb": 1000**2, "mib": 1 << 20, "mi": 1 << 20,

@@ -6,8 +6,15 @@ Pools are fixed by snapshot type (as in Capsem):
 * ``manual`` snapshots have a cap of ``manual_max``: taking one over the cap is an error, and no
   existing manual snapshot is ever overwritten;
 * ``safety`` and ``tool`` snapshots keep their own rings (``safety_max``, ``tool_max``);
-* ``max_count`` caps all snapshots together, and ``store_cap`` caps the bytes the store takes on
-  disk: the oldest droppable snapshots go, and their objects are collected.
+* ``max_count`` caps all snapshots together, and ``store_cap`` caps the bytes the store's
+  snapshots take on disk (:func:`disk_usage`): the oldest droppable snapshots go, and their
+  objects are collected.
+
+``store_cap`` counts only what dropping snapshots can shrink: the catalog, the packs, the loose
+objects and the stat cache (``STORE_FILES``). Agent tool-call pre-images (``<store>/toolcalls/``)
+have their own budget, ``preimage_cap``, enforced by the tool-call store at every capture; were
+they counted here, a flood of pre-images would make retention drop manual snapshots and still
+not fit. Session records, the daemon's socket and logs and the lock file do not count either.
 
 Pinned snapshots are never dropped automatically, nor are ``pre-run`` snapshots unless
 ``delete_initial`` is set, nor the newest snapshot, nor any snapshot the caller protects (the
@@ -18,6 +25,7 @@ safety snapshots that undo/redo still need). Every decision is a :class:`PrunePl
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,22 +162,37 @@ def plan_prune(snapshots: list[Snapshot], policy: Policy, *, keep: int | None = 
     return plan
 
 
+#: the files and directories of a store that count against ``store_cap``
+STORE_FILES = ("catalog.db", "catalog.db-wal", "catalog.db-shm", "statcache", "packs", "objects")
+
+
 def disk_usage(path: Path) -> int:
-    """Bytes the files under ``path`` take (their sizes)."""
+    """Bytes the workspace store at ``path`` takes against ``store_cap`` (its files' sizes):
+    the entries of ``STORE_FILES``, never ``toolcalls/`` or the other side files."""
     total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
+    for name in STORE_FILES:
+        top = os.path.join(path, name)
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            total += st.st_size
+            continue
+        for dirpath, _dirs, files in os.walk(top):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, f)).st_size
+                except OSError:
+                    pass
     return total
 
 
 def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str] = (),
                      usage: Callable[[Path], int] = disk_usage) -> PrunePlan:
     """Drop the oldest droppable snapshots (and collect their objects) until the store fits
-    ``store_cap``."""
+    ``store_cap``. Pinned snapshots, the newest and ``protected`` ones stay even if the store
+    then does not fit; the tool-call pre-images beside it are never measured here."""
     plan = PrunePlan()
     if usage(repo.path) > policy.store_cap:
         # reclaim what earlier ring drops left unreachable before dropping anything live

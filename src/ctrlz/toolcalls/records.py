@@ -14,7 +14,9 @@ from typing import Any
 
 from .images import Image
 
-DEFAULT_BYTE_CAP = 1 << 30
+DEFAULT_BYTE_CAP = 1 << 30  # per session (tc_sessions.byte_cap)
+DEFAULT_PREIMAGE_CAP = 1 << 30  # all sessions of the store together (the preimage_cap setting)
+PREIMAGE_CAP_KEY = "preimage_cap"  # its key in the tool-call catalog's meta table
 
 
 class _Row:
@@ -132,6 +134,20 @@ def byte_cap(db: sqlite3.Connection, session_id: str) -> int:
 def set_byte_cap(db: sqlite3.Connection, session_id: str, cap: int) -> None:
     db.execute("UPDATE tc_sessions SET byte_cap = ? WHERE session_id = ?",
                (max(1, cap), session_id))
+
+
+def preimage_cap(db: sqlite3.Connection) -> int:
+    """The store-wide budget, as ``ctrlz`` last wrote it (see ``store.sync_preimage_cap``)."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (PREIMAGE_CAP_KEY,)).fetchone()
+    try:
+        return max(1, int(row[0])) if row else DEFAULT_PREIMAGE_CAP
+    except ValueError:
+        return DEFAULT_PREIMAGE_CAP
+
+
+def total_bytes(db: sqlite3.Connection) -> int:
+    """Bytes of pre-images held, all sessions together (what ``preimage_cap`` bounds)."""
+    return db.execute("SELECT COALESCE(SUM(byte_count), 0) FROM tc_snapshots").fetchone()[0]
 
 
 def find(db: sqlite3.Connection, session_id: str, snapshot_id: str) -> SnapRow | None:
@@ -252,17 +268,34 @@ def clear_redo(db: sqlite3.Connection, session_id: str) -> None:
 
 
 def enforce_cap(db: sqlite3.Connection, session_id: str, protected: int | None) -> list[str]:
-    """Evict the oldest snapshots while the session is over its byte cap; never ``protected``
-    nor an open scope. Returns the evicted ids."""
-    cap = byte_cap(db, session_id)
-    rows = db.execute("SELECT seq, snapshot_id, byte_count, open FROM tc_snapshots WHERE "
-                      "session_id = ? ORDER BY seq", (session_id,)).fetchall()
+    """Evict the oldest snapshots while the session is over its byte cap, then the oldest of
+    any session while all of them together are over the store's ``preimage_cap``; never
+    ``protected`` (the capture under way) nor an open scope (an agent still capturing into it).
+    Returns the evicted ids. Workspace snapshots are not touched: this budget is separate."""
+    evicted = _evict(db, byte_cap(db, session_id), protected, session_id)
+    cap = preimage_cap(db)
+    if total_bytes(db) > cap:  # one aggregate query on the hook path; rows only when over
+        evicted += _evict(db, cap, protected, None)
+    return evicted
+
+
+def _evict(db: sqlite3.Connection, cap: int, protected: int | None,
+           session_id: str | None) -> list[str]:
+    """Delete the oldest snapshots (of ``session_id``, or of every session) until their bytes
+    fit ``cap``. Across sessions only snapshots that hold bytes go: another session's shell
+    calls (whose pre-images are workspace snapshots) free nothing here."""
+    if session_id is None:
+        rows = db.execute("SELECT seq, snapshot_id, byte_count, open FROM tc_snapshots "
+                          "ORDER BY seq").fetchall()
+    else:
+        rows = db.execute("SELECT seq, snapshot_id, byte_count, open FROM tc_snapshots WHERE "
+                          "session_id = ? ORDER BY seq", (session_id,)).fetchall()
     total = sum(r[2] for r in rows)
     evicted = []
     for seq, sid, count, is_open in rows:
         if total <= cap:
             break
-        if seq == protected or is_open:
+        if seq == protected or is_open or (session_id is None and not count):
             continue
         delete_snapshot(db, seq)
         total -= count

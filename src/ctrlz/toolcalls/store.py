@@ -15,6 +15,17 @@ same kind of store (same ``ObjectStore``/``ObjectWriter``, same hash algorithm, 
 deduplicated across every tool call of every session), and :meth:`ToolcallStore.compact` collects
 exactly the bodies no entry references.
 
+Budgets. Pre-image bodies never count against the workspace's ``store_cap`` (so a flood of tool
+calls cannot make retention drop the user's manual snapshots); they have two budgets of their own,
+both in logical bytes of captured files (``tc_snapshots.byte_count``, an upper bound of what the
+deduplicated, compressed bodies take): a per-session ``byte_cap`` (``tc_sessions.byte_cap``,
+default 1 GiB) and the store-wide ``preimage_cap`` over every session (``meta.preimage_cap`` of
+this store's catalog, default 1 GiB). Every capture evicts the oldest tool-call snapshots until
+both hold (see :func:`ctrlz.toolcalls.records.enforce_cap`), then :meth:`ToolcallStore.compact`
+reclaims their bodies. The store-wide value comes from the ``preimage_cap`` setting; a hook cannot
+afford to load the configuration, so ``ctrlz`` writes the setting into this catalog
+(:func:`sync_preimage_cap`) and the hook reads one row.
+
 Opening this store is deliberately cheap (sqlite3, the object store, hashing; no scanner, no
 config, no engine), so a file-tool hook stays well under 100 ms.
 """
@@ -26,9 +37,11 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from ..errors import WorkspaceError
+from ..state.atomic import fsync_dir
 from ..state.catalog import Catalog
 from ..state.lock import StoreLock
-from ..state.objects import ObjectStore
+from ..state.objects import ObjectStore, sweep
+from . import records
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -168,6 +181,8 @@ class ToolcallStore:
         except FileExistsError:
             if not os.path.isdir(self.dir):
                 raise
+        else:
+            fsync_dir(os.fspath(store))  # the new directory's entry, before anything lands in it
         self.catalog = Catalog(os.path.join(self.dir, "catalog.db"))
         algorithm = self.catalog.get_meta("algorithm")
         if algorithm is None:
@@ -199,30 +214,46 @@ class ToolcallStore:
         self.close()
 
     def compact(self) -> int:
-        """Forget bodies no entry references; returns how many. Packs whose objects are all
-        dead are deleted; partly live packs are kept (they are small: one per tool call)."""
+        """Forget bodies no entry references and reclaim their bytes; returns how many.
+
+        The workspace gc's sweep (:func:`ctrlz.state.objects.sweep`): a pack holding a dead body
+        is rewritten with only its live ones, so the bytes on disk follow the budgets even when
+        a body captured by an evicted tool call shares its pack with one a later call still
+        references."""
         with self.lock:
             live = {bytes(r[0]) for r in self.db.execute(
                 "SELECT oid FROM tc_entries WHERE oid IS NOT NULL")}
-            rows = self.catalog.object_rows()
-            dead = [r for r in rows if r[0] not in live]
-            if not dead:
-                return 0
-            live_packs = {r[1] for r in rows if r[0] in live}
-            dead_packs = {r[1] for r in dead if r[1] is not None} - live_packs
-            packs = self.catalog.packs()
-            removable = [r for r in dead if r[1] is None or r[1] in dead_packs]
-            with self.catalog.transaction():
-                self.catalog.delete_objects(r[0] for r in removable)
-                for pack_id in dead_packs:
-                    self.catalog.delete_pack(pack_id)
-            self.objects.close()
-            for pack_id in dead_packs:
-                _unlink(self.objects.packs_dir / packs[pack_id][0])
-            for r in removable:
-                if r[1] is None:
-                    _unlink(self.objects.loose_path(r[0]))
-            return len(removable)
+            return sweep(self.objects, live).removed_objects
+
+    @property
+    def preimage_cap(self) -> int:
+        """The store-wide pre-image budget in bytes (see the module docstring)."""
+        return records.preimage_cap(self.db)
+
+    def set_preimage_cap(self, cap: int) -> bool:
+        """Record the store-wide budget; returns whether it changed. It takes effect at the next
+        capture, which holds this store's lock; this method does not take it, so ``ctrlz``
+        may call it while a rewind holds that lock in the same process."""
+        cap = max(1, int(cap))
+        if records.preimage_cap(self.db) == cap and self.catalog.get_meta(
+                records.PREIMAGE_CAP_KEY) is not None:
+            return False
+        with self.catalog.transaction():
+            self.catalog.set_meta(records.PREIMAGE_CAP_KEY, str(cap))
+        return True
+
+
+def sync_preimage_cap(store: str | os.PathLike[str], cap: int) -> bool:
+    """Write the ``preimage_cap`` setting where the hooks read it; returns whether it changed.
+
+    Cheap enough to call after every workspace snapshot: a store whose agents never captured a
+    pre-image and a cap left at the default cost one ``stat``; otherwise one catalog open and
+    one row read, and a write only when the value changed."""
+    catalog = os.path.join(os.fspath(store), "toolcalls", "catalog.db")
+    if cap == records.DEFAULT_PREIMAGE_CAP and not os.path.exists(catalog):
+        return False
+    with ToolcallStore(store) as tc:
+        return tc.set_preimage_cap(cap)
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
@@ -243,10 +274,3 @@ def _main_algorithm(store: str) -> str:
         return row[0] if row else "blake3"
     except sqlite3.DatabaseError:
         return "blake3"
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
