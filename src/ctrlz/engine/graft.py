@@ -136,3 +136,17 @@ class DiskCapture:
                            follow_symlinks=False).st_mode & 0o7777
         except OSError:
             return 0o755
+
+
+def lookup(read: TreeReader, top: bytes, vpath: bytes) -> Entry | None:
+    """The entry at a virtual path of the tree ``top``, or None; one level per iteration."""
+    oid: bytes | None = top
+    entry = None
+    for name in vpath.split(b"/"):
+        if oid is None:
+            return None
+        entry = next((e for e in read(oid) if e.name == name), None)
+        if entry is None:
+            return None
+        oid = entry.oid if entry.kind == DIR else None
+    return entry

@@ -39,6 +39,7 @@ from typing import Any
 from ..errors import CtrlzError, RestoreError, RestoreIncomplete, VerifyMismatch
 from ..state import failpoints
 from ..state.exclude import Rules
+from ..state.objects import LOOSE_MIN
 from ..state.oplog import OpLog
 from ..state.repository import Repository
 from ..state.scan import Limits
@@ -82,20 +83,24 @@ class RestoreResult:
         }
 
 
+BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
+
+
 class TargetContext:
     """What a target builder may use: the captured state, and a way to add trees and bodies
     (stored for a real restore, only hashed for a dry run)."""
 
     def __init__(self, repo: Repository, current: Snapshot, read: TreeReader,
-                 put_tree: Callable[[bytes], bytes],
-                 put_body: Callable[[bytes, Callable[[int], None], int], None],
+                 put_tree: Callable[[bytes], bytes], put_body: BodySink,
                  put_blob: Callable[[bytes], bytes]) -> None:
         self.repo = repo
-        self.current = current
-        self.read = read
+        self.current = current  # the captured state (the safety snapshot, or a dry scan)
+        self.read = read  # reads trees of the store and of the target under construction
         self._put_tree = put_tree
-        self.put_body = put_body  # (oid, write_to(fd), size): make the body available
-        self.put_blob = put_blob
+        #: ``put_body(oid, size, read_all, write_to)``: make a file body available to the
+        #: apply step (``read_all()`` returns it, ``write_to(fd)`` streams it)
+        self.put_body = put_body
+        self.put_blob = put_blob  # a small blob (a link target); returns its id
 
     def graft(self, base_root: bytes, changes: dict[bytes, Entry | None]) -> bytes:
         def dir_mode(_vpath: bytes) -> int:
@@ -286,8 +291,14 @@ def _build(repo: Repository, req: Request, safety: Snapshot) -> Snapshot:
         trees[oid] = decode_tree(data)
         return oid
 
-    def put_body(oid: bytes, write_to: Callable[[int], None], size: int) -> None:
+    def put_body(oid: bytes, size: int, read_all: Callable[[], bytes],
+                 write_to: Callable[[int], None]) -> None:
         if writer.contains(oid):
+            return
+        if size < LOOSE_MIN:
+            if writer.put(read_all()) != oid:
+                raise RestoreError(f"a pre-image body {oid.hex()[:16]} changed in the store; "
+                                   "run `ctrlz verify`")
             return
         import tempfile
 
@@ -328,7 +339,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
     state = scan_working(repo, roots, rules, limits)
     trees = dict(state.trees)
     read = overlay_reader(repo, trees, state.patched)
-    bodies: dict[bytes, Callable[[int], None]] = {}
+    bodies: dict[bytes, Callable[[], bytes]] = {}
 
     def put_tree(data: bytes) -> bytes:
         oid = repo.objects.digest(data)
@@ -359,19 +370,14 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
     else:
         assert req.build_target is not None
         ctx = TargetContext(repo, current, read, put_tree,
-                            lambda oid, write_to, size: bodies.setdefault(oid, write_to),
+                            lambda oid, size, read_all, write_to: bodies.setdefault(oid, read_all),
                             repo.objects.digest)
         root, base = req.build_target(ctx)
         target = dataclasses.replace(base, id=f"{req.kind} target", root=root)
 
     def read_blob(oid: bytes) -> bytes:
         if oid in bodies and not repo.objects.has(oid):
-            import tempfile
-
-            with tempfile.TemporaryFile() as f:
-                bodies[oid](f.fileno())
-                f.seek(0)
-                return f.read()
+            return bodies[oid]()
         return repo.objects.read(oid)
 
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,

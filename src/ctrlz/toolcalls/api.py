@@ -25,11 +25,11 @@ from .core import (
     evict,
     index_images,
     opened,
+    opened_workspace,
     read_images,
     record_post,
     rel_of,
     require,
-    restore_entries,
 )
 from .images import write_bytes
 
@@ -102,10 +102,15 @@ def _register_rows(place: Place, session_id: str, scope_id: str, *, lazy: bool,
 
 def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | None = None, *,
                force: bool = False, workspace: WorkspaceLike = None) -> dict[str, Any]:
-    """Put the snapshot's pre-images back (a path captured as absent is deleted). A path whose
-    current content is not what the tool call left there is skipped and reported, unless
-    ``force``. Returns ``{snapshot_id, restored_paths, skipped_paths_with_reasons}``."""
-    with opened(workspace) as place, place.store.lock:
+    """Put the snapshot's pre-images back (a path captured as absent is deleted), through the
+    restore engine: the current state of those paths is captured first, so ``ctrlz undo``
+    takes the restore back. A path whose content is no longer what the tool call left there
+    is skipped and reported, unless ``force``. Returns ``{snapshot_id, restored_paths,
+    skipped_paths_with_reasons, safety_snapshot}``."""
+    from .restore import restore_tool_calls
+
+    with opened_workspace(workspace) as ws, ws.repo.lock, opened(ws) as place, \
+            place.store.lock:
         snap = require(place, session_id, snapshot_id)
         wanted = {rel_of(place, p) for p in paths} if paths else None
         if snap.kind == "bash":
@@ -113,11 +118,15 @@ def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | Non
                     "skipped_paths_with_reasons": [{
                         "path": snap.detail or "", "reason": "a shell command: its changes are "
                         f"in workspace snapshot {snap.ws_snapshot}; use `ctrlz rewind "
-                        f"{snapshot_id}`"}]}
-        result = restore_entries(place, snap, wanted, force)
+                        f"{snapshot_id}`"}], "safety_snapshot": None}
+        outcome = restore_tool_calls(ws, place, session_id, [snap], only=wanted, force=force,
+                                     kind="toolcall", label=snapshot_id)
         with place.store.catalog.transaction():
             records.clear_redo(place.db, session_id)
-        return result
+        report = outcome.per_call(snap, [e for e in records.entries(place.db, snap.seq)
+                                         if wanted is None or e.path in wanted])
+        safety = outcome.result.safety
+        return report | {"safety_snapshot": safety.id if safety else None}
 
 
 def finish_tool_call(session_id: str, snapshot_id: str | None = None, *,

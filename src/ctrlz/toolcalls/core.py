@@ -1,7 +1,7 @@
-"""Shared machinery of the tool-call API: open the store, capture paths, restore entries.
+"""Shared machinery of the tool-call API: open the store, capture paths, record results.
 
-Capturing and restoring both run under the tool-call store's lock; the workspace store's lock is
-only taken by operations that touch workspace snapshots (Bash snapshots, rewind).
+Capturing runs under the tool-call store's lock. Restoring goes through the restore engine
+(:mod:`ctrlz.toolcalls.restore`) and takes the workspace store's lock first, then this one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
 from ..state.objects import ObjectWriter
 from . import records
-from .images import Image, UnsafePath, capture, fingerprint, put_back
+from .images import Image, UnsafePath, capture, fingerprint
 from .store import ToolcallStore, locate
 
 WorkspaceLike = Any  # a ctrlz.Workspace, a path inside one, or None (the cwd)
@@ -60,6 +60,32 @@ def opened(workspace: WorkspaceLike = None, root: str | os.PathLike[str] | None 
         yield Place(os.path.realpath(ws_root), tc)
     finally:
         tc.close()
+
+
+@contextmanager
+def opened_workspace(workspace: WorkspaceLike = None) -> Iterator[Any]:
+    """The :class:`~ctrlz.session.protected.ProtectedWorkspace` for ``workspace`` (one, a
+    :class:`ctrlz.Workspace`, or a path; None: the current directory), for the operations that
+    restore through the engine. Imported here, not at the top: hooks never need it."""
+    from ..session.protected import ProtectedWorkspace
+
+    if isinstance(workspace, ProtectedWorkspace):
+        yield workspace
+        return
+    if workspace is None or isinstance(workspace, (str, bytes, os.PathLike)):
+        start: Any = workspace if workspace is not None else "."
+    elif hasattr(workspace, "root_dir"):  # a hook's context
+        start = workspace.root_dir
+    else:
+        start = workspace.root
+    root, store = locate(start)
+    from pathlib import Path
+
+    ws = ProtectedWorkspace.open(root, home=Path(store).parent.parent)
+    try:
+        yield ws
+    finally:
+        ws.close()
 
 
 def check_id(name: str, value: str) -> str:
@@ -153,36 +179,6 @@ def record_post(place: Place, snap: records.SnapRow, rels: Iterable[bytes] | Non
 def expected_now(place: Place, snap: records.SnapRow, entry: records.EntryRow) -> Image | None:
     """What should be at the path if nobody changed it after this tool call."""
     return entry.post or records.next_pre(place.db, snap.session_id, snap.seq, entry.path)
-
-
-def restore_entries(place: Place, snap: records.SnapRow, paths: set[bytes] | None,
-                    force: bool) -> dict[str, Any]:
-    """Put back the pre-images of one snapshot, path by path, skipping (with a reason) a path
-    whose content is no longer what the tool call left there, unless ``force``."""
-    restored: list[str] = []
-    skipped: list[dict[str, str]] = []
-    for entry in records.entries(place.db, snap.seq):
-        if paths is not None and entry.path not in paths:
-            continue
-        shown = os.fsdecode(entry.path)  # ctrlz.types.show_path, without importing ctrlz.types
-        try:
-            now = fingerprint(place.rootb, entry.path, place.store.objects)
-            if now.key == entry.pre.key:
-                restored.append(shown)
-                continue
-            expected = expected_now(place, snap, entry)
-            if not force and expected is not None and now.key != expected.key:
-                skipped.append({"path": shown, "reason": "changed after the tool call "
-                                f"{snap.snapshot_id} (a later edit); use force to overwrite"})
-                continue
-            put_back(place.rootb, entry.path, entry.pre, place.store.objects)
-            restored.append(shown)
-        except UnsafePath as exc:
-            skipped.append({"path": shown, "reason": str(exc)})
-        except OSError as exc:
-            skipped.append({"path": shown, "reason": exc.strerror or str(exc)})
-    return {"snapshot_id": snap.snapshot_id, "restored_paths": restored,
-            "skipped_paths_with_reasons": skipped}
 
 
 def evict(place: Place, session_id: str, protected: int | None) -> list[str]:

@@ -1,12 +1,11 @@
-"""Pre-images of single paths: capture one into the store, fingerprint one on disk, put one back.
+"""Pre-images of single paths: capture one into the store, fingerprint one on disk.
 
 A pre-image is what one path was just before a tool call touched it: a file (body, mode), a
 symlink (target), ``absent`` (the tool call created it) or ``dir`` (recorded, never restored:
-a pre-image is about one file). Putting one back obeys the safety contract for a single path:
-the path is validated first (relative, no ``..``, no symlinked parent, inside the root), files are
-written to a temp file in the same directory, fsynced and renamed over the target, and nothing is
-ever read or written through a symlink. ``absent`` over a directory is refused rather than
-removing a tree the agent made later (harn deletes it).
+a pre-image is about one file). Capturing validates the path first (relative, no ``..``, no
+symlinked parent, inside the root) and never reads through a symlink. Putting pre-images back is
+the restore engine's job (:mod:`ctrlz.toolcalls.restore`), which refuses ``absent`` over a
+directory rather than removing a tree the agent made later (harn deletes it).
 """
 
 from __future__ import annotations
@@ -142,49 +141,6 @@ def fingerprint(root: bytes, rel: bytes, objects: ObjectStore) -> Image:
     finally:
         os.close(fd)
     return Image(FILE, objects.digest(data), len(data), stat.S_IMODE(st.st_mode))
-
-
-def put_back(root: bytes, rel: bytes, image: Image, objects: ObjectStore) -> None:
-    """Make ``rel`` match ``image``. Raises :class:`UnsafePath` with the reason to skip."""
-    full = check_rel(root, rel)
-    try:
-        st: os.stat_result | None = os.lstat(full)
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode) and image.kind != DIR:
-        raise UnsafePath("a directory is there now; not removing it")
-    if image.kind == ABSENT:
-        if st is not None:
-            os.unlink(full)
-            fsync_dir(os.path.dirname(full))
-        return
-    if image.kind in (DIR, OTHER):
-        raise UnsafePath(f"the pre-image is a {image.kind}, which a tool-call snapshot does not "
-                         "restore")
-    assert image.oid is not None
-    parent = os.path.dirname(full)
-    os.makedirs(parent, exist_ok=True)
-    check_rel(root, rel)  # parents made just now are real directories
-    tmp = os.path.join(parent, os.fsencode(temp_name(os.path.basename(full))))
-    try:
-        if image.kind == SYMLINK:
-            os.symlink(objects.read(image.oid), tmp)
-        else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                objects.write_to(image.oid, fd)
-                os.fchmod(fd, image.mode if image.mode is not None else 0o644)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.replace(tmp, full)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(parent)
 
 
 def write_bytes(root: bytes, rel: bytes, data: bytes, mode: int | None) -> None:

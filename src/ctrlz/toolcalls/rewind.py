@@ -4,15 +4,17 @@ The timeline of a session is its tool calls in capture order, each in a turn. A 
 (Write/Edit/apply_patch/...) has per-path pre-images; a shell call (Bash) has a workspace
 snapshot of type ``tool`` taken just before it ran. To rewind to just before tool call X:
 
-1. take a ``safety`` snapshot of the workspace (so the rewind itself can be undone);
+1. a ``safety`` snapshot of the workspace is taken (so the rewind itself can be undone);
 2. let B be the first shell call at or after X. If there is one, restore the workspace to B's
    ``tool`` snapshot: that is the state just before B, which undoes B and everything after it,
    whoever made the change (files the snapshot's rules exclude are left alone, as always);
-3. then restore, in reverse order, the pre-images of every file tool call from X up to (not
-   including) B, or to the end when there is no B. Per path, the earliest pre-image at or after
-   X wins, which is the state of that path just before X;
-4. take a second snapshot of the result and record the rewind in the operation log, so
-   ``ctrlz undo`` puts back the safety snapshot and ``ctrlz redo`` the rewind.
+3. and put back the pre-images of every file tool call from X up to (not including) B, or to
+   the end when there is no B. Per path, the earliest pre-image at or after X wins, which is the
+   state of that path just before X; a path whose content changed after those tool calls (a
+   later edit by hand) is left alone and reported, unless ``force``;
+4. all of it as one target handed to the restore engine (:mod:`ctrlz.toolcalls.restore`), which
+   captured every path it may touch first (ignored ones too) and records the rewind on the undo
+   stack, so ``ctrlz undo`` puts back the state before it and ``ctrlz redo`` the rewind.
 
 Rewinding to turn N means rewinding to the first tool call of turn N. ``dry_run`` computes
 what would change without touching anything. The rewound tool calls stay in the timeline: after
@@ -26,14 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RestoreError, SnapshotNotFound, UsageError
+from ..errors import SnapshotNotFound, UsageError
 from ..types import show_path
 from . import records
 from .core import opened
-from .images import fingerprint, put_back
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from ..session.protected import ProtectedWorkspace
 
 
 @dataclass
@@ -55,7 +56,7 @@ class RewindResult:
                 "undo": "ctrlz undo" if self.safety and not self.dry_run else None}
 
 
-def agent_sessions(ws: Workspace) -> list[dict[str, Any]]:
+def agent_sessions(ws: ProtectedWorkspace) -> list[dict[str, Any]]:
     """Every agent session with tool-call state in this workspace, most recent last."""
     from ..types import iso_utc
 
@@ -65,7 +66,7 @@ def agent_sessions(ws: Workspace) -> list[dict[str, Any]]:
                 for sid, agent, turn, created, last in records.sessions(place.db)]
 
 
-def latest_session(ws: Workspace) -> str:
+def latest_session(ws: ProtectedWorkspace) -> str:
     found = agent_sessions(ws)
     if not found:
         raise UsageError("no agent session has been recorded in this workspace yet; install "
@@ -73,7 +74,7 @@ def latest_session(ws: Workspace) -> str:
     return found[-1]["session_id"]
 
 
-def timeline(ws: Workspace, session_id: str | None = None) -> list[dict[str, Any]]:
+def timeline(ws: ProtectedWorkspace, session_id: str | None = None) -> list[dict[str, Any]]:
     """The session's tool calls in order: time, turn, tool, paths or command, tool_use_id."""
     sid = session_id or latest_session(ws)
     with opened(ws) as place:
@@ -92,11 +93,13 @@ def _select(snaps: list[records.SnapRow], target: str) -> list[records.SnapRow]:
                            "session; see `ctrlz rewind --list`")
 
 
-def rewind(ws: Workspace, target: str, session_id: str | None = None,
-           dry_run: bool = False) -> RewindResult:
+def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
+           dry_run: bool = False, force: bool = False) -> RewindResult:
     """Restore the workspace to just before tool call ``target`` (an id) or turn ``target``."""
+    from .restore import restore_tool_calls
+
     sid = session_id or latest_session(ws)
-    with opened(ws) as place:
+    with ws.repo.lock, opened(ws) as place, place.store.lock:
         chosen = _select(records.snapshots(place.db, sid, include_rolled_back=False), target)
         if not chosen:
             raise UsageError(f"nothing to rewind: session {sid} has no tool call at or after "
@@ -105,44 +108,19 @@ def rewind(ws: Workspace, target: str, session_id: str | None = None,
         files = [s for s in chosen if s.kind == "files" and (bash is None or s.seq < bash.seq)]
         result = RewindResult(sid, target, dry_run, [s.snapshot_id for s in chosen],
                               shell_snapshot=bash.ws_snapshot if bash else None)
-        if bash is not None and (bash.ws_snapshot is None
-                                 or ws.repo.catalog.snapshot(bash.ws_snapshot) is None):
-            raise RestoreError(f"the workspace snapshot taken before {bash.snapshot_id} "
-                               f"({bash.ws_snapshot}) is gone (pruned); cannot rewind past that "
-                               "shell command")
-        changed: dict[str, None] = {}
-        if dry_run:
-            if bash is not None:
-                for c in ws.diff(bash.ws_snapshot).changes:
-                    changed[show_path(c.path)] = None
-            for snap in reversed(files):
-                for e in records.entries(place.db, snap.seq):
-                    now = fingerprint(place.rootb, e.path, place.store.objects)
-                    if now.key != e.pre.key:
-                        changed[show_path(e.path)] = None
-            result.changed_paths = sorted(changed)
-            return result
-        with ws.repo.lock, place.store.lock:
-            safety = ws.snapshot(type="safety", label=f"before rewind to {target}")
-            result.safety = safety.id
-            if bash is not None:
-                restored = ws.restore(bash.ws_snapshot)
-                for action in restored.applied:
-                    changed[show_path(action.path.partition(b"/")[2])] = None
-                result.skipped += [{"path": show_path(k.path.partition(b"/")[2]),
-                                    "reason": k.reason} for k in restored.skipped]
-            for snap in reversed(files):
-                for e in records.entries(place.db, snap.seq):
-                    try:
-                        if fingerprint(place.rootb, e.path, place.store.objects).key != \
-                                e.pre.key:
-                            put_back(place.rootb, e.path, e.pre, place.store.objects)
-                            changed[show_path(e.path)] = None
-                    except Exception as exc:  # one bad path must not stop the others
-                        result.skipped.append({"path": show_path(e.path), "reason": str(exc)})
-            after = ws.snapshot(type="safety", label=f"after rewind to {target}")
-            ws.oplog.record("rewind", after.id, [], safety.id)
+        outcome = restore_tool_calls(ws, place, sid, files, shell=bash, force=force,
+                                     kind="rewind", label=f"to {target}", dry_run=dry_run)
+        restored = outcome.result
+        actions = restored.plan.actions if dry_run else restored.applied
+        result.changed_paths = sorted({show_path(a.path.partition(b"/")[2]) for a in actions
+                                       if (a.entry or a.expect) is not None
+                                       and (a.entry or a.expect).kind != "d"})
+        result.skipped = [{"path": show_path(rel), "reason": why}
+                          for rel, why in outcome.skipped.items()]
+        result.skipped += [{"path": show_path(k.path.partition(b"/")[2]), "reason": k.reason}
+                           for k in restored.skipped]
+        if not dry_run:
+            result.safety = restored.safety.id if restored.safety else None
             with place.store.catalog.transaction():
                 records.clear_redo(place.db, sid)
-        result.changed_paths = sorted(changed)
         return result

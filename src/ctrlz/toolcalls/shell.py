@@ -30,9 +30,10 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
         return str(reply["snapshot"]["id"])
     except (daemon_client.DaemonUnavailable, KeyError, TypeError):
         pass
-    from ..workspace import Workspace
+    from ..session.protected import ProtectedWorkspace
 
-    ws = workspace if isinstance(workspace, Workspace) else Workspace.open(workspace.root)
+    ws = (workspace if isinstance(workspace, ProtectedWorkspace)
+          else ProtectedWorkspace.open(workspace.root))
     try:
         snap = ws.snapshot(type="tool", label=label, session_id=session_id)
         daemon_client.autostart(ws.root, ws.store_path, ws.config["daemon"])

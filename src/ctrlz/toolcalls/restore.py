@@ -1,0 +1,161 @@
+"""Putting tool calls back: one function behind ``fs_restore``, turn rollback and ``rewind``.
+
+It decides, per path, what the workspace should hold (the earliest pre-image at or after the
+first chosen tool call, unless the path changed after the tool calls and ``force`` is off), and
+hands the restore engine a *target builder*: the engine captures the workspace first (the named
+paths included, even ignored ones such as ``.env``), then the builder grafts the pre-images onto
+a base tree (the captured state, or the workspace snapshot taken before a shell call), and the
+engine plans, journals, applies, verifies and records the undo entry as for any other restore.
+So a tool-call restore obeys the same safety contract and is undone by the same ``ctrlz undo``.
+
+"Changed after the tool call" compares content (kind and object id), never size or mtime: the
+path's state now with what the last chosen tool call left there (its recorded post-image, or the
+next tool call's pre-image).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..engine.graft import lookup
+from ..engine.restore import Request, RestoreResult, TargetContext
+from ..errors import RestoreError
+from ..state.trees import DIR as TREE_DIR
+from ..state.trees import FILE as TREE_FILE
+from ..state.trees import SYMLINK as TREE_SYMLINK
+from ..state.trees import Entry
+from . import records
+from .core import Place, expected_now
+from .images import ABSENT, DIR, FILE, OTHER, SYMLINK, Image
+
+if TYPE_CHECKING:
+    from ..session.protected import ProtectedWorkspace
+    from ..types import Snapshot
+
+_IMAGE_KIND = {TREE_FILE: FILE, TREE_SYMLINK: SYMLINK, TREE_DIR: DIR}
+
+
+@dataclass
+class Outcome:
+    result: RestoreResult
+    #: workspace-relative path -> why it was left alone
+    skipped: dict[bytes, str] = field(default_factory=dict)
+    restored: list[bytes] = field(default_factory=list)
+
+    def per_call(self, snap: records.SnapRow, entries: list[records.EntryRow]) -> dict[str, Any]:
+        """harn's per-tool-call restore report."""
+        restored, skipped = [], []
+        for e in entries:
+            shown = os.fsdecode(e.path)
+            if e.path in self.skipped:
+                skipped.append({"path": shown, "reason": self.skipped[e.path]})
+            else:
+                restored.append(shown)
+        return {"snapshot_id": snap.snapshot_id, "restored_paths": restored,
+                "skipped_paths_with_reasons": skipped}
+
+
+def _key(entry: Entry | None) -> tuple[str, bytes | None]:
+    if entry is None:
+        return (ABSENT, None)
+    kind = _IMAGE_KIND[entry.kind]
+    return (kind, entry.oid if kind != DIR else None)
+
+
+def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
+                       calls: list[records.SnapRow], *, shell: records.SnapRow | None = None,
+                       only: set[bytes] | None = None, force: bool = False,
+                       kind: str = "toolcall", label: str = "", dry_run: bool = False
+                       ) -> Outcome:
+    """Restore the pre-images of the file tool calls ``calls`` (in capture order) and, with
+    ``shell``, the whole workspace to the snapshot taken just before that shell call. Call with
+    the workspace store's lock and the tool-call store's lock held, in that order."""
+    from ..session import restores
+
+    images: dict[bytes, Image] = {}
+    expected: dict[bytes, Image | None] = {}
+    for snap in calls:
+        for e in records.entries(place.db, snap.seq):
+            if only is not None and e.path not in only:
+                continue
+            images.setdefault(e.path, e.pre)  # the earliest pre-image wins
+            expected[e.path] = expected_now(place, snap, e)  # the last tool call's result
+    base_snapshot: Snapshot | None = None
+    if shell is not None:
+        base_snapshot = (ws.repo.catalog.snapshot(shell.ws_snapshot)
+                         if shell.ws_snapshot else None)
+        if base_snapshot is None:
+            raise RestoreError(f"the workspace snapshot taken before {shell.snapshot_id} "
+                               f"({shell.ws_snapshot}) is gone (pruned); cannot rewind past "
+                               "that shell command")
+    skipped: dict[bytes, str] = {}
+    objects = place.store.objects
+
+    def build(ctx: TargetContext) -> tuple[bytes, Snapshot]:
+        skipped.clear()
+        base = base_snapshot or ctx.current
+        changes: dict[bytes, Entry | None] = {}
+        now_ns = time.time_ns()
+        for rel, pre in images.items():
+            vpath = ws.vpath(rel)
+            current = lookup(ctx.read, ctx.current.root, vpath)
+            reason = _refusal(pre, current)
+            if reason is None and not force:
+                then = lookup(ctx.read, base.root, vpath) if shell is not None else current
+                want = expected.get(rel)
+                known = then is not None or shell is None  # an ignored path: B cannot tell
+                if want is not None and known and _key(then) != want.key:
+                    reason = ("changed after the tool call (a later edit); use force to "
+                              "overwrite")
+            if reason is not None:
+                skipped[rel] = reason
+                if shell is not None:
+                    changes[vpath] = current  # leave it as it is now
+                continue
+            changes[vpath] = _entry(pre, current, now_ns)
+            if pre.kind == FILE and pre.oid is not None:
+                oid = pre.oid
+                ctx.put_body(oid, pre.size, lambda oid=oid: objects.read(oid),
+                             lambda fd, oid=oid: objects.write_to(oid, fd))
+            elif pre.kind == SYMLINK and pre.oid is not None:
+                ctx.put_blob(objects.read(pre.oid))
+        return ctx.graft(base.root, changes), base
+
+    rels = list(images)
+    explicit = [ws.vpath(r) for r in rels]
+    req = Request(
+        kind=kind, build_target=build, explicit=explicit,
+        paths=None if shell is not None else explicit, dry_run=dry_run,
+        undo={"record": {"kind": kind, "paths": [] if shell is not None else
+                         [r.hex() for r in rels], "explicit": [r.hex() for r in rels],
+                         "session_id": session_id}},
+        label=f"before {kind} {label}".strip())
+    if not explicit and shell is None:
+        req.paths = []  # nothing to put back: an empty plan, still a safety snapshot
+    result = restores.run(ws, req)
+    return Outcome(result, dict(skipped), [r for r in rels if r not in skipped])
+
+
+def _refusal(pre: Image, current: Entry | None) -> str | None:
+    if pre.kind in (DIR, OTHER):
+        return (f"the pre-image is a {pre.kind}, which a tool-call snapshot does not "
+                "restore")
+    if current is not None and current.kind == TREE_DIR:
+        return "a directory is there now; not removing it"
+    return None
+
+
+def _entry(pre: Image, current: Entry | None, now_ns: int) -> Entry | None:
+    """The pre-image as a tree entry. A file that already has the pre-image's bytes keeps its
+    mtime, so putting back what is already there changes nothing."""
+    if pre.kind == ABSENT:
+        return None
+    assert pre.oid is not None
+    if pre.kind == SYMLINK:
+        return Entry(b"", TREE_SYMLINK, 0o777, pre.size, now_ns, pre.oid)
+    mtime = current.mtime_ns if current is not None and current.oid == pre.oid else now_ns
+    mode = pre.mode if pre.mode is not None else 0o644
+    return Entry(b"", TREE_FILE, mode, pre.size, mtime, pre.oid)
