@@ -1,20 +1,38 @@
-"""Named crash points for crash-safety tests.
+"""Named fault points for crash- and fault-injection tests.
 
-Tests run a real subprocess that arms a point and then calls ctrlz; when execution reaches the
-point the process kills itself with SIGKILL, exactly as an OOM killer or a power cut would stop
-it. Unarmed points cost one set lookup.
+Tests arm a point, then run ctrlz; when execution reaches it, the point does what it was armed
+with:
+
+* ``arm(name)``: the process kills itself with SIGKILL, exactly as an OOM killer or a power cut
+  would stop it (crash tests run this in a real child process);
+* ``arm_error(name, errno)``: it raises that ``OSError``, as a failing disk or a full one would
+  (for the errors no rlimit or small filesystem can produce on demand, such as ``EIO``);
+* ``arm_call(name, fn)``: it calls ``fn()`` — a concurrent writer striking at an exact instant.
+
+``after`` lets the point pass that many times first, so a test can strike the 7th file of a
+restore rather than the first. Unarmed points cost one dict lookup.
 """
 
 from __future__ import annotations
 
+import errno as errnos
 import os
 import signal
+from collections.abc import Callable
 
-_armed: set[str] = set()
+_armed: dict[str, tuple[str, object, list[int]]] = {}
 
 
-def arm(name: str) -> None:
-    _armed.add(name)
+def arm(name: str, after: int = 0) -> None:
+    _armed[name] = ("kill", None, [after])
+
+
+def arm_error(name: str, code: int = errnos.EIO, after: int = 0) -> None:
+    _armed[name] = ("error", code, [after])
+
+
+def arm_call(name: str, fn: Callable[[], None], after: int = 0) -> None:
+    _armed[name] = ("call", fn, [after])
 
 
 def disarm_all() -> None:
@@ -22,5 +40,18 @@ def disarm_all() -> None:
 
 
 def hit(name: str) -> None:
-    if name in _armed:
+    armed = _armed.get(name)
+    if armed is None:
+        return
+    action, arg, left = armed
+    if left[0] > 0:
+        left[0] -= 1
+        return
+    if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "error":
+        code = int(arg)  # type: ignore[call-overload]
+        raise OSError(code, os.strerror(code))
+    else:
+        del _armed[name]  # once: the callback may run ctrlz code that passes here again
+        arg()  # type: ignore[operator]
