@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 AGENTS = ("claude", "gemini", "codex")
 

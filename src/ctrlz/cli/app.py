@@ -1,39 +1,18 @@
-"""The ``ctrlz`` group: global options and the command list."""
+"""The ``ctrlz`` group: global options and the command list.
+
+The command modules know nothing of this group (they take :mod:`.context`); it imports them to
+register their ``COMMANDS``, so imports run one way only.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from ..workspace import Workspace
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-class State:
-    """What every command needs: the directory it runs in and a way to open the workspace."""
-
-    def __init__(self) -> None:
-        self._ws: Workspace | None = None
-
-    def workspace(self) -> Workspace:
-        """The protected workspace containing the current directory (errors clearly if none)."""
-        from ..workspace import Workspace
-
-        if self._ws is None:
-            self._ws = Workspace.open(".")
-        return self._ws
-
-    def close(self) -> None:
-        if self._ws is not None:
-            self._ws.close()
-
-
-pass_state = click.make_pass_decorator(State, ensure=True)
+from . import agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
+from .context import CONTEXT, State
 
 
 @click.group(context_settings=CONTEXT, epilog="""\b
@@ -64,22 +43,6 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     ctx.call_on_close(state.close)
 
 
-def _register() -> None:
-    from . import (
-        agents,
-        daemon,
-        inspect,
-        maintenance,
-        mcp_server,
-        restore,
-        sessions,
-        snapshots,
-    )
-
-    for module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents,
-                   daemon):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)

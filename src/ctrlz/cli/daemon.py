@@ -9,7 +9,7 @@ import click
 
 from ..session import daemon_client
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 
 def _show(info: dict[str, Any]) -> None:

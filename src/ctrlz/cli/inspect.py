@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 STATUS_LETTER = {"created": "A", "modified": "M", "deleted": "D", "permissions_changed": "P"}
 

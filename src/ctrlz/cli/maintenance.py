@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 
 @click.command("prune")
@@ -106,11 +106,10 @@ def completion_cmd(shell: str) -> None:
     """
     from click.shell_completion import get_completion_class
 
-    from .app import cli
-
+    root = click.get_current_context().find_root().command  # the ctrlz group
     cls = get_completion_class(shell)
     assert cls is not None
-    render.out(cls(cli, {}, "ctrlz", "_CTRLZ_COMPLETE").source())
+    render.out(cls(root, {}, "ctrlz", "_CTRLZ_COMPLETE").source())
 
 
 COMMANDS = [prune_cmd, gc_cmd, verify_cmd, completion_cmd]

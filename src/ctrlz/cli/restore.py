@@ -8,7 +8,7 @@ from __future__ import annotations
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 
 def _actions(result) -> None:  # noqa: ANN001

@@ -9,7 +9,7 @@ import sys
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 RUN_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from . import render
-from .app import State, pass_state
+from .context import State, pass_state
 
 TYPES = ("manual", "auto", "pre-run", "git", "build", "idle", "tool")
 
