@@ -4,11 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-quick clean help
+.PHONY: demo test test-all lint bench bench-quick clean help
 
 help:
 	@echo "make demo    run ctrlz end to end on a scratch workspace"
-	@echo "make test    run every test (and ruff)"
+	@echo "make test    run every test (and ruff); the long crash and load loops run a slice"
+	@echo "make test-all  the same, with the long loops in full (tests marked slow)"
 	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
 
 $(STAMP): pyproject.toml
@@ -21,6 +22,10 @@ demo: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 test: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest -m "not slow"
+
+test-all: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest
 

@@ -121,14 +121,18 @@ def _project(scope: str, protect: bool = False) -> str:
 @click.option("--session", "session_id", metavar="ID",
               help="The agent session (default: the latest one in this workspace).")
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
+@click.option("--force", is_flag=True,
+              help="Also put back files edited after the tool calls (captured first).")
 @render.json_option
 @pass_state
 def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | None,
-               dry_run: bool, as_json: bool) -> None:
+               dry_run: bool, force: bool, as_json: bool) -> None:
     """Put the workspace back to just before an agent's tool call or turn, Bash included.
 
-    TARGET is a tool_use_id or a turn number (see --list). A safety snapshot is taken first;
-    `ctrlz undo` takes the rewind back.
+    TARGET is a tool_use_id or a turn number (see --list). A safety snapshot is taken first,
+    including every file the tool calls touched (ignored ones too); `ctrlz undo` takes the
+    rewind back. A file whose content changed after the tool calls (an edit by hand) is left
+    alone and listed, unless --force.
 
     \b
     Examples:
@@ -148,7 +152,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
             raise UsageError("give either --list or a TARGET")
         _print_timeline(rw.timeline(ws, session_id), as_json)
         return
-    result = rw.rewind(ws, target, session_id, dry_run=dry_run)
+    result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force)
     if as_json:
         render.emit_json(result.to_json())
         return

@@ -29,6 +29,8 @@ class State:
 
         if self._ws is None:
             self._ws = Workspace.open(".")
+            for note in self._ws.recovered:  # what an interrupted restore left, now cleaned
+                click.echo(f"ctrlz: {note}", err=True)
         return self._ws
 
     def close(self) -> None:

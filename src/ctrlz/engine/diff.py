@@ -56,12 +56,15 @@ def _join(prefix: bytes, name: bytes) -> bytes:
 
 
 def _all(read: TreeReader, entry: Entry, path: bytes, change: str) -> Iterator[PathChange]:
-    """A whole subtree that exists on one side only, parents first."""
-    old, new = (entry, None) if change == DELETED else (None, entry)
-    yield PathChange(path, change, old, new)
-    if entry.kind == DIR:
-        for child in read(entry.oid):
-            yield from _all(read, child, _join(path, child.name), change)
+    """A whole subtree that exists on one side only, parents first (iteratively: a chain
+    thousands of directories deep is no deeper for this than a flat one)."""
+    stack = [(path, entry)]
+    while stack:
+        p, e = stack.pop()
+        old, new = (e, None) if change == DELETED else (None, e)
+        yield PathChange(p, change, old, new)
+        if e.kind == DIR:
+            stack.extend((_join(p, c.name), c) for c in reversed(read(e.oid)))
 
 
 def diff_trees(read_old: TreeReader, old: bytes | None, read_new: TreeReader,
@@ -71,14 +74,27 @@ def diff_trees(read_old: TreeReader, old: bytes | None, read_new: TreeReader,
     Directories appear as ``created``/``deleted`` when they appear or vanish and as
     ``permissions_changed`` when their mode changes; callers that count files filter on kind.
     A change of kind at one path (file to directory, say) is a deletion followed by a creation.
+    Equal subtrees are skipped by id; the walk keeps its own stack, so depth costs no recursion.
     """
-    if old == new:
-        return
-    old_entries = {e.name: e for e in read_old(old)} if old is not None else {}
-    new_entries = {e.name: e for e in read_new(new)} if new is not None else {}
-    for name in sorted(old_entries.keys() | new_entries.keys()):
-        a, b = old_entries.get(name), new_entries.get(name)
-        path = _join(prefix, name)
+    # each frame: the sorted names still to visit in one directory pair, and its entries
+    stack: list[tuple[bytes, list[bytes], dict[bytes, Entry], dict[bytes, Entry]]] = []
+
+    def push(path: bytes, a_oid: bytes | None, b_oid: bytes | None) -> None:
+        if a_oid == b_oid:
+            return
+        olds = {e.name: e for e in read_old(a_oid)} if a_oid is not None else {}
+        news = {e.name: e for e in read_new(b_oid)} if b_oid is not None else {}
+        stack.append((path, sorted(olds.keys() | news.keys(), reverse=True), olds, news))
+
+    push(prefix, old, new)
+    while stack:
+        prefix_, names, olds, news = stack[-1]
+        if not names:
+            stack.pop()
+            continue
+        name = names.pop()
+        a, b = olds.get(name), news.get(name)
+        path = _join(prefix_, name)
         if a is None:
             assert b is not None
             yield from _all(read_new, b, path, CREATED)
@@ -90,7 +106,7 @@ def diff_trees(read_old: TreeReader, old: bytes | None, read_new: TreeReader,
         elif a.kind == DIR:
             if a.mode != b.mode:
                 yield PathChange(path, PERMISSIONS, a, b)
-            yield from diff_trees(read_old, a.oid, read_new, b.oid, path)
+            push(path, a.oid, b.oid)
         elif a.oid != b.oid:
             yield PathChange(path, MODIFIED, a, b)
         elif a.mode != b.mode:
