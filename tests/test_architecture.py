@@ -272,11 +272,7 @@ MAY_IMPORT = {
 #: Known upward imports, being removed as this is written. The list may only shrink: delete an
 #: entry as soon as its import is gone (test_layer_allowlist_is_not_stale says when); never add
 #: one to make a new import pass.
-ALLOWLIST: set[tuple[str, str]] = {
-    # The workspace daemon opens a Workspace (the Python API face) to take its snapshots; it
-    # should take the session's ProtectedWorkspace instead, as toolcalls/ now does.
-    ("ctrlz.session.daemon", "ctrlz.workspace"),
-}
+ALLOWLIST: set[tuple[str, str]] = set()  # known exceptions; may only shrink
 
 
 def layer_of(module: str) -> str:

@@ -46,9 +46,9 @@ from ..sources.watch import Watcher
 from ..state.exclude import Matcher
 from ..state.statcache import StatCache
 from ..state.trees import encode_tree
-from ..workspace import Workspace
 from . import daemon_client as wire
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
+from .protected import ProtectedWorkspace
 
 log = logging.getLogger("ctrlz.daemon")
 
@@ -60,7 +60,7 @@ LOG_MAX = 1 << 20
 class Daemon:
     """The watcher plus the request handlers; :func:`serve` runs the socket loop around it."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: ProtectedWorkspace) -> None:
         self.ws = ws
         self.config_json = ws.config.to_json()
         self.idle_seconds = int(ws.config["daemon_idle_seconds"])
@@ -332,7 +332,7 @@ def run_daemon(root: Path, store: Path) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     listener: socket.socket | None = None
     try:
-        ws = Workspace.open(root)
+        ws = ProtectedWorkspace.open(root)
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
         daemon = Daemon(ws)

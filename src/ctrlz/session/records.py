@@ -11,7 +11,7 @@ from ..errors import AmbiguousSnapshot, SnapshotNotFound, UsageError
 from ..state.sessiondb import SessionRow
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from .protected import ProtectedWorkspace as Workspace
 
 
 def resolve_session(ws: Workspace, ref: str | None) -> SessionRow:

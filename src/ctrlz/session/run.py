@@ -33,7 +33,7 @@ from .scheduler import Scheduler, TriggerConfig
 from .triggers import is_build, is_git_commit, is_git_ref_change
 
 if TYPE_CHECKING:
-    from ..workspace import Workspace
+    from .protected import ProtectedWorkspace as Workspace
 
 log = logging.getLogger("ctrlz.session")
 _ALPHABET = string.ascii_lowercase + string.digits
