@@ -150,6 +150,19 @@ def test_state_never_imports_engine() -> None:
         assert not bad, f"{path.relative_to(SRC)} imports {bad}"
 
 
+def test_one_of_each_thing() -> None:
+    """One store locator, one path check, one restore engine: the helpers they replaced are
+    gone (the tool-call layer's own path-string restore, ``put_back``, above all)."""
+    sources = {p: p.read_text() for p in SRC.rglob("*.py")}
+    for path, text in sources.items():
+        rel = path.relative_to(SRC).as_posix()
+        if rel != "locator.py":
+            assert "def _store_dir" not in text and '"workspaces"' not in text, rel
+        if rel != "paths.py":
+            assert "os.path.normpath" not in text, rel
+    assert "def put_back" not in sources[SRC / "toolcalls" / "images.py"]
+
+
 def test_lower_layers_do_not_read_the_environment() -> None:
     for path in _layer_files("state", "engine"):
         assert "os.environ" not in path.read_text(), path.relative_to(SRC)
@@ -255,6 +268,7 @@ LAYERS = {
     "sources": "sources",
     "errors": "shared",
     "types": "shared",
+    "paths": "shared",  # the one inside-the-workspace path check
 }
 
 #: What each layer may import. Faces may reach past the session to engine and state records

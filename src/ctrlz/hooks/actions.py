@@ -14,18 +14,28 @@ from .runner import HookContext
 
 
 def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
-    """The paths (absolute, or relative to the payload's cwd) that lie in the workspace."""
+    """The paths (absolute, or relative to the payload's cwd) that lie in the workspace, by the
+    one path check (:mod:`ctrlz.paths`); others are not ours to restore."""
+    from ..errors import CtrlzError
+    from ..paths import workspace_relative
+
     root = os.fsencode(ctx.root_dir)
+    cwd = os.fsencode(ctx.cwd)
     out = []
     for p in paths:
         if not p:
             continue
-        full = os.path.normpath(os.path.join(ctx.cwd, p))
-        if not os.fsencode(full).startswith(root + b"/"):
+        try:
+            rel = workspace_relative(root, p, cwd, allow_root=False)
+        except CtrlzError:
             # the agent may name the workspace through a symlink (/tmp -> /private/tmp)
-            full = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
-        if os.fsencode(full).startswith(root + b"/"):
-            out.append(full)
+            raw = os.path.join(cwd, os.fsencode(p))
+            real = os.path.join(os.path.realpath(os.path.dirname(raw)), os.path.basename(raw))
+            try:
+                rel = workspace_relative(root, real, cwd, allow_root=False)
+            except CtrlzError:
+                continue
+        out.append(os.fsdecode(root + b"/" + rel))
     return out
 
 

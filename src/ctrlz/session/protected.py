@@ -23,8 +23,9 @@ from ..engine import retention
 from ..engine.refs import resolve
 from ..engine.restore import recover
 from ..engine.snapshot import gc_paused, take_snapshot
-from ..errors import PathOutsideWorkspace, StoreError, UsageError, WorkspaceError
+from ..errors import StoreError, UsageError, WorkspaceError
 from ..locator import default_home, store_path_for
+from ..paths import workspace_relative
 from ..state.oplog import OpLog
 from ..state.repository import Repository
 from ..state.scan import ScanStats
@@ -191,23 +192,12 @@ class ProtectedWorkspace:
         """A user-supplied path as a workspace-relative path, refusing anything outside.
 
         Relative paths are taken from the current directory when it lies inside the workspace
-        (as git does), otherwise from the workspace root. ``..`` is resolved lexically, so
-        ``a..b.txt`` is a fine name while ``../x`` is refused; symlinks are not followed.
-        """
-        raw = os.fsencode(path)
-        if not raw:
-            raise UsageError("empty path")
+        (as git does), otherwise from the workspace root (:mod:`ctrlz.paths`)."""
         root = os.fsencode(self.root)
         cwd = os.fsencode(os.getcwd())
         if not (cwd == root or cwd.startswith(root + b"/")):
             cwd = root
-        full = os.path.normpath(raw if raw.startswith(b"/") else os.path.join(cwd, raw))
-        if full == root:
-            return b""
-        if not full.startswith(root + b"/"):
-            raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace "
-                                       f"{self.root}")
-        return full[len(root) + 1:]
+        return workspace_relative(root, path, cwd)
 
     @staticmethod
 

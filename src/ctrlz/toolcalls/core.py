@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import PathOutsideWorkspace, SnapshotNotFound, UsageError
+from ..errors import SnapshotNotFound, UsageError
+from ..paths import workspace_relative
 from ..state.objects import ObjectWriter
 from . import records
 from .images import Image, UnsafePath, capture, fingerprint
@@ -95,17 +96,10 @@ def check_id(name: str, value: str) -> str:
 
 
 def rel_of(place: Place, path: str | os.PathLike[str] | bytes, base: str | None = None) -> bytes:
-    """A path (absolute, or relative to ``base``/the cwd) as workspace-relative bytes; lexical
-    normalisation only, so a symlink is never followed here."""
-    raw = os.fsencode(path)
-    if not raw:
-        raise UsageError("empty path")
+    """A path (absolute, or relative to ``base``/the cwd) as workspace-relative bytes, by the
+    one path check (:mod:`ctrlz.paths`): lexical, so a symlink is never followed here."""
     start = os.fsencode(base) if base else os.fsencode(os.getcwd())
-    full = os.path.normpath(raw if raw.startswith(b"/") else os.path.join(start, raw))
-    root = place.rootb
-    if not full.startswith(root + b"/"):
-        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace {place.root}")
-    return full[len(root) + 1:]
+    return workspace_relative(place.rootb, path, start, allow_root=False)
 
 
 def require(place: Place, session_id: str, snapshot_id: str) -> records.SnapRow:

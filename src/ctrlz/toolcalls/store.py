@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..errors import WorkspaceError
+from ..locator import default_home, home_dir, locate, store_path_for
 from ..state.atomic import fsync_dir
 from ..state.catalog import Catalog
 from ..state.lock import StoreLock
@@ -90,82 +90,17 @@ CREATE TABLE IF NOT EXISTS tc_redo (
 """
 
 
-def default_home() -> Path:
-    """Same rule as :func:`ctrlz.workspace.default_home`, without importing the engine."""
-    from pathlib import Path
-
-    return Path(home_dir())
-
-
-def home_dir() -> str:
-    """:func:`default_home` as a string. The hook path works on strings throughout: importing
-    ``pathlib`` (and the ``urllib.parse`` and ``ipaddress`` it pulls in) costs every hook
-    several milliseconds."""
-    env = os.environ.get("CTRLZ_HOME")
-    if env:
-        return os.path.expanduser(env)
-    import platformdirs
-
-    return platformdirs.user_data_dir("ctrlz")
-
-
-def store_path_for(root: Path, home: Path) -> Path:
-    """Same formula as :func:`ctrlz.workspace.store_path_for` (a test keeps them equal)."""
-    from pathlib import Path
-
-    return Path(_store_dir(os.fspath(root.resolve()), os.fspath(home)))
-
-
-def _store_dir(real_root: str, home: str) -> str:
-    """The store of the workspace at ``real_root`` (already resolved)."""
-    slug = "".join(c if c in _SLUG_CHARS else "_" for c in os.path.basename(real_root))
-    slug = slug[:40] or "root"
-    digest = _sha256(os.fsencode(real_root)).hexdigest()[:16]
-    return os.path.join(home, "workspaces", f"{slug}-{digest}")
-
-
-# what re.sub(r"[^A-Za-z0-9._-]", "_", name) keeps (the workspace module's formula), without
-# compiling a regular expression in every hook
-_SLUG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-
-
-def _sha256(data: bytes) -> Any:
-    """SHA-256 without ``hashlib``: importing it loads OpenSSL, a few milliseconds of every
-    hook's start-up, for one short digest. CPython's built-in implementation gives the same
-    bytes; ``hashlib`` is the fallback where that private module is missing."""
-    try:
-        from _sha256 import sha256  # CPython 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # CPython 3.12+
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data)
+__all__ = ["ToolcallStore", "default_home", "find_workspace", "home_dir", "locate",
+           "store_path_for", "sync_preimage_cap"]
 
 
 def find_workspace(start: str | os.PathLike[str], home: Path | None = None) -> tuple[Path, Path]:
-    """(workspace root, its store) for the protected workspace containing ``start``."""
+    """(workspace root, its store) for the protected workspace containing ``start``
+    (:func:`ctrlz.locator.locate`, the one store locator, with ``Path`` results)."""
     from pathlib import Path
 
     root, store = locate(start, None if home is None else os.fspath(home))
     return Path(root), Path(store)
-
-
-def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str, str]:
-    """:func:`find_workspace` on strings (the hook's path, which never imports ``pathlib``)."""
-    home = os.path.expanduser(home or home_dir())
-    here = os.path.realpath(os.path.expanduser(os.fspath(start)))
-    candidate = here
-    while True:
-        store = _store_dir(candidate, home)
-        if os.path.isfile(os.path.join(store, "catalog.db")):
-            return candidate, store
-        parent = os.path.dirname(candidate)
-        if parent == candidate:
-            break
-        candidate = parent
-    raise WorkspaceError(f"{here} is not inside a protected workspace; run `ctrlz init` there "
-                         "first")
 
 
 class ToolcallStore:

@@ -1,0 +1,33 @@
+"""The one inside-the-workspace path check.
+
+A path a user, an agent or a tool hands to ctrlz becomes a workspace-relative path here, or is
+refused. The check is lexical (``..`` is resolved as text, symlinks are never followed), so
+``a..b.txt`` is a fine name while ``../x`` and ``/etc/passwd`` are refused; whether a parent is a
+symlink *on disk* is the restore engine's business, which reaches every parent through
+``O_NOFOLLOW`` directory handles. Agent hooks call this on every file tool call, so it imports
+nothing but ``os``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import PathOutsideWorkspace, UsageError
+
+
+def workspace_relative(root: bytes, path: str | os.PathLike[str] | bytes, base: bytes,
+                       *, allow_root: bool = True) -> bytes:
+    """``path`` (absolute, or relative to ``base``) relative to ``root``; ``b""`` is the root
+    itself, refused unless ``allow_root``."""
+    raw = os.fsencode(path)
+    if not raw:
+        raise UsageError("empty path")
+    if b"\0" in raw:
+        raise UsageError("a path cannot contain a NUL byte")
+    full = os.path.normpath(raw if raw.startswith(b"/") else os.path.join(base, raw))
+    if full == root and allow_root:
+        return b""
+    if not full.startswith(root + b"/"):
+        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace "
+                                   f"{os.fsdecode(root)}")
+    return full[len(root) + 1:]
