@@ -9,14 +9,14 @@ never waits for that writer (it may take minutes); it reports the count as unkno
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CtrlzError
 from ..state.objects import stray_files
 from ..state.repository import Repository
-from ..state.trees import DIR, decode_tree
+from ..state.trees import DIR, Entry, decode_tree
 
 
 @dataclass
@@ -59,22 +59,39 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
                 progress(len(data))
         return data
 
-    def walk_tree(oid: bytes, where: str) -> None:
+    def open_tree(oid: bytes, where: str) -> list[Entry] | None:
+        """The tree's entries, once per tree (``None``: seen already, or broken)."""
         if oid in seen:
-            return
+            return None
         data = check(oid, where)
         if data is None:
-            return
+            return None
         try:
             entries = decode_tree(data)
         except CtrlzError as exc:
             report.errors.append(f"{where}: {exc}")
-            return
+            return None
         report.trees += 1
-        for e in entries:
-            child = f"{where}/{e.name.decode('utf-8', 'replace')}"
+        return entries
+
+    def walk_tree(root: bytes, where: str) -> None:
+        """Depth first, in entry order, with an explicit stack rather than recursion: a
+        workspace may nest directories deeper than Python's recursion limit."""
+        entries = open_tree(root, where)
+        if entries is None:
+            return
+        stack: list[tuple[Iterator[Entry], str]] = [(iter(entries), where)]
+        while stack:
+            it, base = stack[-1]
+            e = next(it, None)
+            if e is None:
+                stack.pop()
+                continue
+            child = f"{base}/{e.name.decode('utf-8', 'replace')}"
             if e.kind == DIR:
-                walk_tree(e.oid, child)
+                sub = open_tree(e.oid, child)
+                if sub is not None:
+                    stack.append((iter(sub), child))
             elif e.oid not in seen:
                 _check_stream(repo, e.oid, child, report, seen, progress)
 
