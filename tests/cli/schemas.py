@@ -56,11 +56,15 @@ RESTORE = obj({
                                                "path": {"type": "string"},
                                                "change": {"type": "string"}})},
     "skipped": SKIPPED,
+    "conflicts": SKIPPED,  # paths someone changed while the restore ran, left as they are
 })
-OPERATION = obj({"seq": INT, "kind": {"enum": ["rollback", "revert"]}, "target": SNAP_ID,
-                 "paths": {"type": "array", "items": {"type": "string"}},
+OPERATION = obj({"seq": INT,
+                 "kind": {"enum": ["rollback", "revert", "rewind", "toolcall", "turn-rollback",
+                                   "restore"]},
+                 "target": SNAP_ID, "paths": {"type": "array", "items": {"type": "string"}},
                  "before": SNAP_ID_OR_NULL, "after": SNAP_ID_OR_NULL,
-                 "undone": {"type": "boolean"}})
+                 "undone": {"type": "boolean"},
+                 "status": {"enum": ["done", "failed", "interrupted"]}})
 UNDO = obj({"type": {"enum": ["undo", "redo"]}, "operation": OPERATION, "restore": RESTORE})
 HISTORY = obj({"type": {"const": "history"}, "path": {"type": "string"},
                "versions": {"type": "array", "items": obj({
@@ -93,7 +97,9 @@ PRUNE = obj({"type": {"const": "prune"}, "dry_run": {"type": "boolean"},
              "kept": INT, "gc": {"anyOf": [GC, {"type": "null"}]}})
 VERIFY = obj({"type": {"const": "verify"}, "ok": {"type": "boolean"}, "snapshots": INT,
               "trees": INT, "objects": INT, "bytes": INT,
-              "errors": {"type": "array", "items": {"type": "string"}}, "orphans": INT})
+              "errors": {"type": "array", "items": {"type": "string"}},
+              "orphans": {"type": ["integer", "null"]}},
+             orphans_note={"type": "string"})
 
 #: command -> schema of its --json output
 SCHEMAS: dict[str, dict[str, Any]] = {

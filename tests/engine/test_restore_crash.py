@@ -417,11 +417,6 @@ def test_uninterrupted_restores_journal_nothing_and_leave_an_undo_entry(tmp_path
 
 # -- what the sweep does not check -------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine/restore.py _leave_undo_path: the undo that finishes an interrupted one calls "
-    "OpLog.mark_undone(seq, intent.safety) with its own safety snapshot, which holds the "
-    "half-undone tree the crash left, as the operation's `after`; redo (session/restores.py "
-    "redo) then restores that half-undone tree instead of what the rollback had produced"))
 @pytest.mark.parametrize(("point", "after"), [("restore-place", 8), ("restore-remove", 3)])
 def test_redo_after_an_interrupted_then_finished_undo_brings_back_the_rollback(
         point: str, after: int, tmp_path: Path) -> None:
@@ -471,11 +466,6 @@ def test_a_write_to_the_replaced_inode_during_the_swap_is_kept(tmp_path: Path) -
     assert temp_files(case.root) == [] and not journal.pending(case.store)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine/journal.py sweep: after RENAME_EXCHANGE (engine/apply.py Applier._place) the "
-    "replaced inode sits under the plain temp name .ctrlz-tmp-<token>-<n>, not -a<n>, so "
-    "recovery unlinks it without checking that the store holds its bytes; a write that landed "
-    "on it after the capture is lost, where the same race without a crash keeps it"))
 def test_a_write_to_the_replaced_inode_survives_a_crash_after_the_swap(tmp_path: Path) -> None:
     case = prepare("revert", tmp_path)  # one temp file at a time: each is placed in turn
     proc = run_worker(case, "write-then-kill", "restore-exchanged")

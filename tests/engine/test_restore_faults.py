@@ -133,11 +133,6 @@ def test_injected_error_during_rollback(point: str, after: int, code: int,
 
 
 @pytest.mark.parametrize("point", ["restore-journal-written", "restore-before-commit"])
-@pytest.mark.xfail(strict=True, reason=(
-    "engine/restore.py _apply: the 'restore-journal-written' and 'restore-before-commit' hits "
-    "(and the commit step after the latter) are outside the try block that turns an OSError "
-    "into RestoreError and cleans up, so the raw OSError escapes, the journal stays in the "
-    "store and no undo entry is recorded until another ctrlz process opens the store"))
 def test_injected_error_right_after_the_journal_or_before_the_commit(point: str,
                                                                      tmp_path: Path) -> None:
     case = prepare("rollback", tmp_path)
@@ -187,11 +182,6 @@ def test_injected_eio_during_undo_or_redo_is_finished_by_running_it_again(
         assert_clean(case.root, case.store)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine/restore.py _leave_undo_path: the undo that finishes a failed one calls "
-    "OpLog.mark_undone(seq, intent.safety) with its own safety snapshot, which holds the "
-    "half-undone tree, as the operation's `after`; redo (session/restores.py redo) then "
-    "restores that half-undone tree instead of what the rollback had produced"))
 def test_redo_after_a_failed_then_finished_undo_brings_back_the_rollback(tmp_path: Path) -> None:
     case = prepare("undo", tmp_path)  # before: the tree the rollback produced
     ws, _ = fail_with(case, "undo", "restore-place", errno.EIO, 4)

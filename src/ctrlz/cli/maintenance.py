@@ -84,6 +84,8 @@ def verify_cmd(state: State, as_json: bool) -> None:
                    f"{report.objects} objects ({render.size(report.bytes)})")
         if report.orphans:
             render.out(f"{report.orphans} orphaned objects (reclaimable with `ctrlz gc`)")
+        elif report.orphans is None and report.orphans_note:
+            render.out(f"orphans not counted: {report.orphans_note}")
         for e in report.errors:
             render.out(f"error: {e}")
         render.out("ok" if report.ok else f"{len(report.errors)} problems found")

@@ -351,26 +351,30 @@ class Applier:
             os.unlink(tmp, dir_fd=fd)
             self.result.conflicts.append(Skipped(a.path, CHANGED))
             return
+        # the swap leaves the replaced inode under our name: give that name the "taken aside"
+        # mark first, so that after a crash it is deleted only if the store holds its bytes
+        aside = self._prefix + b"a" + tmp[len(self._prefix):]
+        os.rename(tmp, aside, src_dir_fd=fd, dst_dir_fd=fd)
         try:
-            renameat2(fd, tmp, fd, name, RENAME_EXCHANGE)
+            renameat2(fd, aside, fd, name, RENAME_EXCHANGE)
         except Unsupported:  # checked just above: the narrow window of a plain rename
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            os.rename(aside, name, src_dir_fd=fd, dst_dir_fd=fd)
             self.result.applied.append(a)
             return
         except FileNotFoundError:  # it went away after the check
-            os.unlink(tmp, dir_fd=fd)
+            os.unlink(aside, dir_fd=fd)
             self.result.conflicts.append(Skipped(a.path, CHANGED))
             return
-        # the replaced inode now sits under the temp name: was it written after the check?
+        # was the replaced inode written after the check?
         failpoints.hit("restore-exchanged")
-        after = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
-        if not self._same_inode(before, after) and not self._unchanged(fd, tmp, a.path,
+        after = os.stat(aside, dir_fd=fd, follow_symlinks=False)
+        if not self._same_inode(before, after) and not self._unchanged(fd, aside, a.path,
                                                                        a.expect, after):
-            renameat2(fd, tmp, fd, name, RENAME_EXCHANGE)  # theirs back in place
-            os.unlink(tmp, dir_fd=fd)
+            renameat2(fd, aside, fd, name, RENAME_EXCHANGE)  # theirs back in place
+            os.unlink(aside, dir_fd=fd)
             self.result.conflicts.append(Skipped(a.path, CHANGED))
             return
-        os.unlink(tmp, dir_fd=fd)
+        os.unlink(aside, dir_fd=fd)
         self.result.applied.append(a)
 
     def _place_new(self, a: Action, fd: int, tmp: bytes, name: bytes) -> None:

@@ -166,14 +166,15 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
     if plan.empty:
         _leave_undo_path(repo, intent, "done")
         return
-    journal.write(repo.path, intent)
-    failpoints.hit("restore-journal-written")
+    journal.write(repo.path, intent)  # fails before any write, or not at all
     try:
+        failpoints.hit("restore-journal-written")
         applied = Applier(plan, repo.objects, intent.roots, token=intent.token,
                           identity=identity).run()
         result.applied, result.conflicts = applied.applied, applied.conflicts
         result.skipped += applied.skipped
         verify_applied(repo.objects, intent.roots, applied.applied)
+        failpoints.hit("restore-before-commit")
     except BaseException as exc:
         if isinstance(exc, ApplyFailed):
             result.applied, result.conflicts = exc.result.applied, exc.result.conflicts
@@ -182,10 +183,18 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
             raise RestoreError(_failure_message(intent, exc, plan, result)) from exc.error
         if isinstance(exc, VerifyMismatch):
             raise VerifyMismatch(f"{exc}; {_undo_hint(intent)}") from None
+        if isinstance(exc, OSError):
+            reason = _HINTS.get(exc.errno or 0, exc.strerror or str(exc))
+            raise RestoreError(f"{intent.label} failed: {reason}; {_undo_hint(intent)}") from exc
         raise
-    failpoints.hit("restore-before-commit")
-    _leave_undo_path(repo, intent, "done")
-    journal.clear(repo.path)
+    try:
+        _leave_undo_path(repo, intent, "done")
+        journal.clear(repo.path)
+    except (OSError, CtrlzError) as exc:
+        # everything was applied and verified; the journal still names it, so the next ctrlz
+        # command records the undo entry
+        raise RestoreError(f"{intent.label} was applied and verified, but its undo entry could "
+                           f"not be recorded ({exc}); the next ctrlz command records it") from exc
 
 
 def _abandon(repo: Repository, intent: journal.Intent, status: str) -> list[str]:
@@ -203,8 +212,13 @@ def _leave_undo_path(repo: Repository, intent: journal.Intent, status: str) -> N
         log.record(r["kind"], intent.target, [bytes.fromhex(p) for p in r.get("paths", ())],
                    intent.safety, explicit=[bytes.fromhex(p) for p in r.get("explicit", ())],
                    status=status, session_id=r.get("session_id"))
-    elif "undo_of" in undo and status == "done":
-        log.mark_undone(int(undo["undo_of"]), intent.safety)
+    elif "undo_of" in undo:
+        if status == "done":
+            log.mark_undone(int(undo["undo_of"]), intent.safety)
+        else:
+            # the first attempt's capture is the state the operation produced: a later,
+            # completed undo must keep it for redo, not its own capture of a half-undone tree
+            log.note_undo_attempt(int(undo["undo_of"]), intent.safety)
     elif "redo_of" in undo and status == "done":
         log.mark_redone(int(undo["redo_of"]))
     # an undo or redo that stopped half-way stays where it was: running it again completes it

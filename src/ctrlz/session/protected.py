@@ -231,7 +231,8 @@ class ProtectedWorkspace:
 
 
     def store_disk_bytes(self) -> int:
-        """Bytes the store directory takes on disk (sum of its files' sizes)."""
+        """Bytes the store takes against ``store_cap``: its catalog, packs, objects and stat
+        cache (``retention.STORE_FILES``); the agents' pre-images have their own budget."""
         return retention.disk_usage(self.store_path)
 
 
@@ -246,7 +247,11 @@ class ProtectedWorkspace:
 
 
     def enforce_pools(self) -> retention.PrunePlan:
-        """Apply the rings, ``max_count`` and ``store_cap`` now."""
+        """Apply the rings, ``max_count`` and ``store_cap`` now, and hand ``preimage_cap`` to
+        the agent hooks, which enforce it at their next capture (they cannot load the config)."""
+        from ..toolcalls.store import sync_preimage_cap
+
+        sync_preimage_cap(self.store_path, self.config["preimage_cap"])
         with self.repo.lock:
             protected = self.oplog.referenced()
             plan = retention.plan_pools(self.snapshots(), self.policy, protected)

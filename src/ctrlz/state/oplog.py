@@ -56,11 +56,14 @@ class Operation:
 _COLUMNS = "seq, kind, target, paths, before, after, undone, created_ns"
 
 
+def _data(paths: str) -> dict[str, Any]:
+    data = json.loads(paths)
+    return {"paths": data} if isinstance(data, list) else data  # the first format: a list
+
+
 def _row(row: Any) -> Operation:
     seq, kind, target, paths, before, after, undone, created_ns = row
-    data = json.loads(paths)
-    if isinstance(data, list):  # the first format: the path list alone
-        data = {"paths": data}
+    data = _data(paths)
     return Operation(seq, kind, target, tuple(bytes.fromhex(p) for p in data["paths"]),
                      before, after, bool(undone), created_ns,
                      tuple(bytes.fromhex(p) for p in data.get("explicit", ())),
@@ -116,9 +119,27 @@ class OpLog:
         return _row(row) if row else None
 
     def mark_undone(self, seq: int, after: str | None) -> None:
+        """``after``: the capture the undo took, the state the operation had produced; unless
+        an earlier attempt at this undo stopped half-way, whose capture is that state."""
         with self.catalog.transaction():
-            self.db.execute("UPDATE operations SET undone = 1, after = ? WHERE seq = ?",
-                            (after, seq))
+            row = self.db.execute("SELECT paths FROM operations WHERE seq = ?",
+                                  (seq,)).fetchone()
+            data = _data(row[0]) if row else {}
+            first = data.pop("undo_from", None)
+            self.db.execute("UPDATE operations SET undone = 1, after = ?, paths = ? "
+                            "WHERE seq = ?", (first or after, json.dumps(data), seq))
+
+    def note_undo_attempt(self, seq: int, safety: str | None) -> None:
+        """An undo of ``seq`` stopped half-way; remember what it captured first."""
+        with self.catalog.transaction():
+            row = self.db.execute("SELECT paths FROM operations WHERE seq = ?",
+                                  (seq,)).fetchone()
+            if row is None or safety is None:
+                return
+            data = _data(row[0])
+            data.setdefault("undo_from", safety)
+            self.db.execute("UPDATE operations SET paths = ? WHERE seq = ?",
+                            (json.dumps(data), seq))
 
     def get(self, seq: int) -> Operation | None:
         row = self.db.execute(f"SELECT {_COLUMNS} FROM operations WHERE seq = ?",
@@ -132,6 +153,7 @@ class OpLog:
     def referenced(self) -> set[str]:
         """Snapshot ids undo or redo may still need."""
         ids: set[str] = set()
-        for before, after in self.db.execute("SELECT before, after FROM operations"):
-            ids.update(x for x in (before, after) if x)
+        for before, after, paths in self.db.execute(
+                "SELECT before, after, paths FROM operations"):
+            ids.update(x for x in (before, after, _data(paths).get("undo_from")) if x)
         return ids

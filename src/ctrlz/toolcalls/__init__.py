@@ -18,8 +18,8 @@ _EXPORTS = {
     "fs_restore": "api", "fs_snapshot": "api",
     "list_snapshots": "api", "start_session": "api", "tool_call": "api", "write_file": "api",
     "shell_call": "shell", "redo": "turns", "rollback": "turns",
-    "RewindResult": "rewind", "agent_sessions": "rewind", "latest_session": "rewind",
-    "rewind": "rewind", "timeline": "rewind",
+    "RewindResult": "rewinds", "agent_sessions": "rewinds", "latest_session": "rewinds",
+    "rewind": "rewinds", "timeline": "rewinds",
     "DEFAULT_BYTE_CAP": "records",
 }
 
