@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "store_cap": 5 << 30,  # the workspace store's snapshots (not the agents' pre-images)
     "delete_initial": False,
     # agent tool-call pre-images (<store>/toolcalls/), all sessions together; their own budget,
-    # so they never push out workspace snapshots (ctrlz.toolcalls.records.DEFAULT_PREIMAGE_CAP)
+    # so they never push out workspace snapshots (ctrlz.state.toolcall_store.DEFAULT_PREIMAGE_CAP)
     "preimage_cap": 1 << 30,
     # automatic snapshots (ctrlz run)
     "auto_interval": 300,

@@ -135,6 +135,7 @@ class ProtectedWorkspace:
         """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
         byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
         with gc_paused(), self.repo.lock:
+            recover(self.repo)  # a long-lived process (the daemon) meets a crashed restore here
             if type == "manual":
                 retention.check_manual_cap(self.snapshots(), self.policy)
             snap, self.last_scan = self._take(type, label, pinned, dirty)
@@ -249,9 +250,12 @@ class ProtectedWorkspace:
     def enforce_pools(self) -> retention.PrunePlan:
         """Apply the rings, ``max_count`` and ``store_cap`` now, and hand ``preimage_cap`` to
         the agent hooks, which enforce it at their next capture (they cannot load the config)."""
-        from ..toolcalls.store import sync_preimage_cap
+        cap = self.config["preimage_cap"]
+        if getattr(self, "_synced_preimage_cap", None) != cap:  # once per process and value
+            from ..state.toolcall_store import sync_preimage_cap
 
-        sync_preimage_cap(self.store_path, self.config["preimage_cap"])
+            sync_preimage_cap(self.store_path, cap)
+            self._synced_preimage_cap = cap
         with self.repo.lock:
             protected = self.oplog.referenced()
             plan = retention.plan_pools(self.snapshots(), self.policy, protected)

@@ -12,11 +12,14 @@ import sqlite3
 import time
 from typing import Any
 
+from ..state.toolcall_store import (  # noqa: F401 (re-exported)
+    DEFAULT_PREIMAGE_CAP,
+    PREIMAGE_CAP_KEY,
+    preimage_cap,
+)
 from .images import Image
 
 DEFAULT_BYTE_CAP = 1 << 30  # per session (tc_sessions.byte_cap)
-DEFAULT_PREIMAGE_CAP = 1 << 30  # all sessions of the store together (the preimage_cap setting)
-PREIMAGE_CAP_KEY = "preimage_cap"  # its key in the tool-call catalog's meta table
 
 
 class _Row:
@@ -134,15 +137,6 @@ def byte_cap(db: sqlite3.Connection, session_id: str) -> int:
 def set_byte_cap(db: sqlite3.Connection, session_id: str, cap: int) -> None:
     db.execute("UPDATE tc_sessions SET byte_cap = ? WHERE session_id = ?",
                (max(1, cap), session_id))
-
-
-def preimage_cap(db: sqlite3.Connection) -> int:
-    """The store-wide budget, as ``ctrlz`` last wrote it (see ``store.sync_preimage_cap``)."""
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (PREIMAGE_CAP_KEY,)).fetchone()
-    try:
-        return max(1, int(row[0])) if row else DEFAULT_PREIMAGE_CAP
-    except ValueError:
-        return DEFAULT_PREIMAGE_CAP
 
 
 def total_bytes(db: sqlite3.Connection) -> int:
