@@ -20,6 +20,7 @@ from ..engine.restore import Request, RestoreResult, recover, restore_in_place, 
 from ..engine.snapshot import gc_paused
 from ..errors import RestoreError, UsageError
 from ..reports import UndoResult
+from ..state.oplog import Operation
 from . import journal
 
 if TYPE_CHECKING:
@@ -93,39 +94,36 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
 
 
 def undo(ws: ProtectedWorkspace) -> UndoResult:
-    """Take back the newest operation that is not undone yet."""
+    """Take back the newest operation that is not undone yet: restore the state captured just
+    before it, over the same paths."""
     with ws.repo.lock:
         recover(ws.repo)  # an interrupted restore leaves its undo entry first
         op = ws.oplog.next_undo()
         if op is None:
             raise UsageError("nothing to undo: no rollback, revert or rewind since the log "
                              "began")
-        before = ws.repo.catalog.snapshot(op.before) if op.before else None
-        if before is None:
-            raise RestoreError(f"cannot undo the {op.kind} to {op.target}: its safety "
-                               "snapshot is gone")
-        result = run(ws, Request(
-            kind="undo", target=before, paths=[ws.vpath(p) for p in op.paths] or None,
-            explicit=[ws.vpath(p) for p in op.explicit], undo={"undo_of": op.seq},
-            label=f"before undoing the {op.kind} to {op.target}"))
-    return UndoResult("undo", op, result)
+        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone")
 
 
 def redo(ws: ProtectedWorkspace) -> UndoResult:
-    """Apply again the oldest undone operation."""
+    """Apply again the oldest undone operation: restore the state it had produced (captured
+    by its undo), or else its target."""
     with ws.repo.lock:
         recover(ws.repo)
         op = ws.oplog.next_redo()
         if op is None:
             raise UsageError("nothing to redo")
-        cat = ws.repo.catalog
-        ref = op.after if op.after and cat.snapshot(op.after) else op.target
-        target = cat.snapshot(ref)
-        if target is None:
-            raise RestoreError(f"cannot redo the {op.kind} to {op.target}: its snapshot "
-                               "is gone")
-        result = run(ws, Request(
-            kind="redo", target=target, paths=[ws.vpath(p) for p in op.paths] or None,
-            explicit=[ws.vpath(p) for p in op.explicit], undo={"redo_of": op.seq},
-            label=f"before redoing the {op.kind} to {op.target}"))
-    return UndoResult("redo", op, result)
+        ref = op.after if op.after and ws.repo.catalog.snapshot(op.after) else op.target
+        return _replay(ws, "redo", op, ref, "its snapshot is gone")
+
+
+def _replay(ws: ProtectedWorkspace, action: str, op: Operation, ref: str | None,
+            gone: str) -> UndoResult:
+    target = ws.repo.catalog.snapshot(ref) if ref else None
+    if target is None:
+        raise RestoreError(f"cannot {action} the {op.kind} to {op.target}: {gone}")
+    result = run(ws, Request(
+        kind=action, target=target, paths=[ws.vpath(p) for p in op.paths] or None,
+        explicit=[ws.vpath(p) for p in op.explicit], undo={f"{action}_of": op.seq},
+        label=f"before {action}ing the {op.kind} to {op.target}"))
+    return UndoResult(action, op, result)
