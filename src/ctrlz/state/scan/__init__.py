@@ -21,7 +21,8 @@ The parts, one job each:
 * :mod:`.incremental` -- dirty scans: directories listed from the cache, cached trees
   patched, the copied stat cache pruned;
 * :mod:`.build` -- tree objects, cache entries and change counts, deepest directory first;
-* :mod:`.scanner` -- :class:`Scanner`, which holds one scan's state and runs the two passes.
+* :mod:`.context` -- :class:`~.context.ScanContext`, one scan's state, which every step takes;
+* :mod:`.scanner` -- :class:`Scanner`, the context plus the two passes that run the steps.
 """
 
 from .model import Changes, Limits, ScanResult, ScanStats

@@ -33,10 +33,10 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from .scanner import Scanner
+    from .context import ScanContext
 
 
-def finish(sc: Scanner, node: DirNode, new_cache: dict[bytes, DirCache]) -> None:
+def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> None:
     """Encode (or reuse) ``node``'s tree, record its cache entry and hand its id up."""
     if node.unreadable:
         if node.slot is not None:
@@ -102,7 +102,7 @@ def done(node: DirNode, result: DirCache, new_cache: dict[bytes, DirCache]) -> N
                 parent.dirty = True
 
 
-def count(sc: Scanner, node: DirNode, entries: list[list[Any]],
+def count(sc: ScanContext, node: DirNode, entries: list[list[Any]],
           new_cache: dict[bytes, DirCache]) -> Changes | None:
     """Changes of a rebuilt directory's subtree against its cached listing, by the rules
     of ``diff_trees`` + ``count_changes``: a file or link whose id or permission bits

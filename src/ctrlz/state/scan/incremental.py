@@ -13,7 +13,7 @@ Reused subtrees keep their cache entries, so the new stat cache starts as a copy
 one; :func:`drop` and :func:`drop_vanished` remove the subtrees that are gone, so that no
 entry outlives the snapshot that holds its objects.
 
-Every function here takes the :class:`~ctrlz.state.scan.scanner.Scanner` whose scan it
+Every function here takes the :class:`~ctrlz.state.scan.context.ScanContext` whose scan it
 serves, and works on its state.
 """
 
@@ -26,33 +26,17 @@ from ..trees import DIR, FILE, HEADER, SYMLINK
 from .model import IFDIR, IFMT, IFREG, NAME, NO_CHANGES, OID, DirNode
 
 if TYPE_CHECKING:
-    from .scanner import Scanner
+    from .context import ScanContext
 
 
-def needed_dirs(dirty: set[bytes]) -> tuple[set[bytes], dict[bytes, list[bytes]]]:
-    """The directories a dirty scan must enter (each dirty one and every ancestor), and per
-    needed directory the names of its needed subdirectories."""
-    needed: set[bytes] = set()
-    children: dict[bytes, list[bytes]] = {}
-    for d in dirty:
-        while d not in needed:
-            needed.add(d)
-            if not d:
-                break
-            parent, _, name = d.rpartition(b"/")
-            children.setdefault(parent, []).append(name)
-            d = parent
-    return needed, children
-
-
-def list_unchanged(sc: Scanner, node: DirNode, stack: list[DirNode]) -> None:
+def list_unchanged(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     """List a directory the watcher saw no change in (one above a changed one) from the
     cache: by patching its cached tree when possible, else entry by entry."""
     if not patch_from_cache(sc, node, stack):
         list_from_cache(sc, node, stack)
 
 
-def patch_from_cache(sc: Scanner, node: DirNode, stack: list[DirNode]) -> bool:
+def patch_from_cache(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
     """:func:`list_from_cache` in time proportional to the subdirectories entered, not to
     the directory's entries: when the cached tree is in memory, only the needed
     subdirectories are entered, and the statistics of everything else come from the
@@ -113,7 +97,7 @@ def patch_from_cache(sc: Scanner, node: DirNode, stack: list[DirNode]) -> bool:
     return True
 
 
-def list_from_cache(sc: Scanner, node: DirNode, stack: list[DirNode]) -> None:
+def list_from_cache(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     """A directory above a changed one, which the watcher saw no change in: its listing is
     the cached one, and only the subdirectories on the way to a change are entered."""
     assert node.cached is not None and sc._needed is not None
@@ -155,7 +139,7 @@ def list_from_cache(sc: Scanner, node: DirNode, stack: list[DirNode]) -> None:
                    if k.path.rpartition(b"/")[0] == node.rel]
 
 
-def reuse_unlisted(sc: Scanner, rel: bytes, entry: list[Any], sub: DirCache) -> None:
+def reuse_unlisted(sc: ScanContext, rel: bytes, entry: list[Any], sub: DirCache) -> None:
     """Trust the watcher: nothing changed below ``rel``, so reuse its cached tree whole."""
     entry[OID] = sub[0]
     files, dirs, links, nbytes = sub[2]
@@ -170,7 +154,7 @@ def reuse_unlisted(sc: Scanner, rel: bytes, entry: list[Any], sub: DirCache) -> 
     sc.skipped += [s for s in sc.previous_skipped if s.path.startswith(prefix)]
 
 
-def finish_patched(sc: Scanner, node: DirNode, new_cache: dict[bytes, DirCache]) -> DirCache:
+def finish_patched(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> DirCache:
     """Finish a directory :func:`patch_from_cache` listed: swap the new tree ids of the
     entered subdirectories into the cached tree, listing and totals (dropping those that
     became unreadable), and add up their changes. Returns the directory's new cache entry."""
@@ -226,7 +210,7 @@ def finish_patched(sc: Scanner, node: DirNode, new_cache: dict[bytes, DirCache])
     return tree_oid, mapping, (files, dirs, links, nbytes)
 
 
-def drop_vanished(sc: Scanner, node: DirNode, mapping: dict[bytes, Any],
+def drop_vanished(sc: ScanContext, node: DirNode, mapping: dict[bytes, Any],
                   new_cache: dict[bytes, DirCache]) -> None:
     """Drop from the copied cache the subtrees of ``node``'s cached subdirectories that
     are no longer subdirectories of it (deleted, excluded, unreadable, or replaced by a
@@ -240,7 +224,7 @@ def drop_vanished(sc: Scanner, node: DirNode, mapping: dict[bytes, Any],
                 drop(sc, new_cache, prefix + name)
 
 
-def drop(sc: Scanner, new_cache: dict[bytes, DirCache], rel: bytes) -> None:
+def drop(sc: ScanContext, new_cache: dict[bytes, DirCache], rel: bytes) -> None:
     """Remove ``rel`` and every directory the old cache holds below it (iteratively: a
     chain of directories may be deeper than Python's recursion limit)."""
     todo = [rel]

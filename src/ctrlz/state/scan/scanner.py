@@ -9,69 +9,18 @@ Python's recursion limit scans like any other.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from ...errors import WorkspaceError
-from ...types import Skipped
-from ..exclude import Matcher
-from ..statcache import RACY_WINDOW_NS, DirCache
-from ..trees import Entry
+from ..statcache import DirCache
 from .build import finish
-from .incremental import list_unchanged, needed_dirs
-from .model import Changes, DirNode, Limits, ScanResult, ScanStats
-from .reader import FileReader
-from .sinks import Sink
+from .context import ScanContext
+from .incremental import list_unchanged
+from .model import DirNode, ScanResult
 from .walk import list_disk
 
 
-@dataclass
-class Scanner:
+class Scanner(ScanContext):
     """Scans one root. Create one per root per snapshot."""
-
-    root: Path
-    matcher: Matcher
-    sink: Sink
-    pool: ThreadPoolExecutor
-    limits: Limits = field(default_factory=Limits)
-    cache: dict[bytes, DirCache] = field(default_factory=dict)
-    #: when this scan started; entries whose mtime or ctime are this recent are cached as
-    #: racily clean (not trusted next time)
-    scan_ns: int = 0
-    entry_budget: list[int] = field(default_factory=lambda: [0])  # shared across roots
-    #: directories a watcher saw change since the cache was written; ``None``: unknown, list
-    #: everything. Any other directory with a cache entry is reused without being listed.
-    dirty: set[bytes] | None = None
-    #: what the cache's snapshot skipped, carried over for directories reused unlisted
-    previous_skipped: list[Skipped] = field(default_factory=list)
-    #: the encoding of a cached tree id when it is at hand in memory (else ``None``): lets
-    #: a directory listed from the cache be patched instead of rebuilt entry by entry
-    tree_cache: Callable[[bytes], bytes | None] | None = None
-
-    def __post_init__(self) -> None:
-        self.stats = ScanStats()
-        self.skipped: list[Skipped] = []
-        self._reader = FileReader(self.sink, self.pool, self.stats, self.skipped)
-        self._root_bytes = os.fsencode(self.root)
-        self._reused = False  # whether any subtree was reused without being listed
-        self._needed: set[bytes] | None = None
-        #: per finished directory whose old listing the cache holds: its subtree's changes
-        #: against that listing (a parent adds those of the children whose tree id changed)
-        self._changes: dict[bytes, Changes] = {}
-        #: the new cache starts as a copy of the old one (see :meth:`scan`)
-        self._copied = False
-        #: every tree this scan encoded, decoded form (diffs and the repository's tree cache
-        #: use them instead of reading the store back), except those it patched:
-        self.built_trees: dict[bytes, list[Entry]] = {}
-        #: the trees this scan patched (``incremental.finish_patched``), encoded
-        self.patched_trees: dict[bytes, bytes] = {}
-        self._cutoff = self.scan_ns - RACY_WINDOW_NS
-        #: per needed directory, the names of its needed subdirectories
-        self._needed_children: dict[bytes, list[bytes]] = {}
-        if self.dirty is not None:
-            self._needed, self._needed_children = needed_dirs(self.dirty)
 
     def scan(self) -> ScanResult:
         root_mode = os.lstat(self._root_bytes).st_mode

@@ -21,10 +21,10 @@ from .incremental import reuse_unlisted
 from .model import IFDIR, IFLNK, IFMT, IFREG, OID, DirNode, special_kind
 
 if TYPE_CHECKING:
-    from .scanner import Scanner
+    from .context import ScanContext
 
 
-def list_disk(sc: Scanner, node: DirNode, stack: list[DirNode]) -> None:
+def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     """List ``node`` with ``os.scandir``: fill its entries, queue the reads it needs and push
     the subdirectories to enter onto ``stack``."""
     try:
