@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 CTRLZ = str(Path(sys.executable).parent / "ctrlz")
 TOOLS = {"snapshots_create", "snapshots_list", "snapshots_changes", "snapshots_revert",
          "snapshots_delete", "snapshots_history", "snapshots_compact", "snapshots_diff",
-         "snapshots_restore"}
+         "snapshots_restore", "snapshots_rewind", "snapshots_undo", "snapshots_redo"}
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ async def test_tools_annotations_and_schemas(client: Client) -> None:
         a = listed[name].annotations
         assert a.read_only_hint is True and a.destructive_hint is False, name
     for name in ("snapshots_revert", "snapshots_restore", "snapshots_delete",
-                 "snapshots_compact"):
+                 "snapshots_compact", "snapshots_rewind", "snapshots_undo", "snapshots_redo"):
         a = listed[name].annotations
         assert a.read_only_hint is False and a.destructive_hint is True, name
     create = listed["snapshots_create"].annotations
@@ -111,6 +111,10 @@ async def test_tools_annotations_and_schemas(client: Client) -> None:
     assert set(listed["snapshots_revert"].input_schema["properties"]) == {"path", "checkpoint"}
     assert set(listed["snapshots_compact"].input_schema["properties"]) == {"checkpoints",
                                                                            "name"}
+    assert set(listed["snapshots_rewind"].input_schema["properties"]) == {
+        "target", "session_id", "dry_run", "force"}
+    assert listed["snapshots_rewind"].input_schema["required"] == ["target"]
+    assert listed["snapshots_undo"].input_schema.get("properties", {}) == {}
 
 
 # -- create / list / changes -------------------------------------------------------------------
@@ -119,9 +123,9 @@ async def test_tools_annotations_and_schemas(client: Client) -> None:
 async def test_create_list_and_changes_by_content(client: Client, ws: Path) -> None:
     (ws / "same.txt").write_text("aaaa")
     (ws / "gone.txt").write_text("bye")
-    made = await ok(client, "snapshots_create", name="base-naïve-☃")
+    made = await ok(client, "snapshots_create", name="base-naive_1")
     assert made["checkpoint"].startswith("snap_") and made["cp"] == "cp-0"
-    assert made["name"] == "base-naïve-☃" and len(made["hash"]) >= 32
+    assert made["name"] == "base-naive_1" and len(made["hash"]) >= 32
     assert isinstance(made["available"], int)
 
     listed = await ok(client, "snapshots_list", format="json")
@@ -142,7 +146,7 @@ async def test_create_list_and_changes_by_content(client: Client, ws: Path) -> N
     assert ops["gone.txt"] == "deleted" and ops["new.txt"] == "created"
     row = next(c for c in changes["changes"] if c["path"] == "same.txt")
     assert row["checkpoint"] == made["checkpoint"] and row["cp"] == "cp-0"
-    assert row["checkpoint_name"] == "base-naïve-☃" and row["size"] == 4
+    assert row["checkpoint_name"] == "base-naive_1" and row["size"] == 4
     assert text(await client.call_tool("snapshots_changes", {})).startswith("Changed Files (")
 
     after = await ok(client, "snapshots_create", name="after-edit")
@@ -208,6 +212,37 @@ async def test_checkpoint_references(client: Client, ws: Path) -> None:
     assert d["checkpoint"] == snap["checkpoint"]
     msg = await fails(client, "snapshots_create", name="cp-3")
     assert "reference" in msg
+
+
+# -- names -------------------------------------------------------------------------------------
+
+RULE = "a snapshot name is 1-64 characters, each a letter (A-Z, a-z), a digit, '_' or '-'"
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 65, "two words", "a/b", "../x", "naïve", "☃",
+                                 " lead", "tab\there", "new\nline", "dot.name"])
+async def test_invalid_names_are_tool_errors(client: Client, bad: str) -> None:
+    for tool, args in (("snapshots_create", {"name": bad}),
+                       ("snapshots_compact", {"checkpoints": ["cp-0"], "name": bad})):
+        msg = await fails(client, tool, **args)
+        assert msg.endswith(RULE) and "\n" not in msg, (tool, msg)
+
+
+async def test_reserved_names_stay_refused(client: Client) -> None:
+    for bad in ("latest", "HEAD", "cp-0", "snap_abc", "42"):
+        assert "reads as a snapshot reference" in await fails(client, "snapshots_create",
+                                                              name=bad)
+
+
+async def test_longest_name_and_every_allowed_character(client: Client) -> None:
+    longest = ("Az09_-" * 11)[:64]
+    made = await ok(client, "snapshots_create", name=longest)
+    assert made["name"] == longest
+    listed = await ok(client, "snapshots_list", format="json")
+    assert listed["snapshots"][0]["name"] == longest
+    r = await ok(client, "snapshots_compact", checkpoints=[made["checkpoint"]], name="x" * 64)
+    assert r["name"] == "x" * 64
+    await ok(client, "snapshots_delete", checkpoint="x" * 64)  # the module shares one pool
 
 
 # -- history / diff / pagination ---------------------------------------------------------------

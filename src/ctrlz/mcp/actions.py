@@ -1,7 +1,9 @@
-"""The tools that change things: create, delete, compact, revert and restore.
+"""The tools that change things: create, delete, compact, revert, restore, rewind, undo and
+redo.
 
 Each one parses its arguments, makes one call into the library (the rules for deleting and
-compacting are :mod:`ctrlz.session.policy`'s, the restores :class:`~ctrlz.Workspace`'s) and
+compacting are :mod:`ctrlz.session.policy`'s, the restores :class:`~ctrlz.Workspace`'s, the
+rewinds :mod:`ctrlz.toolcalls.rewinds`', the same calls the CLI makes) and
 shapes the result. Expected failures raise :class:`~ctrlz.errors.CtrlzError` subclasses with
 one-line messages that name the MCP tool to use next.
 """
@@ -13,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LimitExceeded, UsageError
+from ..reports import UndoResult
 from ..session import policy
+from ..toolcalls import rewinds
 from ..types import Snapshot, text_path
 from ..workspace import Workspace
 from .checkpoints import check_path, cp_aliases, pools
@@ -72,8 +76,9 @@ def compact(ws: Workspace, checkpoints: Sequence[str], name: str | None = None
 def _undo_hint(safety: Snapshot | None) -> str | None:
     if safety is None:
         return None
-    return (f"snapshots_restore(checkpoint=\"{safety.id}\") puts back what this replaced "
-            "(or `ctrlz undo` in a shell)")
+    return (f"snapshots_undo takes this back while it is the newest change; "
+            f"snapshots_restore(checkpoint=\"{safety.id}\") puts back what this replaced at "
+            "any time (or `ctrlz undo` in a shell)")
 
 
 def revert(ws: Workspace, path: str, checkpoint: str | None = None) -> dict[str, Any]:
@@ -122,3 +127,53 @@ def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
             "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
                         for k in data["skipped"]],
             "safety_snapshot": data["safety_snapshot"], "undo": _undo_hint(result.safety)}
+
+
+def _paths(paths: Sequence[str]) -> list[str]:
+    return [clean(p) for p in paths]
+
+
+def rewind(ws: Workspace, target: str, session_id: str | None = None, dry_run: bool = False,
+           force: bool = False) -> dict[str, Any]:
+    """The workspace back to just before tool call ``target`` (a tool_use_id) or turn
+    ``target`` of an agent session (default: the latest), as ``ctrlz rewind`` does."""
+    if not target or not target.strip():
+        raise UsageError("the target is empty; give a tool_use_id or a turn number")
+    if session_id is not None and not session_id.strip():
+        raise UsageError("the session_id is empty; leave it out for the latest agent session")
+    result = rewinds.rewind(ws, target.strip(), session_id, dry_run=dry_run, force=force)
+    data = result.to_json()
+    safety = ws.repo.catalog.snapshot(result.safety) if result.safety else None
+    changed = _paths(data["changed_paths"])
+    return {**data, "rewound": not dry_run, "changed_paths": changed[:MAX_ACTIONS],
+            "changed_total": len(changed),
+            "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
+                        for k in data["skipped"]],
+            "undo": _undo_hint(safety) if not dry_run else None}
+
+
+def _replayed(done: UndoResult, again: str) -> dict[str, Any]:
+    op, result = done.operation, done.restore
+    data = result.to_json()
+    actions = [{"op": a["op"], "path": clean(a["path"]), "change": a["change"]}
+               for a in data["actions"] if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
+    return {"action": done.action,
+            "operation": {"seq": op.seq, "kind": op.kind, "target": op.target,
+                          "paths": _paths(op.to_json()["paths"]),
+                          "session_id": op.session_id},
+            "checkpoint": result.target.id, "counts": data["counts"],
+            "actions": actions[:MAX_ACTIONS], "actions_total": len(actions),
+            "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
+                        for k in data["skipped"]],
+            "safety_snapshot": data["safety_snapshot"], "next": again}
+
+
+def undo(ws: Workspace) -> dict[str, Any]:
+    """Take back the newest restore, revert or rewind not undone yet (``ctrlz undo``)."""
+    return _replayed(ws.undo(), "snapshots_redo applies it again (or `ctrlz redo` in a shell)")
+
+
+def redo(ws: Workspace) -> dict[str, Any]:
+    """Apply again the oldest undone one (``ctrlz redo``)."""
+    return _replayed(ws.redo(), "snapshots_undo takes it back again (or `ctrlz undo` in a "
+                                "shell)")

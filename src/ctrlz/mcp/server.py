@@ -140,6 +140,32 @@ class RestoreOut(TypedDict):
     undo: str | None
 
 
+class RewindOut(TypedDict):
+    rewound: bool
+    session_id: str
+    target: str
+    dry_run: bool
+    tool_calls: list[str]
+    shell_snapshot: str | None
+    safety_snapshot: str | None
+    changed_paths: list[str]
+    changed_total: int
+    skipped: list[dict[str, str]]
+    undo: str | None
+
+
+class UndoOut(TypedDict):
+    action: Literal["undo", "redo"]
+    operation: dict[str, Any]
+    checkpoint: str
+    counts: dict[str, int]
+    actions: list[dict[str, Any]]
+    actions_total: int
+    skipped: list[dict[str, str]]
+    safety_snapshot: str | None
+    next: str
+
+
 # -- plumbing ----------------------------------------------------------------------------------
 
 
@@ -207,7 +233,8 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
 
     @mcp.tool(annotations=CREATES)
     def snapshots_create(
-        name: Annotated[str, Field(description="A name for the snapshot, 1-64 characters.")],
+        name: Annotated[str, Field(description="A name for the snapshot: 1-64 characters of "
+                                               "A-Z, a-z, 0-9, _ and -.")],
     ) -> Annotated[CallToolResult, CreateOut]:
         """Take a manual snapshot (checkpoint) of the whole workspace now, named `name`.
 
@@ -266,7 +293,8 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
     def snapshots_compact(
         checkpoints: Annotated[list[str], Field(min_length=1, description="Snapshots to fold "
                                                                           "into one.")],
-        name: Annotated[str | None, Field(description="Name of the result (default "
+        name: Annotated[str | None, Field(description="Name of the result, 1-64 characters "
+                                                      "of A-Z, a-z, 0-9, _ and - (default "
                                                       "compacted_<epoch>).")] = None,
     ) -> Annotated[CallToolResult, CompactOut]:
         """Fold several snapshots into one manual snapshot: the newest of them is kept (renamed)
@@ -299,6 +327,38 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         snapshot is taken first and the result says how to undo; only paths the snapshot
         covered are touched."""
         return _json_result(srv.call(lambda ws: actions.restore(ws, checkpoint, paths, dry_run)))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    def snapshots_rewind(
+        target: Annotated[str, Field(description="A tool_use_id of the session, or a turn "
+                                                 "number (as a string, e.g. \"3\").")],
+        session_id: Annotated[str | None, Field(description="The agent session (default: the "
+                                                            "latest one).")] = None,
+        dry_run: Annotated[bool, Field(description="Only report what would change.")] = False,
+        force: Annotated[bool, Field(description="Also put back files edited after the tool "
+                                                 "calls (by hand); by default they are left "
+                                                 "alone and listed in skipped.")] = False,
+    ) -> Annotated[CallToolResult, RewindOut]:
+        """Put the workspace back to just before one tool call (or the first tool call of one
+        turn) of an agent session, undoing that call and every one after it, shell commands
+        included. A safety snapshot is taken first; snapshots_undo takes the rewind back.
+        Destructive unless dry_run."""
+        return _json_result(srv.call(
+            lambda ws: actions.rewind(ws, target, session_id, dry_run, force)))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    def snapshots_undo() -> Annotated[CallToolResult, UndoOut]:
+        """Take back the newest restore, revert or rewind (from these tools or the ctrlz CLI)
+        that is not undone yet: the workspace goes back to the state just before it, over the
+        same paths. Each undo takes a safety snapshot of its own; snapshots_redo applies the
+        operation again."""
+        return _json_result(srv.call(actions.undo))
+
+    @mcp.tool(annotations=DESTRUCTIVE)
+    def snapshots_redo() -> Annotated[CallToolResult, UndoOut]:
+        """Apply again the operation snapshots_undo (or `ctrlz undo`) took back most recently.
+        Each redo takes a safety snapshot of its own."""
+        return _json_result(srv.call(actions.redo))
 
     return mcp
 

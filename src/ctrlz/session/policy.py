@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ..engine.retention import Policy
 
 NAME_MAX = 64
+NAME_RULE = (f"a snapshot name is 1-{NAME_MAX} characters, each a letter (A-Z, a-z), a digit, "
+             "'_' or '-'")
+_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{NAME_MAX}}}\Z")
 _RESERVED = re.compile(r"^(latest|HEAD|@|cp-\d+|#?\d+|snap_.*)$")
 
 
@@ -50,15 +53,16 @@ class SnapshotPools(Protocol):
 
 
 def check_name(name: str) -> str:
-    """A snapshot name: 1-64 printable characters that cannot be mistaken for another
-    reference (``latest``, ``cp-3``, ``snap_…``, a number)."""
-    name = name.strip()
+    """A snapshot name, as Capsem's MCP tools take one: 1-64 characters of ``[A-Za-z0-9_-]``
+    (nothing to quote, escape or mistake for a path), that cannot be mistaken for another
+    reference (``latest``, ``cp-3``, ``snap_…``, a number). The CLI's ``-m`` labels are free
+    text and do not come through here."""
     if not name:
-        raise UsageError("the name is empty")
+        raise UsageError(f"the name is empty; {NAME_RULE}")
     if len(name) > NAME_MAX:
-        raise UsageError(f"the name is {len(name)} characters long; the limit is {NAME_MAX}")
-    if any(not ch.isprintable() for ch in name):
-        raise UsageError("the name contains control characters")
+        raise UsageError(f"the name is {len(name)} characters long; {NAME_RULE}")
+    if not _NAME.match(name):
+        raise UsageError(f"{name!r} is not a valid name; {NAME_RULE}")
     if _RESERVED.match(name):
         raise UsageError(f"{name!r} reads as a snapshot reference (latest, cp-N, snap_…, a "
                          "number); choose another name")
