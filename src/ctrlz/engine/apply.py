@@ -41,6 +41,7 @@ from ..state.trees import DIR, FILE, SYMLINK, Entry
 from ..types import Skipped, show_path
 from .dirs import RENAME_EXCHANGE, RENAME_NOREPLACE, DirHandles, Unsupported, renameat2, syncfs
 from .plan import (
+    ANCESTOR,
     CHMOD,
     DELETE,
     DIRMODE,
@@ -114,6 +115,7 @@ class Applier:
         self._count = 0
         self._current: Action | None = None
         self._blocked: set[bytes] = set()  # directories the restore could not make
+        self._kept: set[bytes] = set()  # directories kept because they hold uncovered files
         self._pending: list[tuple[Action, bytes, bytes]] = []  # action, parent, temp name
         self._devices: dict[int, int] = {}  # st_dev -> an fd on it, for syncfs
         self._dev_of: dict[bytes, int] = {}
@@ -219,7 +221,9 @@ class Applier:
             except OSError as exc:
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                     raise
-                self.result.skipped.append(Skipped(a.path, KEPT_NOT_EMPTY))
+                self._kept.add(a.path)
+                if a.change != ANCESTOR:  # a parent of the requested paths: kept, unremarked
+                    self.result.skipped.append(Skipped(a.path, KEPT_NOT_EMPTY))
                 return
         else:
             # take it aside first, check the inode that went, then let it go
@@ -267,6 +271,8 @@ class Applier:
             self.result.applied.append(a)
         elif a.op in METADATA_OPS:
             self._metadata(a, parent, name, entry)
+        elif a.path in self._kept:
+            return  # the directory kept there (reported above) stays; nothing to place
         else:
             fd = self.dirs.get(parent)
             self._note_device(parent, fd)

@@ -36,6 +36,8 @@ MKDIR, WRITE, SYMLINK_OP, CHMOD, UTIME = "mkdir", "write", "symlink", "chmod", "
 DIRMODE = "dirmode"  # phase 3: directory modes, children before parents
 #: ops that change only a file's metadata; both put back the mode *and* the mtime
 METADATA_OPS = (CHMOD, UTIME)
+#: the change of a directory above the requested paths of a path-limited restore
+ANCESTOR = "ancestor"
 
 KEPT_UNCOVERED = "kept: the snapshot did not cover it (excluded, ignored or skipped then)"
 LEFT_UNCAPTURED = ("left alone: it exists but the safety snapshot did not capture it "
@@ -289,6 +291,10 @@ class Planner:
                 self.plan.skipped.append(Skipped(path, "left alone: a parent of the requested "
                                                        "path is not a directory now"))
         elif c is not None and c.kind == DIR:
+            # the target has no directory here: it goes once what the request removes from it
+            # is gone (the apply step keeps it, silently, while it holds anything else)
+            if self.covers(path, True):
+                self._stack.append(("removal", Action(RMDIR, path, None, c, ANCESTOR)))
             self._descend(path, c, None)
 
     def _remove(self, path: bytes, c: Entry) -> None:

@@ -50,7 +50,7 @@ from . import journal
 from .apply import Applier, ApplyFailed, Identity, require_empty_destination, verify_applied
 from .diff import TreeReader
 from .graft import DiskCapture, graft
-from .plan import Action, Planner, RestorePlan
+from .plan import SYMLINK_OP, WRITE, Action, Planner, RestorePlan
 from .snapshot import new_snapshot_id, overlay_reader, scan_working, take_snapshot
 
 
@@ -145,19 +145,38 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
                                   label=label, numbered=req.numbered_safety,
                                   include=req.explicit, included_keys=keys)
         target = req.target if req.target is not None else _build(repo, req, safety)
-        plan = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots, req.paths,
-                       check_disk=True, explicit=req.explicit).run(safety.root)
+        planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
+                          req.paths, check_disk=True, explicit=req.explicit)
+        plan = planner.run(safety.root)
         result = RestoreResult(target, plan, safety=safety, skipped=list(plan.skipped),
                                kind=req.kind)
+        undo = _with_created_uncovered(req.undo, plan, planner)
         identity = _identity(repo.load_statcache(), safety.id, keys)
         intent = journal.Intent(
             token=os.urandom(6).hex(), kind=req.kind, target=target.id, safety=safety.id,
-            roots=dest_roots, dirs=sorted(plan.parents()), undo=req.undo,
+            roots=dest_roots, dirs=sorted(plan.parents()), undo=undo,
             created_ns=time.time_ns())
         _apply(repo, plan, result, intent, identity)
         if result.conflicts:
             raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
         return result
+
+
+def _with_created_uncovered(undo: dict[str, Any], plan: RestorePlan,
+                            planner: Planner) -> dict[str, Any]:
+    """A restore that creates a path its target's rules do not cover (an ignored file that a
+    tool-call restore grafted into a snapshot) names it in its undo entry, so that the undo
+    captures and removes it like any other path the restore wrote."""
+    if "record" not in undo:
+        return undo
+    made = [a.path.partition(b"/")[2] for a in plan.writes
+            if a.expect is None and a.op in (WRITE, SYMLINK_OP) and a.path.startswith(b"0/")
+            and not planner.covers(a.path, False)]
+    if not made:
+        return undo
+    record = dict(undo["record"])
+    record["explicit"] = sorted(set(record.get("explicit", [])) | {p.hex() for p in made})
+    return {**undo, "record": record}
 
 
 def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: journal.Intent,

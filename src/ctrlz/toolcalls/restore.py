@@ -134,7 +134,9 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                          "session_id": session_id}},
         label=f"before {kind} {label}".strip())
     if not explicit and shell is None:
-        req.paths = []  # nothing to put back: an empty plan, still a safety snapshot
+        # nothing to put back: an empty plan, and no undo entry (an entry with no paths would
+        # read as "the whole workspace")
+        req.paths, req.undo = [], {}
     result = restores.run(ws, req)
     return Outcome(result, dict(skipped), [r for r in rels if r not in skipped])
 

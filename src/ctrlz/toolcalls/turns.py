@@ -34,16 +34,24 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
         if not snaps:
             raise UsageError(f"session {session_id} has no tool calls in turn {turn} or later")
         files = [s for s in snaps if s.kind == "files"]
+        previous = ws.oplog.next_undo()
         outcome = restore_tool_calls(ws, place, session_id, files, force=force,
                                      kind="turn-rollback", label=f"turn {turn}")
         op = ws.oplog.next_undo()
+        if op is not None and previous is not None and op.seq == previous.seq:
+            op = None  # nothing was put back, so nothing was recorded
+        # a tool call one of whose paths was left alone (edited by hand since) stays active:
+        # its pre-image may be the only copy of what the agent overwrote
+        rolled = [s.seq for s in snaps if s.kind != "files" or not any(
+            e.path in outcome.skipped for e in records.entries(place.db, s.seq))]
         with place.store.catalog.transaction():
             records.clear_redo(place.db, session_id)
-            marker = records.add_snapshot(place.db, session_id,
-                                          f"redo-{turn}-{time.time_ns()}", turn, "redo",
-                                          detail=str(op.seq) if op else None)
-            records.set_rolled_back(place.db, [s.seq for s in snaps], True)
-            records.push_redo(place.db, session_id, turn, [s.seq for s in snaps], marker.seq)
+            records.set_rolled_back(place.db, rolled, True)
+            if op is not None:
+                marker = records.add_snapshot(place.db, session_id,
+                                              f"redo-{turn}-{time.time_ns()}", turn, "redo",
+                                              detail=str(op.seq))
+                records.push_redo(place.db, session_id, turn, rolled, marker.seq)
         safety = outcome.result.safety
         return {"status": "rolled_back", "turn": turn,
                 "fs_snapshot_ids": [s.snapshot_id for s in snaps],
