@@ -145,8 +145,11 @@ def rewind(ws: Workspace, target: str, session_id: str | None = None, dry_run: b
     data = result.to_json()
     safety = ws.repo.catalog.snapshot(result.safety) if result.safety else None
     changed = _paths(data["changed_paths"])
-    return {**data, "rewound": not dry_run, "changed_paths": changed[:MAX_ACTIONS],
-            "changed_total": len(changed),
+    return {"rewound": not dry_run, "session_id": data["session_id"],
+            "target": data["target"], "dry_run": dry_run, "tool_calls": data["tool_calls"],
+            "shell_snapshot": data["shell_snapshot"],
+            "safety_snapshot": data["safety_snapshot"],
+            "changed_paths": changed[:MAX_ACTIONS], "changed_total": len(changed),
             "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
                         for k in data["skipped"]],
             "undo": _undo_hint(safety) if not dry_run else None}
