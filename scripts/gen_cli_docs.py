@@ -124,6 +124,11 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz revert scratch.txt")
     s.text("## restore\n\nExtract elsewhere; the directory must be new or empty.")
     s.run(f"ctrlz restore baseline --to {s.tmp}/baseline-copy")
+    s.text("## fork\n\nA new workspace at a snapshot (or just before an agent's shell tool "
+           "call), with its own store; in a git repository it is a `git worktree` on a new "
+           "branch. See [agents.md](agents.md#fork).")
+    s.run(f"ctrlz fork baseline {s.tmp}/try2")
+    s.run(f"ctrlz -C {s.tmp}/try2 status", limit=3)
     s.text("## pin, unpin, rm")
     s.run("ctrlz pin baseline")
     s.run("ctrlz unpin baseline")
@@ -206,7 +211,7 @@ These schemas are the ones `tests/cli/test_json.py` validates every output again
 (generated from `tests/cli/schemas.py` by `scripts/gen_cli_docs.py`).
 """]
     groups: dict[str, list[str]] = {}
-    for command, schema in mod.SCHEMAS.items():
+    for command, schema in {**mod.SCHEMAS, **mod.OTHER_SCHEMAS}.items():
         groups.setdefault(json.dumps(schema, sort_keys=True), []).append(command)
     for key, commands in groups.items():
         parts.append("## " + ", ".join(f"`ctrlz {c} --json`" for c in commands) + "\n")

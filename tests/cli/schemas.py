@@ -33,6 +33,12 @@ SNAPSHOT = obj({
     "root": {"type": "string", "pattern": "^[0-9a-f]{64}$"}, "parent": SNAP_ID_OR_NULL,
     "skipped": SKIPPED,
 })
+#: where a forked workspace came from (`ctrlz fork`); null in a workspace that is not a fork
+FORKED_FROM = {"anyOf": [{"type": "null"}, obj(
+    {"workspace": {"type": "string"}, "snapshot": SNAP_ID, "tool_call": STR_OR_NULL,
+     "session_id": STR_OR_NULL})]}
+#: `ctrlz show` adds `forked_from` to the snapshot record
+SNAPSHOT["properties"]["forked_from"] = FORKED_FROM
 LIST = {"type": "array", "items": SNAPSHOT}
 CHANGE = obj({"path": {"type": "string"},
               "change": {"enum": ["created", "modified", "deleted", "permissions_changed"]},
@@ -82,7 +88,8 @@ STATUS = obj({"type": {"const": "status"}, "workspace": {"type": "string"},
               "store_cap": INT, "skipped": SKIPPED,
               "problems": {"type": "array", "items": {"type": "string"}},
               "can_undo": {"type": "boolean"}, "can_redo": {"type": "boolean"},
-              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL})})
+              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL})},
+             forked_from=FORKED_FROM)
 CONFIG = obj({"type": {"const": "config"}, "user_file": {"type": "string"},
               "workspace_file": STR_OR_NULL,
               "values": {"type": "object", "additionalProperties": obj(
@@ -100,6 +107,14 @@ VERIFY = obj({"type": {"const": "verify"}, "ok": {"type": "boolean"}, "snapshots
               "errors": {"type": "array", "items": {"type": "string"}},
               "orphans": {"type": ["integer", "null"]}},
              orphans_note={"type": "string"})
+
+FORK = obj({"type": {"const": "fork"}, "workspace": {"type": "string"},
+            "store": {"type": "string"}, "forked_from": FORKED_FROM,
+            "first_snapshot": SNAP_ID, "git": {"type": "boolean"}, "branch": STR_OR_NULL,
+            "agent": STR_OR_NULL, "resume": STR_OR_NULL})
+
+#: commands whose --json output tests/cli/test_fork.py validates (documented with the rest)
+OTHER_SCHEMAS: dict[str, dict[str, Any]] = {"fork": FORK}
 
 #: command -> schema of its --json output
 SCHEMAS: dict[str, dict[str, Any]] = {

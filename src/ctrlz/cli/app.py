@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from . import agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
+from . import fork as fork_commands
 from .context import CONTEXT, State
 
 
@@ -43,6 +44,7 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     ctx.call_on_close(state.close)
 
 
-for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon):
+for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon,
+                fork_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -176,13 +176,17 @@ def status_cmd(state: State, as_json: bool) -> None:
       ctrlz status
       ctrlz status --json
     """
+    from ..session.fork import lineage
     from .snapshots import excluded_text
 
-    st = state.workspace().status()
+    ws = state.workspace()
+    st, forked_from = ws.status(), lineage(ws)
     if as_json:
-        render.emit_json(st.to_json())
+        render.emit_json(st.to_json() | {"forked_from": forked_from})
         return
     render.out(f"Workspace: {st.root}")
+    if forked_from:
+        render.out(f"Forked from: {forked_from['workspace']} at {forked_from['snapshot']}")
     render.out(f"Excluded:  {excluded_text(st.rules)}")
     render.out(f"Store:     {st.store}")
     render.out(f"           {render.size(st.store_bytes)} of cap {render.size(st.store_cap)}")

@@ -130,9 +130,12 @@ def show_cmd(state: State, snap: str, as_json: bool) -> None:
       ctrlz show latest
       ctrlz show baseline --json
     """
-    s = state.workspace().resolve(snap)
+    from ..session.fork import lineage
+
+    ws = state.workspace()
+    s, forked_from = ws.resolve(snap), lineage(ws)
     if as_json:
-        render.emit_json(s.to_json())
+        render.emit_json(s.to_json() | {"forked_from": forked_from})
         return
     lines = [
         ("id", s.id), ("number", str(s.number)), ("type", _type_text(s)),
@@ -147,6 +150,8 @@ def show_cmd(state: State, snap: str, as_json: bool) -> None:
         render.out(f"{key + ':':<9} {value}")
     for k in s.skipped:
         render.out(f"skipped:  {k.to_json()['path']}: {k.reason}")
+    if forked_from:
+        render.out(f"Forked from: {forked_from['workspace']} at {forked_from['snapshot']}")
 
 
 @click.command("rm")
