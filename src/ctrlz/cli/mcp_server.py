@@ -15,7 +15,8 @@ def mcp_cmd(log_level: str) -> None:
     Serves the protected workspace that contains the current directory (or the one -C DIR
     names). stdout carries the protocol only; logs go to stderr. Tools: snapshots_create,
     snapshots_list, snapshots_changes, snapshots_diff, snapshots_history, snapshots_revert,
-    snapshots_restore, snapshots_delete, snapshots_compact.
+    snapshots_restore, snapshots_delete, snapshots_compact, snapshots_rewind, snapshots_undo,
+    snapshots_redo.
 
     \b
     Examples:
