@@ -857,10 +857,6 @@ def test_undo_of_a_tool_call_restore_of_no_path_changes_nothing(ws_dir: Path) ->
     assert tree_state(ws_dir) == before
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "data loss: a hand edit made between two tool calls of a turn survives only as the later "
-    "call's pre-image; a turn rollback puts back the earliest pre-image and marks both calls "
-    "rolled back, the next turn forgets them, and the next compaction drops the edit's bytes"))
 def test_a_turn_rollback_keeps_a_hand_edit_made_between_two_tool_calls(ws_dir: Path) -> None:
     make_tree(ws_dir, {"a.txt": "v1\n"})
     ws = Workspace.init(ws_dir)

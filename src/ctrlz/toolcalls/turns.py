@@ -40,10 +40,8 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
         op = ws.oplog.next_undo()
         if op is not None and previous is not None and op.seq == previous.seq:
             op = None  # nothing was put back, so nothing was recorded
-        # a tool call one of whose paths was left alone (edited by hand since) stays active:
-        # its pre-image may be the only copy of what the agent overwrote
-        rolled = [s.seq for s in snaps if s.kind != "files" or not any(
-            e.path in outcome.skipped for e in records.entries(place.db, s.seq))]
+        keep = _holding_only_copies(place, files, set(outcome.skipped))
+        rolled = [s.seq for s in snaps if s.seq not in keep]
         with place.store.catalog.transaction():
             records.clear_redo(place.db, session_id)
             records.set_rolled_back(place.db, rolled, True)
@@ -63,6 +61,24 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
                      "workspace_snapshot": s.ws_snapshot} for s in snaps if s.kind == "bash"],
                 "paths": [show_path(p) for p in dict.fromkeys(
                     p for s in files for p in s.paths)]}
+
+
+def _holding_only_copies(place: Any, files: list[records.SnapRow],
+                         skipped: set[bytes]) -> set[int]:
+    """The tool calls a turn rollback must not let the session forget, because one of their
+    pre-images may be the only copy of some bytes: a path the rollback left alone (edited by
+    hand since), or a pre-image that is not what the previous tool call left at that path (an
+    edit by hand between two tool calls: the rollback puts back the earliest pre-image, so this
+    one is in no snapshot)."""
+    keep: set[int] = set()
+    left: dict[bytes, Any] = {}  # path -> what the previous tool call left there (or None)
+    for snap in files:
+        for e in records.entries(place.db, snap.seq):
+            seen = left.get(e.path, e.pre)  # None: the previous call left no record
+            if e.path in skipped or seen is None or seen.key != e.pre.key:
+                keep.add(snap.seq)
+            left[e.path] = e.post
+    return keep
 
 
 def redo(session_id: str, *, force: bool = False,
