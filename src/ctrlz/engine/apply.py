@@ -116,6 +116,7 @@ class Applier:
         self._current: Action | None = None
         self._blocked: set[bytes] = set()  # directories the restore could not make
         self._kept: set[bytes] = set()  # directories kept because they hold uncovered files
+        self._emptied: set[bytes] = set()  # directories something was removed from
         self._pending: list[tuple[Action, bytes, bytes]] = []  # action, parent, temp name
         self._devices: dict[int, int] = {}  # st_dev -> an fd on it, for syncfs
         self._dev_of: dict[bytes, int] = {}
@@ -143,8 +144,15 @@ class Applier:
                 if action.path not in self._blocked:
                     self._dirmode(action)
             failpoints.hit("restore-before-sync")
-            for fd in self._devices.values():
-                syncfs(fd)
+            if self.fsync_each:  # each file and its directory were fsynced as they landed
+                for parent in sorted(self._emptied):
+                    try:
+                        os.fsync(self.dirs.get(parent))
+                    except (FileNotFoundError, NotADirectoryError):
+                        continue  # removed itself, from a parent listed here too
+            else:  # one flush per filesystem the restore wrote to
+                for fd in self._devices.values():
+                    syncfs(fd)
         except OSError as exc:
             assert self._current is not None
             raise ApplyFailed(self._current, exc, self.result) from exc
@@ -204,6 +212,7 @@ class Applier:
     def _remove(self, a: Action) -> None:
         parent, name = self._split(a.path)
         fd = self.dirs.get(parent)
+        self._note_device(parent, fd)
         assert a.expect is not None
         try:
             s = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -236,6 +245,7 @@ class Applier:
                 return
             os.unlink(aside, dir_fd=fd)
         self.result.applied.append(a)
+        self._emptied.add(parent)
         failpoints.hit("restore-remove")
 
     def _put_back_aside(self, fd: int, aside: bytes, name: bytes, a: Action) -> None:
