@@ -44,6 +44,8 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 class ProtectedWorkspace:
+    """A workspace ctrlz protects, opened: root, store, configuration, snapshot policy."""
+
     def __init__(self, root: Path, repo: Repository, config: Config, home: Path) -> None:
         self.root = root
         self.repo = repo
@@ -73,7 +75,6 @@ class ProtectedWorkspace:
             Repository.create(store, [str(root)], algorithm=config["hash"]).close()
         return cls(root, Repository.open(store), config, home)
 
-
     @classmethod
     def find(cls, start: str | os.PathLike[str] = ".", home: Path | None = None) -> Path | None:
         """The protected workspace that contains ``start``, if any."""
@@ -83,7 +84,6 @@ class ProtectedWorkspace:
             if Repository.exists(store_path_for(candidate, home)):
                 return candidate
         return None
-
 
     @classmethod
     def open(cls, start: str | os.PathLike[str] = ".", home: Path | None = None,
@@ -104,30 +104,24 @@ class ProtectedWorkspace:
         return cls(root, Repository.open(store_path_for(root, home)),
                    config or load_config(root), home)
 
-
     def close(self) -> None:
         if getattr(self, "_session_db", None) is not None:
             self._session_db.close()
         self.repo.close()
 
-
     def __enter__(self) -> Self:
         return self
 
-
     def __exit__(self, *exc: object) -> None:
         self.close()
-
 
     @property
     def store_path(self) -> Path:
         return self.repo.path
 
-
     @property
     def roots(self) -> list[Path]:
         return [self.root]
-
 
     def snapshot(self, type: str = "manual", label: str | None = None,
                  pinned: bool = False, dirty: set[bytes] | None = None,
@@ -144,7 +138,6 @@ class ProtectedWorkspace:
             self.enforce_pools()
         return snap
 
-
     def _take(self, type: str, label: str | None, pinned: bool,
               dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:
         """``dirty``: workspace-relative directories a watcher saw change since the last
@@ -152,7 +145,6 @@ class ProtectedWorkspace:
         return take_snapshot(self.repo, self.roots, [self.config.rules], type=type, label=label,
                              pinned=pinned, limits=self.config.limits,
                              dirty=[dirty] if dirty is not None else None)
-
 
     @property
     def session_db(self) -> SessionDB:
@@ -162,15 +154,12 @@ class ProtectedWorkspace:
             db = self._session_db = SessionDB(self.store_path / "session.db")
         return db
 
-
     def snapshots(self) -> list[Snapshot]:
         """All snapshots, oldest first."""
         return self.repo.catalog.snapshots()
 
-
     def resolve(self, ref: str) -> Snapshot:
         return resolve(self.snapshots(), ref)
-
 
     def remove(self, refs: Sequence[str]) -> list[Snapshot]:
         with self.repo.lock:
@@ -180,14 +169,12 @@ class ProtectedWorkspace:
                     self.repo.catalog.delete_snapshot(s.id)
         return gone
 
-
     def set_pinned(self, ref: str, pinned: bool) -> Snapshot:
         with self.repo.lock:
             snap = self.resolve(ref)
             with self.repo.catalog.transaction():
                 self.repo.catalog.update_snapshot(snap.id, pinned=int(pinned))
         return self.resolve(snap.id)
-
 
     def relpath(self, path: str | os.PathLike[str] | bytes) -> bytes:
         """A user-supplied path as a workspace-relative path, refusing anything outside.
@@ -206,12 +193,10 @@ class ProtectedWorkspace:
         """Workspace-relative path to the engine's virtual path (root 0)."""
         return b"0/" + rel if rel else b"0"
 
-
     def entry_at(self, ref: str, path: str | bytes) -> Entry | None:
         """What snapshot ``ref`` holds at ``path`` (a file, symlink or directory entry), or
         None if the path was absent from it."""
         return self._entry_at(self.resolve(ref), self.relpath(path))
-
 
     def _entry_at(self, snap: Snapshot, rel: bytes) -> Entry | None:
         oid: bytes | None = snap.root
@@ -225,27 +210,22 @@ class ProtectedWorkspace:
             oid = entry.oid if entry.kind == DIR else None
         return entry
 
-
     def store_usage(self) -> tuple[int, int]:
         """(logical bytes, stored bytes) of every object in the store."""
         return self.repo.catalog.stored_bytes()
-
 
     def store_disk_bytes(self) -> int:
         """Bytes the store takes against ``store_cap``: its catalog, packs, objects and stat
         cache (``retention.STORE_FILES``); the agents' pre-images have their own budget."""
         return retention.disk_usage(self.store_path)
 
-
     @property
     def policy(self) -> retention.Policy:
         return retention.Policy.from_mapping(self.config.values)
 
-
     @property
     def oplog(self) -> OpLog:
         return OpLog(self.repo.catalog)
-
 
     def enforce_pools(self) -> retention.PrunePlan:
         """Apply the rings, ``max_count`` and ``store_cap`` now, and hand ``preimage_cap`` to
@@ -268,7 +248,6 @@ class ProtectedWorkspace:
                 plan.add(s, capped.reasons[s.id])
         return plan
 
-
     def prune(self, keep: int | None = None, older_than_seconds: float | None = None,
               dry_run: bool = False) -> retention.PrunePlan:
         """Drop snapshots beyond the newest ``keep`` and/or older than ``older_than_seconds``
@@ -290,7 +269,6 @@ class ProtectedWorkspace:
                     for s in capped.drop:
                         plan.add(s, capped.reasons[s.id])
         return plan
-
 
     def relabel(self, ref: str, label: str | None, type: str | None = None) -> Snapshot:
         """Give snapshot ``ref`` a new label (and optionally a new pool type)."""
