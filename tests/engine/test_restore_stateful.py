@@ -886,10 +886,6 @@ def test_a_turn_rollback_keeps_a_hand_edit_made_between_two_tool_calls(ws_dir: P
     assert kept  # fails: "v2 by hand" is in no snapshot and no pre-image any more
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the operation log reuses seq numbers (INTEGER PRIMARY KEY, no AUTOINCREMENT): a new "
-    "operation recorded after an undone one takes its seq, so a stale turn-redo marker matches "
-    "it and the turn redo undoes that unrelated restore instead of failing"))
 def test_a_turn_redo_never_takes_back_a_later_restore(ws_dir: Path) -> None:
     make_tree(ws_dir, {"a.txt": "v1\n"})
     ws = Workspace.init(ws_dir)
@@ -907,10 +903,6 @@ def test_a_turn_redo_never_takes_back_a_later_restore(ws_dir: Path) -> None:
     assert tree_state(ws_dir) == before  # fails: the rollback is undone, a.txt is v2 again
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "fs_restore of a tool call a turn rollback took out of the timeline restores it, then "
-    "clears the turn redo (which deletes that very tool call) before building its report, "
-    "so it reports no path at all, neither restored nor skipped"))
 def test_fs_restore_of_a_rolled_back_tool_call_reports_its_paths(ws_dir: Path) -> None:
     make_tree(ws_dir, {"a.txt": "v1\n"})
     ws = Workspace.init(ws_dir)

@@ -119,12 +119,13 @@ def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | Non
                         "path": snap.detail or "", "reason": "a shell command: its changes are "
                         f"in workspace snapshot {snap.ws_snapshot}; use `ctrlz rewind "
                         f"{snapshot_id}`"}], "safety_snapshot": None}
+        entries = [e for e in records.entries(place.db, snap.seq)
+                   if wanted is None or e.path in wanted]
         outcome = restore_tool_calls(ws, place, session_id, [snap], only=wanted, force=force,
                                      kind="toolcall", label=snapshot_id)
+        report = outcome.per_call(snap, entries)  # before clear_redo, which may forget snap
         with place.store.catalog.transaction():
             records.clear_redo(place.db, session_id)
-        report = outcome.per_call(snap, [e for e in records.entries(place.db, snap.seq)
-                                         if wanted is None or e.path in wanted])
         safety = outcome.result.safety
         return report | {"safety_snapshot": safety.id if safety else None}
 

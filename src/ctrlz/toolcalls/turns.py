@@ -48,7 +48,7 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
             if op is not None:
                 marker = records.add_snapshot(place.db, session_id,
                                               f"redo-{turn}-{time.time_ns()}", turn, "redo",
-                                              detail=str(op.seq))
+                                              detail=_op_key(op))
                 records.push_redo(place.db, session_id, turn, rolled, marker.seq)
         safety = outcome.result.safety
         return {"status": "rolled_back", "turn": turn,
@@ -61,6 +61,12 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
                      "workspace_snapshot": s.ws_snapshot} for s in snaps if s.kind == "bash"],
                 "paths": [show_path(p) for p in dict.fromkeys(
                     p for s in files for p in s.paths)]}
+
+
+def _op_key(op: Any) -> str:
+    """Names one entry of the undo stack for good: its seq alone may be reused once the entry
+    is dropped, so a stale marker could otherwise name a later, unrelated restore."""
+    return f"{op.seq}:{op.created_ns}:{op.kind}"
 
 
 def _holding_only_copies(place: Any, files: list[records.SnapRow],
@@ -97,7 +103,7 @@ def redo(session_id: str, *, force: bool = False,
         pos, turn, rolled, marker_seq = top
         marker = records.by_seq(place.db, marker_seq)
         op = ws.oplog.next_undo()
-        if marker is None or op is None or marker.detail != str(op.seq):
+        if marker is None or op is None or marker.detail != _op_key(op):
             with place.store.catalog.transaction():
                 records.clear_redo(place.db, session_id)
             raise UsageError(f"nothing to redo in session {session_id}: the workspace was "
