@@ -176,7 +176,7 @@ def status_cmd(state: State, as_json: bool) -> None:
       ctrlz status
       ctrlz status --json
     """
-    from ..session.fork import lineage
+    from ..toolcalls.fork import lineage
     from .snapshots import excluded_text
 
     ws = state.workspace()

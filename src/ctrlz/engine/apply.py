@@ -29,27 +29,31 @@ from __future__ import annotations
 
 import errno
 import os
-import stat as st
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import RestoreError, VerifyMismatch
+from ..errors import RestoreError
 from ..state import failpoints
 from ..state.atomic import TEMP_PREFIX
 from ..state.objects import ObjectStore
-from ..state.trees import DIR, FILE, SYMLINK, Entry
+from ..state.trees import DIR, SYMLINK, Entry
 from ..types import Skipped, show_path
-from .dirs import RENAME_EXCHANGE, RENAME_NOREPLACE, DirHandles, Unsupported, renameat2, syncfs
+from .dirs import (
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    DirHandles,
+    Unsupported,
+    hash_at,
+    kind_of,
+    renameat2,
+    syncfs,
+)
 from .plan import (
     ANCESTOR,
-    CHMOD,
-    DELETE,
-    DIRMODE,
     METADATA_OPS,
     MKDIR,
     RMDIR,
     SYMLINK_OP,
-    UTIME,
     WRITE,
     Action,
     RestorePlan,
@@ -70,16 +74,6 @@ KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
 
 def temp_prefix(token: str) -> str:
     return f"{TEMP_PREFIX}{token}-"
-
-
-def _kind(mode: int) -> str | None:
-    if st.S_ISREG(mode):
-        return FILE
-    if st.S_ISLNK(mode):
-        return SYMLINK
-    if st.S_ISDIR(mode):
-        return DIR
-    return None
 
 
 def _key(s: os.stat_result) -> StatKey:
@@ -189,7 +183,7 @@ class Applier:
 
     def _unchanged(self, fd: int, name: bytes, vpath: bytes, expect: Entry,
                    s: os.stat_result) -> bool:
-        kind = _kind(s.st_mode)
+        kind = kind_of(s.st_mode)
         if kind != expect.kind:
             return False
         if kind == DIR:
@@ -199,7 +193,7 @@ class Applier:
             return True
         if kind == SYMLINK:
             return self.objects.digest(os.fsencode(os.readlink(name, dir_fd=fd))) == expect.oid
-        return s.st_size == expect.size and _hash_file(self.objects, fd, name) == expect.oid
+        return s.st_size == expect.size and hash_at(self.objects, fd, name) == expect.oid
 
     def _same_inode(self, before: os.stat_result, after: os.stat_result) -> bool:
         """Did nothing write to the inode between two stats? (A rename changes its ctime, so
@@ -275,7 +269,7 @@ class Applier:
             try:
                 os.mkdir(name, 0o700, dir_fd=fd)
             except FileExistsError:
-                if _kind(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode) != DIR:
+                if kind_of(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode) != DIR:
                     self._block(a, APPEARED)
                     return
             self.result.applied.append(a)
@@ -430,70 +424,6 @@ class Applier:
         assert a.entry is not None
         os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
-
-
-def verify_applied(objects: ObjectStore, dest_roots: Sequence[bytes],
-                   applied: list[Action]) -> None:
-    """Re-read every path the restore wrote or removed and compare it with the snapshot."""
-    bad: list[str] = []
-    final = {a.path: a for a in applied}  # a path deleted then recreated ends as recreated
-    with DirHandles(dest_roots) as dirs:
-        for a in final.values():
-            parent, _, name = a.path.rpartition(b"/")
-            try:
-                problem = _check(objects, dirs, a, parent, name)
-            except OSError as exc:
-                problem = f"{show_path(a.path)}: {exc.strerror}"
-            if problem:
-                bad.append(problem)
-    if bad:
-        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
-        raise VerifyMismatch("restore verification failed: " + "; ".join(bad[:3]) + more)
-
-
-def _check(objects: ObjectStore, dirs: DirHandles, a: Action, parent: bytes,
-           name: bytes) -> str | None:
-    if a.op in (DELETE, RMDIR):
-        try:
-            os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
-        except OSError as exc:  # gone, or its parent is no longer a directory
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                raise
-            return None
-        return f"{show_path(a.path)} still exists"
-    entry = a.entry
-    assert entry is not None
-    if a.op == DIRMODE:
-        s = os.fstat(dirs.get(a.path))
-    else:
-        s = os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
-    if _kind(s.st_mode) != entry.kind:
-        return f"{show_path(a.path)} is not a {entry.kind}"
-    if entry.kind == FILE:
-        if (s.st_mode & 0o7777, s.st_size, s.st_mtime_ns) != (
-                restored_mode(entry), entry.size, entry.mtime_ns):
-            return f"{show_path(a.path)} has the wrong mode, size or mtime"
-        if a.op not in (CHMOD, UTIME) and _hash_file(
-                objects, dirs.get(parent), name) != entry.oid:
-            return f"{show_path(a.path)} has the wrong content"
-    elif entry.kind == SYMLINK:
-        target = os.readlink(name, dir_fd=dirs.get(parent))
-        if objects.digest(os.fsencode(target)) != entry.oid:
-            return f"{show_path(a.path)} points to the wrong target"
-    elif a.op == DIRMODE and s.st_mode & 0o7777 != restored_mode(entry):
-        return f"{show_path(a.path)} has the wrong mode"
-    return None
-
-
-def _hash_file(objects: ObjectStore, dir_fd: int, name: bytes) -> bytes:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        h = objects.new_hasher()
-        while chunk := os.read(fd, 4 << 20):
-            h.update(chunk)
-        return h.digest()
-    finally:
-        os.close(fd)
 
 
 def require_empty_destination(path: bytes) -> None:

@@ -16,8 +16,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat as st
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
+
+from ..state.trees import DIR, FILE, SYMLINK
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 RENAME_NOREPLACE = 1
@@ -127,3 +131,26 @@ class DirHandles:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def hash_at(objects: Any, dir_fd: int, name: bytes) -> bytes:
+    """The content id of the file ``name`` in ``dir_fd``, read without following a link."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        h = objects.new_hasher()
+        while chunk := os.read(fd, 4 << 20):
+            h.update(chunk)
+        return h.digest()
+    finally:
+        os.close(fd)
+
+
+def kind_of(mode: int) -> str | None:
+    """The tree kind (file, symlink, directory) of a stat mode; None for anything else."""
+    if st.S_ISREG(mode):
+        return FILE
+    if st.S_ISLNK(mode):
+        return SYMLINK
+    if st.S_ISDIR(mode):
+        return DIR
+    return None

@@ -30,7 +30,7 @@ from typing import Any
 from ..state.atomic import atomic_write_bytes
 from ..state.objects import ObjectStore
 from ..types import show_path
-from .dirs import DirHandles
+from .dirs import DirHandles, hash_at
 
 JOURNAL_NAME = "restore-journal"
 VERSION = 1
@@ -151,12 +151,4 @@ def _stored(objects: ObjectStore, dir_fd: int, name: bytes) -> bool:
         return objects.has(objects.digest(os.fsencode(os.readlink(name, dir_fd=dir_fd))))
     if not st.S_ISREG(s.st_mode):
         return True  # a directory or special file is never taken aside by a restore
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                 dir_fd=dir_fd)
-    try:
-        h = objects.new_hasher()
-        while chunk := os.read(fd, 4 << 20):
-            h.update(chunk)
-    finally:
-        os.close(fd)
-    return objects.has(h.digest())
+    return objects.has(hash_at(objects, dir_fd, name))

@@ -47,7 +47,8 @@ from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, show_path
 from . import journal
-from .apply import Applier, ApplyFailed, Identity, require_empty_destination, verify_applied
+from .apply import Applier, ApplyFailed, Identity, require_empty_destination
+from .check import verify_applied
 from .diff import TreeReader
 from .graft import DiskCapture, graft
 from .plan import SYMLINK_OP, WRITE, Action, Planner, RestorePlan

@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmbiguousSnapshot, SnapshotNotFound, UsageError, WorkspaceError
+from ..session.protected import ProtectedWorkspace
+from ..session.restores import restore_to
 from ..types import Snapshot
-from .protected import ProtectedWorkspace
-from .restores import restore_to
 
 #: catalog meta keys of the lineage, in the fork's store
 META_KEYS = {"workspace": "forked_from_workspace", "snapshot": "forked_from_snapshot",
@@ -154,9 +154,9 @@ def _point(ws: ProtectedWorkspace, ref: str, session_id: str | None) -> _Point:
 
 def _tool_call_point(ws: ProtectedWorkspace, ref: str, session_id: str | None) -> _Point | None:
     """The point just before tool call ``ref`` of the session (None if it has no such call)."""
-    from ..toolcalls import records
-    from ..toolcalls.core import opened
-    from ..toolcalls.rewinds import agent_sessions
+    from . import records
+    from .core import opened
+    from .rewinds import agent_sessions
 
     sessions = {s["session_id"]: s["agent"] for s in agent_sessions(ws)}
     if session_id is None:
