@@ -2,6 +2,6 @@
 
 import sys
 
-from .runner import run
+from .runner import main
 
-sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else ""))
+sys.exit(main())

@@ -7,7 +7,7 @@ call that names no path inside it records nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .runner import HookContext
@@ -54,10 +54,10 @@ def start_daemon(ctx: HookContext) -> None:
     daemon_client.autostart(ctx.root, ctx.store_path)
 
 
-def new_turn(ctx: HookContext, session_id: str) -> None:
+def new_turn(ctx: HookContext, session_id: str, turn_key: str | None = None) -> None:
     from ..toolcalls.api import begin_turn
 
-    begin_turn(session_id, workspace=ctx, agent=ctx.agent)
+    begin_turn(session_id, workspace=ctx, agent=ctx.agent, turn_key=turn_key)
 
 
 def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
@@ -83,26 +83,91 @@ def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,
     finish_tool_call(session_id, tool_id, args_key=args_key, workspace=ctx)
 
 
-def dispatch(payload: dict[str, Any], ctx: HookContext, *, file_tools: tuple[str, ...],
-             shell_tools: tuple[str, ...], paths_of: Callable[[dict[str, Any]], list[str]],
-             post_events: tuple[str, ...] = ("PostToolUse",)) -> None:
-    """The Claude-style hook wire format, which Claude Code and Codex share: the adapters
-    differ only in tool names and in where a tool's paths are."""
-    event = payload.get("hook_event_name")
-    session_id = str(payload.get("session_id") or "")
-    tool = str(payload.get("tool_name") or "")
-    tool_input = payload.get("tool_input") or {}
-    tool_id = str(payload.get("tool_use_id") or "")
-    if event == "SessionStart":
-        session_start(ctx, session_id)
-    elif event == "UserPromptSubmit":
-        new_turn(ctx, session_id)
-    elif event == "PreToolUse" and tool in file_tools:
-        file_tool(ctx, session_id, tool_id, tool, paths_of(tool_input))
-    elif event == "PreToolUse" and tool in shell_tools:
-        command = tool_input.get("command", "")
-        if isinstance(command, list):
-            command = " ".join(map(str, command))
-        shell_tool(ctx, session_id, tool_id, tool, str(command))
-    elif event in post_events and tool in file_tools:
-        after_tool(ctx, session_id, tool_id)
+class Call:
+    """One hook invocation in agent-neutral words; each adapter's ``read`` builds it.
+
+    ``event`` is session | prompt | pre | post (None: nothing for ctrlz to do). ``kind`` says what
+    the tool does: files (``paths`` are what it will write), shell (``command``), or None for a
+    tool ctrlz does not capture. ``tool_id`` is the agent's tool-call id; agents that send none
+    (Gemini, Copilot) get ``args_key``, a hash of the tool and its input, which pairs the pre and
+    post events. ``turn_key`` is the agent's own id of the turn, when it sends one. A plain
+    class: ``dataclasses`` costs every hook several milliseconds of import."""
+
+    __slots__ = ("event", "session_id", "tool", "kind", "tool_id", "args_key", "paths",
+                 "command", "turn_key")
+
+    def __init__(self, event: str | None, session_id: str = "", tool: str = "",
+                 kind: str | None = None, tool_id: str = "", args_key: str | None = None,
+                 paths: list[str] | None = None, command: str = "",
+                 turn_key: str | None = None) -> None:
+        self.event = event
+        self.session_id = session_id
+        self.tool = tool
+        self.kind = kind
+        self.tool_id = tool_id
+        self.args_key = args_key
+        self.paths = paths or []
+        self.command = command
+        self.turn_key = turn_key
+
+    def __repr__(self) -> str:
+        return "Call(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+
+
+def handle(call: Call, ctx: HookContext) -> None:
+    """Do what ``call`` asks: the one place that maps hook events onto the tool-call library."""
+    if call.event is None:
+        return
+    if call.event == "session":
+        session_start(ctx, call.session_id)
+    elif call.event == "prompt":
+        new_turn(ctx, call.session_id, call.turn_key)
+    elif call.event == "pre" and call.kind is not None:
+        if call.turn_key:
+            new_turn(ctx, call.session_id, call.turn_key)  # a no-op within the same turn
+        if not call.tool_id:
+            import time
+
+            call.tool_id = f"{ctx.agent}-{time.time_ns()}-{(call.args_key or '')[:8]}"
+        if call.kind == "files":
+            file_tool(ctx, call.session_id, call.tool_id, call.tool, call.paths,
+                      args_key=call.args_key)
+        elif call.kind == "shell":
+            shell_tool(ctx, call.session_id, call.tool_id, call.tool, call.command)
+    elif call.event == "post" and call.kind == "files":
+        after_tool(ctx, call.session_id, call.tool_id or None,
+                   args_key=None if call.tool_id else call.args_key)
+
+
+def args_key(tool: str, tool_input: Any) -> str:
+    """A stable hash of a tool call's name and input: what pairs BeforeTool with AfterTool for
+    agents that send no tool-call id. Two identical calls running at once share it."""
+    import hashlib
+    import json
+
+    text = json.dumps([tool, tool_input], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def clean_id(value: Any) -> str:
+    """A tool-call id usable on a command line: Cursor's hold a newline (``call_x\nctc_y``)."""
+    return "-".join(str(value or "").split())
+
+
+def file_paths(tool_input: Any, *keys: str) -> list[str]:
+    """The first path-valued field of ``tool_input`` among ``keys``; agents name it
+    differently (``file_path``, ``path``, ``filePath``, ``notebook_path``)."""
+    if not isinstance(tool_input, dict):
+        return []
+    for key in keys or ("file_path", "path", "filePath", "notebook_path"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return [value]
+    return []
+
+
+def command_of(tool_input: Any) -> str:
+    command = tool_input.get("command", "") if isinstance(tool_input, dict) else ""
+    if isinstance(command, list):
+        command = " ".join(map(str, command))
+    return str(command)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 if TYPE_CHECKING:
     from pathlib import Path
 
-AGENTS = ("claude", "gemini", "codex")
+AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 MAX_INPUT = 16 << 20
 
 
@@ -80,9 +80,10 @@ class HookInputError(Exception):
     """The agent sent something that is not a hook payload."""
 
 
-def run(agent: str, stdin: BinaryIO | None = None) -> int:
+def run(agent: str, stdin: BinaryIO | None = None, event: str = "") -> int:
     """Handle one hook invocation; always returns 0. Python-level output (print, warnings,
-    logging) is sent to /dev/null while it runs: stdout is the agent's protocol channel."""
+    logging) is sent to /dev/null while it runs: stdout is the agent's protocol channel.
+    ``event`` is the event name for agents whose payload does not carry it (Copilot)."""
     import warnings
 
     _silence_logging()
@@ -101,16 +102,25 @@ def run(agent: str, stdin: BinaryIO | None = None) -> int:
             raise HookInputError("stdin is not a JSON object")
         if agent not in AGENTS:
             raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
-        from ..toolcalls.store import locate
-
-        cwd = str(payload.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR")
-                  or os.environ.get("GEMINI_PROJECT_DIR") or os.getcwd())
-        root, store = locate(cwd)
-        log_dir = os.path.join(store, "toolcalls")
         from importlib import import_module
 
+        if agent == "claude":  # Copilot CLI and Cursor run Claude's hooks with their payloads
+            from .claude import foreign
+
+            agent = foreign(payload) or agent
         adapter = import_module(f".{agent}", __package__)
-        adapter.handle(payload, HookContext(agent, root, store, cwd))
+        from ..toolcalls.store import locate
+
+        here = getattr(adapter, "cwd", None)
+        cwd = str((here(payload) if here else payload.get("cwd"))
+                  or os.environ.get("CLAUDE_PROJECT_DIR") or os.environ.get("GEMINI_PROJECT_DIR")
+                  or os.getcwd())
+        root, store = locate(cwd)
+        log_dir = os.path.join(store, "toolcalls")
+        call = adapter.read(payload, event) if agent == "copilot" else adapter.read(payload)
+        from .actions import handle
+
+        handle(call, HookContext(agent, root, store, cwd))
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
         try:
             from ..toolcalls.hook_log import record_error
@@ -137,3 +147,11 @@ def _silence_logging() -> None:
         root.addHandler(logging.NullHandler())
     logging.lastResort = None
 
+
+
+def main() -> int:
+    """The ``ctrlz-hook AGENT`` console script: what installed hooks run from PATH. It is the
+    same runner as ``ctrlz hook AGENT`` without the CLI's start-up cost (click and every command
+    module), which every tool call would otherwise pay."""
+    args = sys.argv[1:] + ["", ""]
+    return run(args[0], event=args[1])

@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS tc_sessions (
     byte_cap INTEGER,
     turn INTEGER NOT NULL DEFAULT 0,
     created_ns INTEGER NOT NULL,
-    last_ns INTEGER NOT NULL
+    last_ns INTEGER NOT NULL,
+    turn_key TEXT                    -- the agent's own id of the current turn, when it sends one
 );
 CREATE TABLE IF NOT EXISTS tc_snapshots (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -195,6 +196,9 @@ def _create_schema(db: sqlite3.Connection) -> None:
     for statement in SCHEMA.split(";"):
         if statement.strip():
             db.execute(statement)
+    columns = {row[1] for row in db.execute("PRAGMA table_info(tc_sessions)")}
+    if "turn_key" not in columns:  # a store made before agents' turn ids were kept
+        db.execute("ALTER TABLE tc_sessions ADD COLUMN turn_key TEXT")
 
 
 def _main_algorithm(store: str) -> str:

@@ -195,13 +195,28 @@ def start_session(session_id: str, *, workspace: WorkspaceLike = None,
 
 
 def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
-               agent: str | None = None) -> int:
-    """Start the next turn (a user prompt); later snapshots belong to it. Clears redo."""
+               agent: str | None = None, turn_key: str | None = None) -> int:
+    """Start the next turn (a user prompt); later snapshots belong to it. Clears redo.
+
+    ``turn_key`` is the agent's own id for the turn (Claude Code's ``prompt_id``, Codex's
+    ``turn_id``, Cursor's ``generation_id``), which arrives with every tool call: a call with the
+    key the session already has is the same turn and changes nothing, so a hook may call this
+    before each tool call. That keeps turns right where the prompt event never fires (Cursor's
+    and Copilot's headless modes) or fires after a tool call started."""
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
-        records.ensure_session(place.db, session_id, agent)
+        turn = records.ensure_session(place.db, session_id, agent)
+        if turn_key is not None:
+            known = records.turn_key(place.db, session_id)
+            if known == turn_key:
+                return turn
+            if known is None and turn > 0:  # the prompt event came without the id: adopt it
+                records.set_turn_key(place.db, session_id, turn_key)
+                return turn
         records.clear_redo(place.db, session_id)
         records.close_open(place.db, session_id)
-        return records.bump_turn(place.db, session_id)
+        turn = records.bump_turn(place.db, session_id)
+        records.set_turn_key(place.db, session_id, turn_key)
+        return turn
 
 
 # -- lazy capture -----------------------------------------------------------------------------

@@ -128,6 +128,16 @@ def bump_turn(db: sqlite3.Connection, session_id: str) -> int:
                       (session_id,)).fetchone()[0]
 
 
+def turn_key(db: sqlite3.Connection, session_id: str) -> str | None:
+    row = db.execute("SELECT turn_key FROM tc_sessions WHERE session_id = ?",
+                     (session_id,)).fetchone()
+    return row[0] if row else None
+
+
+def set_turn_key(db: sqlite3.Connection, session_id: str, key: str | None) -> None:
+    db.execute("UPDATE tc_sessions SET turn_key = ? WHERE session_id = ?", (key, session_id))
+
+
 def byte_cap(db: sqlite3.Connection, session_id: str) -> int:
     row = db.execute("SELECT byte_cap FROM tc_sessions WHERE session_id = ?",
                      (session_id,)).fetchone()
