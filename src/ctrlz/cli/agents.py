@@ -7,18 +7,21 @@ import click
 from . import render
 from .context import State, pass_state
 
-AGENTS = ("claude", "gemini", "codex")
+AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 
 
 @click.command("hook", context_settings={"ignore_unknown_options": True,
                                          "allow_extra_args": True})
 @click.argument("agent", required=False, default="")
-def hook_cmd(agent: str) -> int:
-    """Handle one agent hook: the agent's hook JSON on stdin (AGENT: claude, gemini, codex).
+@click.argument("event", required=False, default="")
+def hook_cmd(agent: str, event: str) -> int:
+    """Handle one agent hook: the agent's hook JSON on stdin.
 
-    Registered by `ctrlz install` (as `python -m ctrlz.hooks AGENT`, the same code without the
-    CLI's start-up cost). It always exits 0 and prints nothing, so it can never block or confuse
-    the agent; errors go to hook-errors.jsonl and hooks.log in the store.
+    AGENT is claude, gemini, codex, cursor, copilot or opencode; EVENT is the event name for
+    agents whose payload lacks it (Copilot CLI). Installed hooks run `ctrlz-hook AGENT`, the
+    same code without the CLI's start-up cost. It always exits 0 and prints nothing, so it can
+    never block or confuse the agent; errors go to hook-errors.jsonl and hooks.log in the store
+    (`ctrlz status` shows the recent ones).
 
     \b
     Examples:
@@ -26,7 +29,7 @@ def hook_cmd(agent: str) -> int:
     """
     from ..hooks.runner import run
 
-    return run(agent)
+    return run(agent, event=event)
 
 
 def _scope_option(f):  # noqa: ANN001, ANN202
@@ -54,26 +57,49 @@ def _print_install(result, as_json: bool) -> None:  # noqa: ANN001
 
 
 @click.command("install")
-@click.argument("agent", type=click.Choice(AGENTS))
+@click.argument("agent", required=False, type=click.Choice(AGENTS))
+@click.option("--detect", is_flag=True,
+              help="Install into every agent found on this machine or in this project.")
 @_scope_option
 @click.option("--dry-run", is_flag=True, help="Show the diff; write nothing.")
 @render.json_option
-def install_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
+def install_cmd(agent: str | None, detect: bool, scope: str, dry_run: bool,
+                as_json: bool) -> None:
     """Register ctrlz's hooks and MCP server with AGENT (merging, never clobbering).
 
-    Shows the diff of every settings file it changes; `ctrlz uninstall AGENT` removes exactly
-    what was added. With --project (the default) the current directory is also protected
-    (`ctrlz init`) if it is not yet.
+    AGENT is claude, gemini, codex, cursor, copilot or opencode. With --project (the default)
+    the hooks go into the agent's local, uncommitted settings where it has them (Claude Code:
+    .claude/settings.local.json), and the current directory is protected (`ctrlz init`) if it
+    is not yet. Hooks run `ctrlz-hook` from PATH, never a path of this machine, so files a team
+    commits stay portable. Shows the diff of every file it changes; installing twice changes
+    nothing; `ctrlz uninstall AGENT` removes exactly what was added.
 
     \b
     Examples:
       ctrlz install claude
-      ctrlz install gemini --user --dry-run
+      ctrlz install --detect --dry-run
+      ctrlz install gemini --user
     """
+    from ..errors import UsageError
+    from ..installers import detect as detect_agents
     from ..installers import install
 
+    if (agent is None) == (not detect):
+        raise UsageError("give an AGENT or --detect (see ctrlz install --help)")
     project = _project(scope, protect=not dry_run)
-    _print_install(install(agent, scope, dry_run=dry_run, project=project), as_json)
+    if not detect:
+        _print_install(install(agent, scope, dry_run=dry_run, project=project), as_json)
+        return
+    found = detect_agents(project)
+    results = [install(name, scope, dry_run=dry_run, project=project) for name in found]
+    if as_json:
+        render.emit_json({"detected": found, "installs": [r.to_json() for r in results]})
+        return
+    if not found:
+        render.note("No agent found on PATH or in this project; name one: ctrlz install AGENT")
+    for name, result in zip(found, results, strict=True):
+        render.note(f"{name}: found ({found[name]})")
+        _print_install(result, False)
 
 
 @click.command("uninstall")
@@ -83,6 +109,9 @@ def install_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
 @render.json_option
 def uninstall_cmd(agent: str, scope: str, dry_run: bool, as_json: bool) -> None:
     """Remove exactly the hooks and MCP server `ctrlz install AGENT` added.
+
+    Hooks and servers changed by hand since are left alone and listed. What an older ctrlz
+    installed (into other files) is removed too.
 
     \b
     Examples:

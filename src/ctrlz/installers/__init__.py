@@ -1,13 +1,16 @@
 """``ctrlz install`` / ``ctrlz uninstall``: register the hooks and the MCP server with an agent.
 
-Each install merges into the agent's settings files (see :mod:`ctrlz.installers.specs`), shows
-the diff, and records exactly what it added in ``$CTRLZ_HOME/installs.json``; uninstall removes
-exactly that, so settings the user had before (other hooks, other servers, formatting of values)
-survive both. ``dry_run`` computes the same diffs and writes nothing.
+Each install merges into the agent's files (see :mod:`ctrlz.installers.specs` for which, and
+why), shows the diff, and records exactly what it added in ``$CTRLZ_HOME/installs.json``;
+uninstall removes exactly that, so what the user had before (other hooks, other servers,
+comments, formatting) survives both, byte for byte. Installing twice changes nothing.
+``dry_run`` computes the same diffs and writes nothing. :func:`detect` finds the agents present
+on this machine or in this project, for ``ctrlz install --detect``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from . import edits
-from .specs import AGENT_NAMES, Target, targets
+from . import checks, codex_trust, edits
+from .specs import AGENT_NAMES, AGENTS, Target, hook_command, targets
 
-__all__ = ["AGENT_NAMES", "InstallResult", "install", "uninstall"]
+__all__ = ["AGENT_NAMES", "InstallResult", "detect", "install", "uninstall"]
 
 
 @dataclass
@@ -60,9 +63,10 @@ def _manifest_path() -> Path:
 
 def _load_manifest() -> dict[str, Any]:
     try:
-        return json.loads(_manifest_path().read_text())
+        data = json.loads(_manifest_path().read_text())
     except (FileNotFoundError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _save_manifest(data: dict[str, Any]) -> None:
@@ -70,87 +74,214 @@ def _save_manifest(data: dict[str, Any]) -> None:
 
 
 def _check(agent: str, scope: str) -> None:
-    if agent not in AGENT_NAMES:
+    if agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENT_NAMES)}")
     if scope not in ("project", "user"):
         raise UsageError("scope is project or user")
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text; not touching it") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _key(target: Target, agent: str) -> str:
+    """The manifest key: the file, plus the agent for files two agents share (~/.claude.json
+    is only Claude's, but a Codex config.toml holds both a server and hook trust)."""
+    return f"{target.path}#{agent}"
+
+
 def install(agent: str, scope: str = "project", dry_run: bool = False,
             project: str | os.PathLike[str] | None = None,
             home: Path | None = None) -> InstallResult:
-    """Register ctrlz's hooks and MCP server for ``agent`` in its project or user settings."""
+    """Register ctrlz's hooks and MCP server for ``agent`` in its project or user files."""
     _check(agent, scope)
+    root, home = Path(project or ".").resolve(), home or _home()
     result = InstallResult("install", agent, scope, dry_run)
     manifest = _load_manifest()
-    for target in targets(agent, scope, Path(project or ".").resolve(), home or _home()):
-        key = str(target.path)
-        old = target.path.read_text(encoding="utf-8") if target.path.exists() else None
-        new, record, notes = _apply(target, old)
+    planned = targets(agent, scope, root, home)
+    texts: dict[Path, str | None] = {}  # each file as this install leaves it (dry run too)
+    ours = {hook_command(agent)}
+    for target in planned:
+        old = _read(target.path)
+        new, record, notes = _apply(target, old, texts, ours)
+        texts[target.path] = new
         result.notes += [f"{target.path}: {n}" for n in notes]
-        result.files.append(FileChange(key, edits.unified(target.path, old, new),
+        result.files.append(FileChange(str(target.path), edits.unified(target.path, old, new),
                                        created=old is None and new is not None))
         if dry_run or new == old:
             continue
-        record["created_file"] = old is None
+        key = _key(target, agent)
+        record |= {"agent": agent, "scope": scope, "path": str(target.path),
+                   "project": str(root) if scope == "project" else None,
+                   "fmt": target.fmt, "hooks_key": target.hooks_key,
+                   "server_key": target.server_key, "created_file": old is None,
+                   "trust_for": str(target.trust_for) if target.trust_for else None}
         previous = manifest.get(key)
         if previous:  # a second install adds to the first one's record
-            for part in ("hooks", "created"):
+            for part in ("hooks", "created", "toml"):
                 record[part] = previous.get(part, []) + record.get(part, [])
-            record["servers"] = previous.get("servers", {}) | record.get("servers", {})
-            record["toml"] = previous.get("toml", "") + record.get("toml", "")
+            for part in ("servers", "top"):
+                record[part] = previous.get(part, {}) | record.get(part, {})
             record["created_file"] = previous.get("created_file", False)
-        manifest[key] = record | {"agent": agent, "scope": scope}
+        if old is None:  # the directories this install makes, so uninstall can take them
+            record["created_dirs"] = [str(d) for d in _missing_dirs(target.path.parent)]
+        manifest[key] = record
         edits.write_text(target.path, new)
         _save_manifest(manifest)
+    result.notes += checks.notes(agent, scope, root, home, planned)
     return result
 
 
-def _apply(target: Target, old: str | None) -> tuple[str | None, dict[str, Any], list[str]]:
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first."""
+    out = []
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def _apply(target: Target, old: str | None, texts: dict[Path, str | None],
+           ours: set[str]) -> tuple[str | None, dict[str, Any], list[str]]:
+    if target.fmt == "file":
+        assert target.content is not None
+        if old == target.content:
+            return old, {}, ["already there"]
+        if old is not None:
+            return old, {}, ["exists and is not ctrlz's; left as it is (move it and install "
+                             "again)"]
+        return target.content, {"sha256": hashlib.sha256(
+            target.content.encode()).hexdigest()}, []
     if target.fmt == "toml":
-        name, entry = next(iter(target.servers.items()))
-        block = edits.toml_block(name, entry["command"], entry["args"])
-        new, added, notes = edits.apply_toml(old or "", name, block)
-        return (new if added else old), {"toml": added or ""}, notes
-    doc, _ = edits.load_json(target.path) if old is not None else ({}, None)
-    record, notes = edits.apply_json(doc, target.hooks, target.servers, target.server_key)
-    if not record["hooks"] and not record["servers"]:
+        config = edits.parse_toml(target.path, old or "")
+        blocks, notes = [], []
+        for name, entry in target.servers.items():
+            if name in (config.get("mcp_servers") or {}):
+                notes.append(f"kept the existing MCP server {name!r}")
+            else:
+                blocks.append(edits.toml_server_block(name, entry))
+        if target.trust_for is not None:
+            hooks_text = texts.get(target.trust_for)
+            if hooks_text is None:
+                hooks_text = _read(target.trust_for) or ""
+            more, trust_notes = codex_trust.trust_blocks(hooks_text, target.trust_for, ours,
+                                                         config)
+            blocks += more
+            notes += trust_notes
+        new, added = edits.append_toml(old or "", blocks)
+        return (new if added else old), {"toml": added}, notes
+    new, record, notes = edits.apply_json(target.path, old or "", target)
+    if not record["hooks"] and not record["servers"] and not record["top"]:
         return old, record, notes
-    return edits.dump_json(doc), record, notes
+    return new, record, notes
 
 
 def uninstall(agent: str, scope: str = "project", dry_run: bool = False,
               project: str | os.PathLike[str] | None = None,
               home: Path | None = None) -> InstallResult:
-    """Remove exactly what ``install`` added for ``agent`` in that scope."""
+    """Remove exactly what ``install`` added for ``agent`` in that scope, as its records say
+    (so what an older ctrlz installed elsewhere goes too)."""
     _check(agent, scope)
+    root = Path(project or ".").resolve()
     result = InstallResult("uninstall", agent, scope, dry_run)
     manifest = _load_manifest()
-    for target in targets(agent, scope, Path(project or ".").resolve(), home or _home()):
-        key = str(target.path)
-        record = manifest.get(key)
-        if record is None or record.get("agent") != agent:
-            result.notes.append(f"{target.path}: nothing of ours recorded there")
-            continue
-        old = target.path.read_text(encoding="utf-8") if target.path.exists() else None
-        if old is None:
-            new = None
-        elif target.fmt == "toml":
-            new = edits.undo_toml(old, record.get("toml", ""))
-        else:
-            doc, _ = edits.load_json(target.path)
-            result.notes += [f"{target.path}: {n}" for n in
-                             edits.undo_json(doc, record, target.server_key)]
-            new = edits.dump_json(doc)
-        if new is not None and record.get("created_file") and (
-                not new.strip() or new.strip() == "{}"):
-            new = None  # we created the file and it holds nothing else
-        result.files.append(FileChange(key, edits.unified(target.path, old, new),
+    shifted: dict[Path, list[tuple[str, int, int]]] = {}
+    found = _records(manifest, agent, scope, root)
+    made_dirs: list[str] = []
+    if not found:
+        result.notes.append(f"nothing of ctrlz's is recorded for {agent} ({scope})")
+    for key, record in found:
+        target = _target_of(record, key)
+        old = _read(target.path)
+        new, notes = _undo(target, old, record, shifted)
+        result.notes += [f"{target.path}: {n}" for n in notes]
+        if target.fmt == "json" and old is not None and agent == "codex":
+            shifted[target.path] = codex_trust.moves(old, new or "")
+        result.files.append(FileChange(str(target.path), edits.unified(target.path, old, new),
                                        removed=old is not None and new is None))
         if dry_run:
             continue
         if new != old:
             edits.write_text(target.path, new)
+        if new is None:
+            made_dirs += record.get("created_dirs", [])
         del manifest[key]
         _save_manifest(manifest)
+    for d in sorted(set(made_dirs), key=len, reverse=True):  # deepest first; only if empty
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
     return result
+
+
+def _records(manifest: dict[str, Any], agent: str, scope: str,
+             root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """This agent's install records for the scope (a project's: that project's), hook files
+    before the config files whose trust entries follow them."""
+    out = []
+    for key, record in manifest.items():
+        if not isinstance(record, dict) or record.get("agent") != agent or (
+                record.get("scope") != scope):
+            continue
+        path = Path(record.get("path") or key.split("#")[0])
+        if scope == "project" and record.get("project", None) not in (str(root), None):
+            continue
+        if scope == "project" and "project" not in record and not (
+                path.is_relative_to(root) or path.name == ".claude.json"):
+            continue  # a record of an older ctrlz, which kept no project: by its path
+        out.append((key, record))
+    return sorted(out, key=lambda kr: _target_of(kr[1], kr[0]).fmt != "json")
+
+
+def _target_of(record: dict[str, Any], key: str) -> Target:
+    path = Path(record.get("path") or key.split("#")[0])
+    fmt = record.get("fmt") or ("toml" if path.suffix == ".toml" else "json")
+    trust = record.get("trust_for")
+    return Target(path, fmt, hooks_key=record.get("hooks_key") or ["hooks"],
+                  server_key=record.get("server_key") or ["mcpServers"],
+                  trust_for=Path(trust) if trust else None)
+
+
+def _undo(target: Target, old: str | None, record: dict[str, Any],
+          shifted: dict[Path, list[tuple[str, int, int]]]) -> tuple[str | None, list[str]]:
+    if old is None:
+        return None, []
+    if target.fmt == "file":
+        if hashlib.sha256(old.encode()).hexdigest() == record.get("sha256"):
+            return None, []
+        return old, ["changed since ctrlz wrote it; left as it is"]
+    if target.fmt == "toml":
+        added = record.get("toml", [])
+        new, notes = edits.undo_toml(old, [added] if isinstance(added, str) else added)
+        if target.trust_for is not None and shifted.get(target.trust_for):
+            new = codex_trust.rekey(new, target.trust_for, shifted[target.trust_for])
+        if record.get("created_file") and not new.strip():
+            return None, notes
+        return new, notes
+    new, notes = edits.undo_json(target.path, old, record, target)
+    if record.get("created_file") and not edits.load(target.path, new):
+        return None, notes  # we created the file and it holds nothing else
+    return new, notes
+
+
+def detect(project: str | os.PathLike[str] | None = None,
+           home: Path | None = None) -> dict[str, str]:
+    """The agents found on this machine or in this project: name -> why (what was found)."""
+    root, home = Path(project or ".").resolve(), home or _home()
+    out = {}
+    for name, agent in AGENTS.items():
+        marks = [root / m for m in agent.project_marks] + [home / m for m in agent.home_marks]
+        if name == "codex" and os.environ.get("CODEX_HOME"):
+            marks.append(Path(os.environ["CODEX_HOME"]))
+        why = checks.found(agent.binaries, marks)
+        if why:
+            out[name] = why
+    return out

@@ -1,147 +1,162 @@
 """Reversible edits of agent settings files: add entries, remember exactly what was added.
 
-Every edit is a merge: existing keys, hooks and servers are never replaced or reordered; an
-entry equal to one already present is not added twice; a server name already taken by something
-else is left alone (and reported). What was added (hook groups, servers, TOML text, containers
-created to hold them, whether the file itself was created) is returned as a record, and
+Every edit is a merge made in the text (:mod:`ctrlz.installers.jsonc`), so the user's comments,
+key order and formatting survive: existing keys, hooks and servers are never replaced or
+reordered; an entry equal to one already present is not added twice; a server name already
+taken by something else is left alone (and reported). What was added (hook entries, servers,
+format versions, containers created to hold them, TOML blocks) is returned as a record, and
 :func:`undo_json` / :func:`undo_toml` remove exactly that and nothing else.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from . import jsonc
+from .specs import Target
 
 
-def load_json(path: Path) -> tuple[dict[str, Any], str | None]:
-    """(document, original text); a missing file is an empty document."""
+def load(path: Path, text: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, None
-    if not text.strip():
-        return {}, text
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"{path} is not plain JSON ({exc}); not touching it. Fix or move it "
-                         "and run the command again") from None
+        doc = jsonc.loads(text)
+    except jsonc.JsoncError as exc:
+        raise UsageError(f"{path} is not JSON ({exc}); not touching it. Fix or move it and run "
+                         "the command again") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path} does not hold a JSON object; not touching it")
-    return doc, text
+    return doc
 
 
-def dump_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+def _get(doc: Any, keys: list[str]) -> Any:
+    for k in keys:
+        doc = doc.get(k) if isinstance(doc, dict) else None
+    return doc
 
 
-def _container(doc: dict[str, Any], keys: list[str], created: list[list[str]]) -> Any:
-    here: Any = doc
-    for i, key in enumerate(keys):
-        if key not in here:
-            here[key] = [] if i == len(keys) - 1 and keys[0] == "hooks" else {}
+def _ensure(text: str, path: Path, keys: list[str], leaf: Any,
+            created: list[list[str]]) -> str:
+    """``text`` with containers down ``keys`` (the last one ``leaf`` when made)."""
+    for i in range(len(keys)):
+        here = _get(jsonc.loads(text) if text.strip() else {}, keys[:i + 1])
+        if here is None:
+            text = jsonc.add_member(text, keys[:i], keys[i], leaf if i == len(keys) - 1 else {})
             created.append(keys[:i + 1])
-        here = here[key]
-    return here
+        elif not isinstance(here, type(leaf) if i == len(keys) - 1 else dict):
+            raise UsageError(f"{path}: {'.'.join(keys[:i + 1])} is not "
+                             f"{'a list' if isinstance(leaf, list) else 'an object'}; "
+                             "not touching it")
+    return text
 
 
-def apply_json(doc: dict[str, Any], hooks: dict[str, list[dict[str, Any]]],
-               servers: dict[str, Any], server_key: list[str]) -> tuple[dict[str, Any],
-                                                                         list[str]]:
-    """Merge ``hooks`` (event -> matcher groups) and ``servers`` (name -> entry under
-    ``server_key``) into ``doc``; returns (record of what was added, notes)."""
-    record: dict[str, Any] = {"hooks": [], "servers": {}, "created": []}
+def apply_json(path: Path, text: str, target: Target) -> tuple[str, dict[str, Any], list[str]]:
+    """(new text, record of what was added, notes)."""
+    load(path, text) if text.strip() else None
+    record: dict[str, Any] = {"hooks": [], "servers": {}, "created": [], "top": {}}
     notes: list[str] = []
-    if hooks and not isinstance(doc.get("hooks", {}), dict):
-        raise UsageError("the settings' \"hooks\" is not an object; not touching it")
-    for event, groups in hooks.items():
-        for group in groups:
-            present = doc.get("hooks", {}).get(event, [])
-            commands = {h.get("command") for g in present if isinstance(g, dict)
-                        for h in g.get("hooks", []) if isinstance(h, dict)}
-            if group in present or all(h["command"] in commands for h in group["hooks"]):
-                notes.append(f"hook {event} ({group.get('matcher', '*')}) is already there")
+    for key, value in target.top.items():
+        if key not in (jsonc.loads(text) if text.strip() else {}):
+            text = jsonc.add_member(text, [], key, value)
+            record["top"][key] = value
+    for event, entries in target.hooks.items():
+        for entry in entries:
+            present = _get(jsonc.loads(text) if text.strip() else {},
+                           [*target.hooks_key, event]) or []
+            if entry in present:
+                notes.append(f"hook {event} is already there")
                 continue
-            target = _container(doc, ["hooks", event], record["created"])
-            if not isinstance(target, list):
-                raise UsageError(f"the settings' hooks.{event} is not a list; not touching it")
-            target.append(group)
-            record["hooks"].append({"event": event, "group": group})
-    for name, entry in servers.items():
-        existing = doc
-        for key in server_key:
-            existing = existing.get(key, {}) if isinstance(existing, dict) else {}
+            text = _ensure(text, path, [*target.hooks_key, event], [], record["created"])
+            text = jsonc.append_item(text, [*target.hooks_key, event], entry)
+            record["hooks"].append({"event": event, "group": entry})
+    for name, entry in target.servers.items():
+        existing = _get(jsonc.loads(text) if text.strip() else {}, target.server_key)
         if isinstance(existing, dict) and name in existing:
-            if existing[name] != entry:
-                notes.append(f"kept the existing MCP server {name!r} (it differs from ours)")
-            else:
-                notes.append(f"MCP server {name!r} is already there")
+            notes.append(f"kept the existing MCP server {name!r} (it differs from ours)"
+                         if existing[name] != entry else f"MCP server {name!r} is already there")
             continue
-        _container(doc, server_key, record["created"])[name] = entry
+        text = _ensure(text, path, target.server_key, {}, record["created"])
+        text = jsonc.add_member(text, target.server_key, name, entry)
         record["servers"][name] = entry
-    return record, notes
+    return text, record, notes
 
 
-def undo_json(doc: dict[str, Any], record: dict[str, Any], server_key: list[str]) -> list[str]:
-    """Remove exactly what :func:`apply_json` added (and containers it created, if empty).
-    An entry changed since is left in place; the returned notes say which."""
+def _last_index(items: Any, value: Any) -> int | None:
+    if isinstance(items, list):
+        for i in range(len(items) - 1, -1, -1):
+            if items[i] == value:
+                return i
+    return None
+
+
+def undo_json(path: Path, text: str, record: dict[str, Any],
+              target: Target) -> tuple[str, list[str]]:
+    """(text without what :func:`apply_json` added, notes). An entry changed since is left in
+    place, and said."""
+    load(path, text)
     notes = []
-    for item in record.get("hooks", []):
-        groups = doc.get("hooks", {}).get(item["event"])
-        if isinstance(groups, list) and item["group"] in groups:
-            groups.remove(item["group"])
-        else:
+    for item in reversed(record.get("hooks", [])):
+        where = [*target.hooks_key, item["event"]]
+        i = _last_index(_get(jsonc.loads(text), where), item["group"])
+        if i is None:
             notes.append(f"hook {item['event']} was changed or removed since; left as it is")
-    servers: Any = doc
-    for key in server_key:
-        servers = servers.get(key, {}) if isinstance(servers, dict) else {}
+            continue
+        text = jsonc.remove(text, [*where, i])
     for name, entry in record.get("servers", {}).items():
+        servers = _get(jsonc.loads(text), target.server_key)
         if isinstance(servers, dict) and servers.get(name) == entry:
-            del servers[name]
+            text = jsonc.remove(text, [*target.server_key, name])
         else:
             notes.append(f"MCP server {name!r} was changed or removed since; left as it is")
     for keys in sorted(record.get("created", []), key=len, reverse=True):
-        parent: Any = doc
-        for key in keys[:-1]:
-            parent = parent.get(key) if isinstance(parent, dict) else None
-        if isinstance(parent, dict) and keys[-1] in parent and not parent[keys[-1]]:
-            del parent[keys[-1]]
-    return notes
+        if _get(jsonc.loads(text), keys) in ({}, []):
+            text = jsonc.remove(text, keys)
+    for key, value in record.get("top", {}).items():
+        if jsonc.loads(text).get(key) == value and len(jsonc.loads(text)) == 1:
+            text = jsonc.remove(text, [key])  # only when nothing else is left beside it
+    return text, notes
 
 
-def toml_block(name: str, command: str, args: list[str]) -> str:
+def toml_server_block(name: str, entry: dict[str, Any]) -> str:
     """A ``[mcp_servers.NAME]`` table for Codex's config.toml, marked as ours."""
-    return (f"\n# added by `ctrlz install codex`; `ctrlz uninstall codex` removes it\n"
-            f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\n"
-            f"args = {json.dumps(args)}\n")
+    import json
+
+    return (f"# added by `ctrlz install codex`; `ctrlz uninstall codex` removes it\n"
+            f"[mcp_servers.{name}]\ncommand = {json.dumps(entry['command'])}\n"
+            f"args = {json.dumps(entry['args'])}\n")
 
 
-def apply_toml(text: str, name: str, block: str) -> tuple[str, str | None, list[str]]:
-    """(new text, block added or None, notes); an existing server of that name is kept."""
+def parse_toml(path: Path, text: str) -> dict[str, Any]:
     import tomllib
 
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config.toml is not valid TOML ({exc}); not touching it") from None
-    if name in data.get("mcp_servers", {}):
-        return text, None, [f"kept the existing MCP server {name!r} in config.toml"]
-    if not text.strip():
-        block = block.lstrip("\n")
-    sep = "" if not text or text.endswith("\n") else "\n"
-    return text + sep + block, sep + block, []
+        raise UsageError(f"{path} is not valid TOML ({exc}); not touching it") from None
 
 
-def undo_toml(text: str, added: str) -> str:
-    if added and added in text:
-        i = text.rindex(added)
-        return text[:i] + text[i + len(added):]
-    return text
+def append_toml(text: str, blocks: list[str]) -> tuple[str, list[str]]:
+    """(new text, the exact pieces appended, separators included)."""
+    added = []
+    for b in blocks:
+        piece = ("" if not text else "\n" if text.endswith("\n") else "\n\n") + b
+        text += piece
+        added.append(piece)
+    return text, added
+
+
+def undo_toml(text: str, added: list[str]) -> tuple[str, list[str]]:
+    notes = []
+    for piece in reversed(added):
+        if piece and piece in text:
+            i = text.rindex(piece)
+            text = text[:i] + text[i + len(piece):]
+        elif piece.strip():
+            header = next((ln for ln in piece.splitlines() if ln.startswith("[")), piece.strip())
+            notes.append(f"{header} was changed since; left as it is")
+    return text, notes
 
 
 def unified(path: Path, old: str | None, new: str | None) -> str:
@@ -152,9 +167,12 @@ def unified(path: Path, old: str | None, new: str | None) -> str:
 
 
 def write_text(path: Path, text: str | None) -> None:
-    """Atomically replace (or, for None, delete) a settings file, keeping its mode."""
+    """Atomically replace (or, for None, delete) a settings file, keeping its mode. A settings
+    file that is a symlink (dotfiles managers make them) is written through, never replaced."""
     from ..state.atomic import atomic_write_bytes
 
+    if path.is_symlink():
+        path = path.resolve()
     if text is None:
         try:
             path.unlink()
