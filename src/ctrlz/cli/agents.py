@@ -165,7 +165,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
 
     \b
     Examples:
-      ctrlz rewind --list
+      ctrlz rewind --list             (every session, its agent, the latest's calls)
       ctrlz rewind toolu_01ABC --dry-run
       ctrlz rewind 3
     """
@@ -179,7 +179,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
     if list_ or target is None:
         if target is not None:
             raise UsageError("give either --list or a TARGET")
-        _print_timeline(rw.timeline(ws, session_id), as_json)
+        _print_timeline(rw.timeline(ws, session_id), rw.agent_sessions(ws), as_json)
         return
     result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force)
     if as_json:
@@ -201,20 +201,24 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
         render.out(f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety})")
 
 
-def _print_timeline(items: list[dict], as_json: bool) -> None:
+def _print_timeline(items: list[dict], sessions: list[dict], as_json: bool) -> None:
     if as_json:
-        render.emit_json({"tool_calls": items})
+        render.emit_json({"tool_calls": items, "sessions": sessions})
         return
+    if len(sessions) > 1:
+        render.table(["session", "agent", "turns", "last activity"],
+                     [[s["session_id"], s["agent"] or "-", str(s["turns"]),
+                       s["last_activity"]] for s in sessions])
     if not items:
         render.note("No tool calls recorded in this session.")
         return
-    render.out(f"Session {items[0]['session_id']}")
+    render.out(f"Session {items[0]['session_id']} ({items[0]['agent'] or 'unknown agent'})")
     rows = []
     for i in items:
         what = i["command"] if i["kind"] == "bash" else ", ".join(i["captured_paths"])
-        rows.append([str(i["turn"]), i["taken_at"], i["tool"] or "-", what or "-",
-                     i["tool_use_id"]])
-    render.table(["turn", "time", "tool", "paths / command", "tool_use_id"], rows)
+        rows.append([str(i["turn"]), i["taken_at"], i["agent"] or "-", i["tool"] or "-",
+                     what or "-", i["tool_use_id"]])
+    render.table(["turn", "time", "agent", "tool", "paths / command", "tool_use_id"], rows)
 
 
 COMMANDS: list = [hook_cmd, install_cmd, uninstall_cmd, rewind_cmd]

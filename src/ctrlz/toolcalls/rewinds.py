@@ -70,7 +70,7 @@ def latest_session(ws: ProtectedWorkspace) -> str:
     found = agent_sessions(ws)
     if not found:
         raise UsageError("no agent session has been recorded in this workspace yet; install "
-                         "the hooks with `ctrlz install claude|gemini|codex`")
+                         "the hooks with `ctrlz install AGENT` (or `ctrlz install --detect`)")
     return found[-1]["session_id"]
 
 
@@ -78,7 +78,8 @@ def timeline(ws: ProtectedWorkspace, session_id: str | None = None) -> list[dict
     """The session's tool calls in order: time, turn, tool, paths or command, tool_use_id."""
     sid = session_id or latest_session(ws)
     with opened(ws) as place:
-        return [s.to_json() | {"tool_use_id": s.snapshot_id, "session_id": sid}
+        agent = next((a for s, a, *_ in records.sessions(place.db) if s == sid), None)
+        return [s.to_json() | {"tool_use_id": s.snapshot_id, "session_id": sid, "agent": agent}
                 for s in records.snapshots(place.db, sid, include_rolled_back=False)]
 
 
