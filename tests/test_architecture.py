@@ -254,6 +254,7 @@ def test_no_import_circles() -> None:
 LAYERS = {
     "cli": "faces",
     "mcp": "faces",
+    "acp": "faces",
     "hooks": "faces",
     "installers": "faces",
     "workspace": "faces",

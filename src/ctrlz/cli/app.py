@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
+from . import acp, agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
 from . import fork as fork_commands
 from .context import CONTEXT, State
 
@@ -45,6 +45,6 @@ def cli(ctx: click.Context, directory: str | None) -> None:
 
 
 for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon,
-                fork_commands):
+                fork_commands, acp):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
