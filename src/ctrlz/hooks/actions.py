@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from .runner import HookContext
+from .context import HookContext
 
 
 def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
