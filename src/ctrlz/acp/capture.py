@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from ..errors import WorkspaceError
 from ..hooks import actions
-from ..hooks.runner import HookContext
+from ..hooks.context import HookContext
 from .sessions import Session
 
 log = logging.getLogger("ctrlz.acp")

@@ -22,7 +22,7 @@ from acp.schema import SessionNotification, ToolCallProgress, ToolCallStart
 from pydantic import ValidationError
 
 from ..hooks.actions import inside
-from ..hooks.runner import HookContext
+from ..hooks.context import HookContext
 
 #: statuses of a tool call that may still write (ACP's ``pending`` is the default)
 ACTIVE = (None, "pending", "in_progress")
