@@ -162,6 +162,8 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz events --path 'docs/*'")
     s.text("## mcp\n\nThe MCP server over stdio, for agents; see [mcp.md](mcp.md).")
     s.run("ctrlz mcp --help")
+    s.text("## acp\n\nA stdio proxy in front of any ACP agent, for editors; see [acp.md](acp.md).")
+    s.run("ctrlz acp --help")
     s.text("## install, uninstall, hook, rewind\n\nHow agents reach ctrlz; the whole story, "
            "per agent, is in [agents.md](agents.md).")
     s.run("ctrlz install claude --project --dry-run", limit=40)

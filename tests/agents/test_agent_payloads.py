@@ -215,3 +215,28 @@ def test_codex_turn_ids_make_turns_without_a_prompt_event(ws: Path) -> None:
                               "tool_name": "Bash", "tool_use_id": call,
                               "tool_input": {"command": "true"}})
     assert [c["turn"] for c in listing(ws)] == [1, 1, 2]
+
+
+def test_rewind_to_a_later_turn_then_an_earlier_one(ws: Path) -> None:
+    """`rewind 2` then `rewind 1`: the second finds the files where the first put them (a
+    state the calls themselves went through, not a later edit) and takes them on back."""
+    base = {"session_id": "cl-2", "transcript_path": "/t.jsonl", "cwd": str(ws)}
+    readme = str(ws / "README.md")
+    for turn, text in ((1, "# one\n"), (2, "# two\n")):
+        hook("claude", base | {"hook_event_name": "UserPromptSubmit", "prompt": "edit"})
+        edit = {"file_path": readme, "old_string": "x", "new_string": "y"}
+        hook("claude", base | {"hook_event_name": "PreToolUse", "tool_name": "Edit",
+                               "tool_use_id": f"e{turn}", "tool_input": edit})
+        Path(readme).write_text(text)
+        hook("claude", base | {"hook_event_name": "PostToolUse", "tool_name": "Edit",
+                               "tool_use_id": f"e{turn}", "tool_input": edit})
+    ctrlz("rewind", "2", cwd=ws)
+    assert Path(readme).read_text() == "# one\n"
+    out = json.loads(ctrlz("rewind", "1", "--json", cwd=ws))
+    assert out["skipped"] == [] and Path(readme).read_text() == INITIAL["README.md"]
+    ctrlz("undo", cwd=ws)
+    assert Path(readme).read_text() == "# one\n"
+    Path(readme).write_text("# mine\n")  # a real later edit is still left alone
+    out = json.loads(ctrlz("rewind", "1", "--json", cwd=ws))
+    assert [s["path"] for s in out["skipped"]] == ["README.md"]
+    assert Path(readme).read_text() == "# mine\n"

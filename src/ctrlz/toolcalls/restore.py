@@ -77,12 +77,17 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
 
     images: dict[bytes, Image] = {}
     expected: dict[bytes, Image | None] = {}
+    # Every state the path went through between these calls: a path found in one of them was
+    # put there by the calls themselves or by an earlier rewind of them (`rewind 2`, then
+    # `rewind 1`), not by a later edit, and its bytes are in the store.
+    passed: dict[bytes, set[tuple[str, bytes | None]]] = {}
     for snap in calls:
         for e in records.entries(place.db, snap.seq):
             if only is not None and e.path not in only:
                 continue
             images.setdefault(e.path, e.pre)  # the earliest pre-image wins
             expected[e.path] = expected_now(place, snap, e)  # the last tool call's result
+            passed.setdefault(e.path, set()).add(e.pre.key)
     base_snapshot: Snapshot | None = None
     if shell is not None:
         base_snapshot = (ws.repo.catalog.snapshot(shell.ws_snapshot)
@@ -107,7 +112,8 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                 then = lookup(ctx.read, base.root, vpath) if shell is not None else current
                 want = expected.get(rel)
                 known = then is not None or shell is None  # an ignored path: B cannot tell
-                if want is not None and known and _key(then) != want.key:
+                if want is not None and known and _key(then) != want.key and (
+                        _key(then) not in passed[rel]):
                     reason = ("changed after the tool call (a later edit); use force to "
                               "overwrite")
             if reason is not None:
