@@ -40,3 +40,8 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) bench/out .pytest_cache
+
+# Pre-install the real agents tests/agents/real drives (npm, ~1.4 GB, into .cache/agents)
+.PHONY: agents
+agents: $(STAMP)
+	$(BIN)/python -m tests.agents.real.conftest
