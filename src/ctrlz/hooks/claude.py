@@ -31,9 +31,10 @@ def foreign(payload: dict[str, Any]) -> str | None:
         return "cursor"
     if "toolName" in payload or "sessionId" in payload:
         return "copilot"  # Copilot's own dialect
-    if payload.get("hook_event_name") in ("PreToolUse", "PostToolUse", "PostToolUseFailure") \
-            and not payload.get("tool_use_id") and "transcript_path" not in payload:
-        return "copilot"  # Copilot's Claude-compatible dialect: no tool-call id, no transcript
+    if "transcript_path" not in payload and "timestamp" in payload:
+        # Copilot's Claude-compatible dialect, on every event: Claude Code always sends a
+        # transcript path and never a timestamp
+        return "copilot"
     return None
 
 

@@ -79,8 +79,11 @@ def read(payload: dict[str, Any], event_hint: str = "") -> actions.Call:
     kind = "files" if tool in FILE_TOOLS else "shell" if tool in SHELL_TOOLS else None
     event = EVENTS.get(str(payload.get("hook_event_name") or event_hint))
     session = payload.get("sessionId") or payload.get("session_id") or ""
+    # A prompt seen through both dialects (Copilot's own hooks and the Claude files) carries
+    # the same time: as the turn key, it starts one turn, not two.
+    turn_key = f"prompt-{_millis(payload.get('timestamp'))}" if event == "prompt" else None
     return actions.Call(
         event, session_id=str(session), tool=tool, kind=kind,
         tool_id=f"copilot-{_millis(payload.get('timestamp'))}-{key[:8]}" if event == "pre"
         else "", args_key=key, paths=_paths(tool, args) if kind == "files" else [],
-        command=actions.command_of(args) if kind == "shell" else "")
+        command=actions.command_of(args) if kind == "shell" else "", turn_key=turn_key)

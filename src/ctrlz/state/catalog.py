@@ -148,9 +148,9 @@ class Catalog:
                                           check_same_thread=False)
             self.db.execute("PRAGMA busy_timeout = 30000")
             if not readonly:
-                self.db.execute("PRAGMA journal_mode = WAL")
+                _retry_locked(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
                 self.db.execute("PRAGMA synchronous = FULL")
-                self._migrate()
+                _retry_locked(self._migrate)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
 
@@ -158,16 +158,24 @@ class Catalog:
         self.db.close()
 
     def _migrate(self) -> None:
+        """Bring the schema up to date. Two processes may open a new store at the same moment
+        (an agent starts two hooks at once): the version is read again under the write lock,
+        so only one of them migrates and the other finds the work done."""
+        if self._schema_version() == len(MIGRATIONS):
+            return
+        with self.transaction():
+            for index in range(self._schema_version(), len(MIGRATIONS)):
+                MIGRATIONS[index](self.db)
+                self.db.execute(f"PRAGMA user_version = {index + 1}")
+
+    def _schema_version(self) -> int:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"the store {os.path.dirname(self.path)} was written by a newer ctrlz "
                 f"(schema {version}); upgrade ctrlz"
             )
-        for index in range(version, len(MIGRATIONS)):
-            with self.transaction():
-                MIGRATIONS[index](self.db)
-                self.db.execute(f"PRAGMA user_version = {index + 1}")
+        return version
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -266,6 +274,25 @@ class Catalog:
         sets = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE snapshots SET {sets} WHERE id = ?",
                         (*fields.values(), snapshot_id))
+
+
+def _retry_locked(step: Callable[[], object], deadline_s: float = 30.0) -> None:
+    """Run ``step``, retrying while SQLite says the database is locked. The busy timeout covers
+    ordinary waits, but not every one: switching a new database to WAL, or a transaction that
+    found another writer's schema change, fails at once with "database is locked"."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > end:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 class _Transaction:

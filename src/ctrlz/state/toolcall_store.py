@@ -121,10 +121,15 @@ class ToolcallStore:
             fsync_dir(os.fspath(store))  # the new directory's entry, before anything lands in it
         self.catalog = Catalog(os.path.join(self.dir, "catalog.db"))
         algorithm = self.catalog.get_meta("algorithm")
-        if algorithm is None:
-            algorithm = _main_algorithm(os.fspath(store))
+        if algorithm is None or not _has_turn_key(self.catalog.db):
+            # a new store, or one from before turn keys; another hook may be doing the same
+            # right now, so every step is checked again under the write lock
+            main = _main_algorithm(os.fspath(store)) if algorithm is None else algorithm
             with self.catalog.transaction():
-                self.catalog.set_meta("algorithm", algorithm)
+                algorithm = self.catalog.get_meta("algorithm")
+                if algorithm is None:
+                    algorithm = main
+                    self.catalog.set_meta("algorithm", algorithm)
                 _create_schema(self.catalog.db)
         self.objects = ObjectStore(self.dir, self.catalog, algorithm)
         self.lock = StoreLock(os.path.join(self.dir, "lock"))
@@ -196,9 +201,12 @@ def _create_schema(db: sqlite3.Connection) -> None:
     for statement in SCHEMA.split(";"):
         if statement.strip():
             db.execute(statement)
-    columns = {row[1] for row in db.execute("PRAGMA table_info(tc_sessions)")}
-    if "turn_key" not in columns:  # a store made before agents' turn ids were kept
+    if not _has_turn_key(db):  # a store made before agents' turn ids were kept
         db.execute("ALTER TABLE tc_sessions ADD COLUMN turn_key TEXT")
+
+
+def _has_turn_key(db: sqlite3.Connection) -> bool:
+    return "turn_key" in {row[1] for row in db.execute("PRAGMA table_info(tc_sessions)")}
 
 
 def _main_algorithm(store: str) -> str:
