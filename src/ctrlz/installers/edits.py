@@ -54,7 +54,8 @@ def _ensure(text: str, path: Path, keys: list[str], leaf: Any,
 
 def apply_json(path: Path, text: str, target: Target) -> tuple[str, dict[str, Any], list[str]]:
     """(new text, record of what was added, notes)."""
-    load(path, text) if text.strip() else None
+    if text.strip():
+        load(path, text)  # refuse a file that is not JSON before touching it
     record: dict[str, Any] = {"hooks": [], "servers": {}, "created": [], "top": {}}
     notes: list[str] = []
     for key, value in target.top.items():

@@ -214,15 +214,6 @@ def loads(text: str) -> Any:
     return parse(text).plain()
 
 
-def has_comments(text: str) -> bool:
-    """True when ``text`` is JSONC rather than JSON (comments or trailing commas)."""
-    try:
-        json.loads(text)
-    except ValueError:
-        return True
-    return False
-
-
 def _find(root: Node, path: list[str | int]) -> Node:
     node = root
     for step in path:
