@@ -61,19 +61,22 @@ def new_turn(ctx: HookContext, session_id: str, turn_key: str | None = None) -> 
 
 
 def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
-              paths: Iterable[str], args_key: str | None = None) -> None:
+              paths: Iterable[str], args_key: str | None = None,
+              turn_key: str | None = None) -> None:
     from ..toolcalls.api import fs_snapshot
 
     wanted = inside(ctx, paths)
     if wanted:
         fs_snapshot(session_id, tool_id, wanted, workspace=ctx, agent=ctx.agent, tool=tool,
-                    args_key=args_key)
+                    args_key=args_key, turn_key=turn_key)
 
 
-def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str) -> None:
+def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str,
+               turn_key: str | None = None) -> None:
     from ..toolcalls.shell import shell_call
 
-    shell_call(session_id, tool_id, command, workspace=ctx, agent=ctx.agent, tool=tool)
+    shell_call(session_id, tool_id, command, workspace=ctx, agent=ctx.agent, tool=tool,
+               turn_key=turn_key)
 
 
 def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,
@@ -123,17 +126,16 @@ def handle(call: Call, ctx: HookContext) -> None:
     elif call.event == "prompt":
         new_turn(ctx, call.session_id, call.turn_key)
     elif call.event == "pre" and call.kind is not None:
-        if call.turn_key:
-            new_turn(ctx, call.session_id, call.turn_key)  # a no-op within the same turn
         if not call.tool_id:
             import time
 
             call.tool_id = f"{ctx.agent}-{time.time_ns()}-{(call.args_key or '')[:8]}"
         if call.kind == "files":
             file_tool(ctx, call.session_id, call.tool_id, call.tool, call.paths,
-                      args_key=call.args_key)
+                      args_key=call.args_key, turn_key=call.turn_key)
         elif call.kind == "shell":
-            shell_tool(ctx, call.session_id, call.tool_id, call.tool, call.command)
+            shell_tool(ctx, call.session_id, call.tool_id, call.tool, call.command,
+                       turn_key=call.turn_key)
     elif call.event == "post" and call.kind == "files":
         after_tool(ctx, call.session_id, call.tool_id or None,
                    args_key=None if call.tool_id else call.args_key)

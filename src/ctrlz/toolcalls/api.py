@@ -39,10 +39,13 @@ PathArg = str | os.PathLike[str] | bytes
 def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None = None,
                 root: str | os.PathLike[str] | None = None, *,
                 workspace: WorkspaceLike = None, agent: str | None = None,
-                tool: str | None = None, args_key: str | None = None) -> dict[str, Any]:
+                tool: str | None = None, args_key: str | None = None,
+                turn_key: str | None = None) -> dict[str, Any]:
     """Register the snapshot ``scope_id`` (re-registering is an upsert) and capture ``paths``
-    now; without paths, open it so the helpers capture lazily. Returns ``{snapshot_id,
-    captured_paths, byte_count}``; paths are workspace-relative everywhere in this API."""
+    now; without paths, open it so the helpers capture lazily. ``turn_key``: the agent's turn
+    id, which may start the next turn (:func:`enter_turn`) in the same transaction. Returns
+    ``{snapshot_id, captured_paths, byte_count}``; paths are workspace-relative everywhere in
+    this API."""
     check_id("session_id", session_id)
     check_id("scope_id", scope_id)
     with opened(workspace, root) as place:
@@ -57,11 +60,12 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
             except BaseException:
                 # as before: the snapshot is registered even when a path cannot be captured
                 _register(place, session_id, scope_id, lazy=not paths, agent=agent, tool=tool,
-                          args_key=args_key)
+                          args_key=args_key, turn_key=turn_key)
                 raise
             with place.store.catalog.transaction():
                 snap = _register_rows(place, session_id, scope_id, lazy=not paths,
-                                      agent=agent, tool=tool, args_key=args_key)
+                                      agent=agent, tool=tool, args_key=args_key,
+                                      turn_key=turn_key)
                 if pending is not None:
                     index_images(place, snap, pending)
                 gone = records.enforce_cap(place.db, session_id, snap.seq)
@@ -76,19 +80,20 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
 def _register(place: Place, session_id: str, scope_id: str, *, lazy: bool,
               agent: str | None = None, tool: str | None = None, kind: str = "files",
               detail: str | None = None, args_key: str | None = None,
-              ws_snapshot: str | None = None) -> records.SnapRow:
+              ws_snapshot: str | None = None, turn_key: str | None = None) -> records.SnapRow:
     with place.store.catalog.transaction():
         return _register_rows(place, session_id, scope_id, lazy=lazy, agent=agent, tool=tool,
                               kind=kind, detail=detail, args_key=args_key,
-                              ws_snapshot=ws_snapshot)
+                              ws_snapshot=ws_snapshot, turn_key=turn_key)
 
 
 def _register_rows(place: Place, session_id: str, scope_id: str, *, lazy: bool,
                    agent: str | None = None, tool: str | None = None, kind: str = "files",
                    detail: str | None = None, args_key: str | None = None,
-                   ws_snapshot: str | None = None) -> records.SnapRow:
+                   ws_snapshot: str | None = None, turn_key: str | None = None
+                   ) -> records.SnapRow:
     """:func:`_register` inside the caller's transaction."""
-    turn = records.ensure_session(place.db, session_id, agent)
+    turn = enter_turn(place.db, session_id, agent, turn_key)
     snap = records.find(place.db, session_id, scope_id)
     if snap is None:
         snap = records.add_snapshot(place.db, session_id, scope_id, turn, kind, tool=tool,
@@ -199,24 +204,39 @@ def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
     """Start the next turn (a user prompt); later snapshots belong to it. Clears redo.
 
     ``turn_key`` is the agent's own id for the turn (Claude Code's ``prompt_id``, Codex's
-    ``turn_id``, Cursor's ``generation_id``), which arrives with every tool call: a call with the
-    key the session already has is the same turn and changes nothing, so a hook may call this
-    before each tool call. That keeps turns right where the prompt event never fires (Cursor's
-    and Copilot's headless modes) or fires after a tool call started."""
+    ``turn_id``, Cursor's ``generation_id``): a prompt with the key the session already has is
+    the same turn and changes nothing (see :func:`enter_turn`, which tool calls use too)."""
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
-        turn = records.ensure_session(place.db, session_id, agent)
         if turn_key is not None:
-            known = records.turn_key(place.db, session_id)
-            if known == turn_key:
-                return turn
-            if known is None and turn > 0:  # the prompt event came without the id: adopt it
-                records.set_turn_key(place.db, session_id, turn_key)
-                return turn
-        records.clear_redo(place.db, session_id)
-        records.close_open(place.db, session_id)
-        turn = records.bump_turn(place.db, session_id)
-        records.set_turn_key(place.db, session_id, turn_key)
+            return enter_turn(place.db, session_id, agent, turn_key)
+        records.ensure_session(place.db, session_id, agent)
+        return _next_turn(place.db, session_id, None)
+
+
+def enter_turn(db: Any, session_id: str, agent: str | None, turn_key: str | None) -> int:
+    """The session's turn for an event that carries the agent's turn id ``turn_key``, inside
+    the caller's transaction: the same key is the same turn; a new key starts the next turn.
+    Agents send the id with every tool call, so turns stay right where the prompt event never
+    fires (Cursor's and Copilot's headless modes) or fires after a tool call started. A
+    session whose turn began at a prompt event without the id adopts the first one it sees."""
+    turn = records.ensure_session(db, session_id, agent)
+    if turn_key is None:
         return turn
+    known = records.turn_key(db, session_id)
+    if known == turn_key:
+        return turn
+    if known is None and turn > 0:
+        records.set_turn_key(db, session_id, turn_key)
+        return turn
+    return _next_turn(db, session_id, turn_key)
+
+
+def _next_turn(db: Any, session_id: str, turn_key: str | None) -> int:
+    records.clear_redo(db, session_id)
+    records.close_open(db, session_id)
+    turn = records.bump_turn(db, session_id)
+    records.set_turn_key(db, session_id, turn_key)
+    return turn
 
 
 # -- lazy capture -----------------------------------------------------------------------------

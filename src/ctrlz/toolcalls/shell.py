@@ -17,7 +17,7 @@ from typing import Any
 
 from ..session import daemon_client
 from . import records
-from .api import _register
+from .api import _register_rows
 from .core import check_id, opened
 
 
@@ -44,16 +44,15 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
 
 
 def shell_call(session_id: str, scope_id: str, command: str, *, workspace: Any,
-               agent: str | None = None, tool: str = "Bash") -> dict[str, Any]:
+               agent: str | None = None, tool: str = "Bash",
+               turn_key: str | None = None) -> dict[str, Any]:
     """Snapshot the workspace (type ``tool``) and record the shell call ``scope_id``."""
     check_id("session_id", session_id)
     check_id("scope_id", scope_id)
     label = f"before {tool} {scope_id}: {' '.join(command.split())}"[:200]
     snap_id = workspace_snapshot(workspace, label)
-    with opened(workspace) as place, place.store.lock:
-        with place.store.catalog.transaction():
-            records.ensure_session(place.db, session_id, agent)
-            records.clear_redo(place.db, session_id)
-        _register(place, session_id, scope_id, lazy=False, agent=agent, tool=tool,
-                  kind="bash", detail=command, ws_snapshot=snap_id)
+    with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
+        records.clear_redo(place.db, session_id)
+        _register_rows(place, session_id, scope_id, lazy=False, agent=agent, tool=tool,
+                       kind="bash", detail=command, ws_snapshot=snap_id, turn_key=turn_key)
     return {"snapshot_id": scope_id, "workspace_snapshot": snap_id}
