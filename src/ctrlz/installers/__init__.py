@@ -133,8 +133,8 @@ def install(agent: str, scope: str = "project", dry_run: bool = False,
         if old is None:  # the directories this install makes, so uninstall can take them
             record["created_dirs"] = [str(d) for d in _missing_dirs(target.path.parent)]
         manifest[key] = record
-        edits.write_text(target.path, new)
-        _save_manifest(manifest)
+        _save_manifest(manifest)  # first: a crash between the two leaves a record uninstall
+        edits.write_text(target.path, new)  # can act on, never an entry nobody recorded
     result.notes += checks.notes(agent, scope, root, home, planned)
     return result
 
