@@ -83,3 +83,16 @@ def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str,
         candidate = parent
     raise WorkspaceError(f"{here} is not inside a protected workspace; run `ctrlz init` there "
                          "first")
+
+
+def stores(home: str | None = None) -> list[str]:
+    """Every store under ``home`` (default :func:`home_dir`) that has a catalog, by path: the
+    workspaces this user protects, for the service's overview. Unreadable entries are left
+    out; reading a store's roots is its opener's business."""
+    base = os.path.join(os.path.expanduser(home or home_dir()), "workspaces")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    return [os.path.join(base, n) for n in names
+            if os.path.isfile(os.path.join(base, n, "catalog.db"))]

@@ -31,3 +31,23 @@ def workspace_relative(root: bytes, path: str | os.PathLike[str] | bytes, base: 
         raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace "
                                    f"{os.fsdecode(root)}")
     return full[len(root) + 1:]
+
+
+def plain_relative(path: str | bytes) -> bytes:
+    """A path handed over a network API, which has no current directory to be relative to:
+    it must already be workspace-relative, so an absolute path, a ``..`` component, a NUL
+    byte or an empty path is refused outright (``a..b.txt`` is a fine name). ``.`` parts
+    and repeated slashes are dropped; ``""`` and ``"."`` are refused too (name a path)."""
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise UsageError("a path cannot contain a NUL byte")
+    if raw.startswith(b"/"):
+        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is absolute; give a path relative to "
+                                   "the workspace root")
+    parts = [p for p in raw.split(b"/") if p not in (b"", b".")]
+    if b".." in parts:
+        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} contains '..'; give a path inside the "
+                                   "workspace without it")
+    if not parts:
+        raise UsageError("empty path")
+    return b"/".join(parts)

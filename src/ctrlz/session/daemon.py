@@ -25,6 +25,11 @@ the workspace or the store disappears, and when the workspace's configuration ch
 refuses that request, so the caller snapshots with the new rules, and the next hook starts a
 fresh daemon). A start that fails is recorded in ``daemon-failed.json``, which keeps hooks from
 respawning it for a while, and shown by ``ctrlz daemon status``.
+
+Under the ctrlz service (``--parent-pid``): the service starts one daemon per registered
+workspace and restarts it when it dies, so such a daemon never stops for idleness; it stops when
+its parent is gone instead (its parent pid changes), so a daemon that outlives a killed service
+exits by itself within a second or two rather than holding the watches forever.
 """
 
 from __future__ import annotations
@@ -60,10 +65,12 @@ LOG_MAX = 1 << 20
 class Daemon:
     """The watcher plus the request handlers; :func:`serve` runs the socket loop around it."""
 
-    def __init__(self, ws: ProtectedWorkspace) -> None:
+    def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None) -> None:
         self.ws = ws
         self.config_json = ws.config.to_json()
-        self.idle_seconds = int(ws.config["daemon_idle_seconds"])
+        #: the supervising service; None for a daemon a hook started
+        self.parent_pid = parent_pid
+        self.idle_seconds = 0 if parent_pid else int(ws.config["daemon_idle_seconds"])
         self.started_ns = time.time_ns()
         self.last_request = time.monotonic()
         self.since_ns = 0  # the dirty set holds every change after this moment
@@ -150,6 +157,7 @@ class Daemon:
                 "started_ns": self.started_ns, "watched_dirs": self.watcher.watched_dirs,
                 "overflows": self.watcher.overflowed, "primed": self.primed,
                 "served": dict(self.served), "idle_seconds": self.idle_seconds,
+                "supervised": self.parent_pid is not None,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
 
     def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -208,6 +216,8 @@ class Daemon:
             repo.defer_statcache_writes = True
         if self.idle_seconds and idle >= self.idle_seconds:
             self.stop_reason = f"idle for {self.idle_seconds} s"
+        if self.parent_pid is not None and os.getppid() != self.parent_pid:
+            self.stop_reason = f"the service (pid {self.parent_pid}) is gone"
         if not self.ws.root.is_dir():
             self.stop_reason = "the workspace root is gone"
         if not (self.ws.store_path / "catalog.db").is_file():
@@ -305,9 +315,9 @@ def _bind(store: Path) -> socket.socket:
     return listener
 
 
-def run_daemon(root: Path, store: Path) -> int:
+def run_daemon(root: Path, store: Path, parent_pid: int | None = None) -> int:
     """The daemon's whole life; returns its exit status. Quietly does nothing when another
-    daemon already serves this store."""
+    daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above."""
     import fcntl
 
     store = Path(store)
@@ -335,7 +345,7 @@ def run_daemon(root: Path, store: Path) -> int:
         ws = ProtectedWorkspace.open(root)
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
-        daemon = Daemon(ws)
+        daemon = Daemon(ws, parent_pid)
         daemon.start()
         (store / FAILED_NAME).unlink(missing_ok=True)
         listener = _bind(store)  # requests queue in the backlog while we prime
@@ -369,10 +379,16 @@ def run_daemon(root: Path, store: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    parent: int | None = None
+    if len(args) == 4 and args[2] == "--parent-pid" and args[3].isdigit():
+        parent, args = int(args[3]), args[:2]
     if len(args) != 2:
-        print("usage: python -m ctrlz.session.daemon ROOT STORE", file=sys.stderr)
+        print("usage: python -m ctrlz.session.daemon ROOT STORE [--parent-pid PID]",
+              file=sys.stderr)
         return 2
-    return run_daemon(Path(args[0]), Path(args[1]))
+    if parent is not None and os.getppid() != parent:
+        return 0  # the service died before we started: nobody would supervise us
+    return run_daemon(Path(args[0]), Path(args[1]), parent)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,17 @@ def spawn(root: Path, store: Path) -> bool:
     return True
 
 
+def spawn_supervised(root: Path, store: Path, parent_pid: int) -> subprocess.Popen[bytes]:
+    """Start a daemon owned by the ctrlz service (``parent_pid``): its child, so the service
+    sees it exit and restarts it; it never idles out and exits when the service is gone. In
+    its own session, so a Ctrl+C meant for the service reaches the service alone."""
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store),
+         "--parent-pid", str(parent_pid)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True, cwd="/")
+
+
 def autostart(root: Path, store: Path, enabled: bool | None = None) -> bool:
     """:func:`spawn`, if the workspace's ``daemon`` setting allows it (``enabled``, when the
     caller has the configuration at hand; else it is read here). Whether one was started."""
