@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     "max_entries": 300_000,
     "max_bytes": 2 << 30,
     "max_file_size": 256 << 20,
+    # over max_bytes the largest new files are left out and listed; true refuses the snapshot
+    "refuse_over_max_bytes": False,
     # pools and retention
     "auto_max": 10,
     "manual_max": 12,
@@ -146,7 +148,8 @@ class Config:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self["max_entries"], self["max_bytes"], self["max_file_size"])
+        return Limits(self["max_entries"], self["max_bytes"], self["max_file_size"],
+                      self["refuse_over_max_bytes"])
 
     def to_json(self) -> dict[str, Any]:
         return {k: {"value": self.values[k], "source": self.sources[k]} for k in DEFAULTS}

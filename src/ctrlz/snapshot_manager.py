@@ -180,7 +180,8 @@ class SnapshotManager:
                 raise UsageError(f"tracked path {p} is not a directory")
         self.exclusion = exclusion or ExclusionConfig()
         # 0 means unlimited, as in the seed
-        self.limits = Limits(max_entries or 1 << 62, max_bytes or 1 << 62, 1 << 62)
+        self.limits = Limits(max_entries or 1 << 62, max_bytes or 1 << 62, 1 << 62,
+                             refuse_over_max_bytes=True)
         roots = [str(p) for p in self.tracked_paths]
         if Repository.exists(self.session_dir):
             self.repo = Repository.open(self.session_dir)

@@ -83,3 +83,20 @@ def test_pin_unpin_and_rm(ws: Path) -> None:
     r = run("rm", "a", "b", cwd=ws)
     assert "removed" in r.out and "ctrlz gc" in r.err
     assert run("list", "--json", cwd=ws).json() == []
+
+
+def test_a_workspace_over_max_bytes_is_still_snapshotted(ws: Path) -> None:
+    """Over max_bytes the largest new file is left out and named in the output, in
+    `ctrlz status` and in --json; refusing the snapshot instead is a setting."""
+    run("snapshot", cwd=ws)
+    (ws / "dataset.bin").write_bytes(b"\0" * (3 << 20))
+    env = {"CTRLZ_MAX_BYTES": "2MiB"}
+    r = run("snapshot", cwd=ws, env=env)
+    assert "skipped dataset.bin: new or changed file of 3,145,728 bytes, left out" in r.err
+    status = run("status", cwd=ws, env=env)
+    assert "Skipped:   dataset.bin" in status.out and "max_bytes=2,097,152" in status.out
+    data = run("snapshot", "--json", cwd=ws, env=env).json()
+    assert [k["path"] for k in data["skipped"]] == ["0/dataset.bin"]  # per root, as in show
+    refused = run("snapshot", cwd=ws, env={**env, "CTRLZ_REFUSE_OVER_MAX_BYTES": "1"},
+                  ok=False)
+    assert "max_bytes=2,097,152" in refused.err and refused.code == 5

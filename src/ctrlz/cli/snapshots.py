@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..types import show_path
 from . import render
 from .context import State, pass_state
 
@@ -83,8 +84,12 @@ def snapshot_cmd(state: State, label: str | None, pin: bool, type_: str, as_json
         return
     name = f' "{snap.label}"' if snap.label else ""
     render.out(f"{snap.id}{name}  {render.snapshot_summary(snap)}")
-    if snap.skipped:
-        render.note(f"skipped {len(snap.skipped)} path(s); see `ctrlz show {snap.id}`")
+    shown = 10
+    for k in snap.skipped[:shown]:  # paths as `ctrlz status` shows them, without the root
+        render.note(f"skipped {show_path(k.path.partition(b'/')[2])}: {k.reason}")
+    if len(snap.skipped) > shown:
+        render.note(f"skipped {len(snap.skipped) - shown} more path(s); "
+                    f"see `ctrlz show {snap.id}`")
 
 
 def _type_text(s) -> str:  # noqa: ANN001

@@ -2,9 +2,10 @@
 
 Like git's index, it lets a snapshot trust a file whose (mode, size, mtime_ns, ctime_ns, inode)
 have not changed instead of reading it again, and reuse the tree id of a directory in which
-nothing changed. A file whose timestamps fall within ``RACY_WINDOW_NS`` of the scan that cached
-it is "racily clean": an edit in the same clock tick could keep every stat field, so it is
-re-hashed next time instead of trusted.
+nothing changed. A file is "racily clean" when a later edit could keep every stat field: when
+its mtime or ctime is not older than the start of the scan that cached it, less the timestamp
+granularity (git's rule; see :func:`trusted`). Only such files are re-hashed next time; every
+other one, however large, is trusted by its stat and never read again.
 
 The cache is one ``marshal`` file in the store, replaced atomically (without fsync: it is only a
 cache) after each snapshot commits; a long-lived process keeps it in memory between snapshots.
@@ -21,8 +22,27 @@ from typing import Any
 
 from .atomic import atomic_write_bytes
 
-RACY_WINDOW_NS = 1_000_000_000
+#: How far a file's timestamp may trail the scan's clock and still belong to the same tick.
+#: Linux stamps files from its coarse clock, which trails ``time.time_ns()`` by up to one
+#: tick (10 ms at the slowest HZ=100); an edit in the tick after the scan's read can share the
+#: stamp of one in the tick before it, so two ticks plus a margin.
+FINE_WINDOW_NS = 50_000_000
+#: Timestamps in whole seconds (ext3, HFS+, FAT's 2 s, a tar extract on any file system) are
+#: judged against a 2 s window: all an edit within the same second or two changes is content.
+COARSE_WINDOW_NS = 2_000_000_000
+_SECOND = 1_000_000_000
 VERSION = 3
+
+def trusted(key: tuple[int, int, int, int, int], scan_ns: int) -> bool:
+    """Whether an entry stat'ed by the scan that started at ``scan_ns`` can be trusted by its
+    stat key next time: its mtime and ctime are both older than the scan's start by more than
+    their granularity. A whole-second stamp is taken as a coarse file system's (a fine one
+    lands on a whole second once in a billion: it is merely re-hashed once)."""
+    mtime, ctime = key[2], key[3]
+    return (mtime < scan_ns - (COARSE_WINDOW_NS if mtime % _SECOND == 0 else FINE_WINDOW_NS)
+            and ctime < scan_ns - (COARSE_WINDOW_NS if ctime % _SECOND == 0
+                                   else FINE_WINDOW_NS))
+
 
 # per path: (stat key, oid, trusted) where the stat key is (st_mode, size, mtime_ns, ctime_ns,
 # inode) and ``trusted`` is False for racily clean entries (decided when the cache is written);

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..statcache import DirCache
+from ..statcache import DirCache, trusted
 from ..trees import DIR, FILE, Entry, encode_tree
 from .incremental import drop, drop_vanished, finish_patched
 from .model import (
@@ -60,7 +60,7 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
                 for e in entries]
         tree_oid = sc.sink.put(encode_tree(tree))
         sc.built_trees[tree_oid] = tree
-        cutoff = sc._cutoff
+        scan_ns = sc.scan_ns
         mapping = {}
         prefix = node.rel + b"/" if node.rel else b""
         files = dirs = links = nbytes = 0
@@ -72,7 +72,7 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
                 files, dirs, links, nbytes = files + f, dirs + d + 1, links + s_, nbytes + b
             else:
                 key = e[KEY]
-                mapping[e[NAME]] = (key, e[OID], key[2] < cutoff and key[3] < cutoff)
+                mapping[e[NAME]] = (key, e[OID], trusted(key, scan_ns))
                 if e[KIND] == FILE:
                     files += 1
                     nbytes += e[SIZE]

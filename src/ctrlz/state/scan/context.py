@@ -12,12 +12,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...types import Skipped
 from ..exclude import Matcher
-from ..statcache import RACY_WINDOW_NS, DirCache
+from ..statcache import DirCache
 from ..trees import Entry
-from .model import Changes, Limits, ScanStats
+from .model import Changes, DirNode, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
 
@@ -67,6 +68,8 @@ class ScanContext:
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []
         self._reader = FileReader(self.sink, self.pool, self.stats, self.skipped)
+        #: large files to read, held back until the walk knows the total (walk.release_deferred)
+        self.deferred: list[tuple[DirNode, list[Any], bytes, int]] = []
         self._root_bytes = os.fsencode(self.root)
         self._reused = False  # whether any subtree was reused without being listed
         self._needed: set[bytes] | None = None
@@ -80,7 +83,6 @@ class ScanContext:
         self.built_trees: dict[bytes, list[Entry]] = {}
         #: the trees this scan patched (``incremental.finish_patched``), encoded
         self.patched_trees: dict[bytes, bytes] = {}
-        self._cutoff = self.scan_ns - RACY_WINDOW_NS
         #: per needed directory, the names of its needed subdirectories
         self._needed_children: dict[bytes, list[bytes]] = {}
         if self.dirty is not None:

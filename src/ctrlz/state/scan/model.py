@@ -19,9 +19,14 @@ from ..trees import DIR, FILE, SYMLINK
 
 @dataclass(frozen=True)
 class Limits:
+    """What one scan may take in. ``max_bytes`` never blocks a snapshot unless
+    ``refuse_over_max_bytes``: over it, the largest new files are left out (and reported)
+    until the rest fits; the SnapshotManager API refuses instead, as seed 002 documents."""
+
     max_entries: int = 300_000
     max_bytes: int = 2 << 30
     max_file_size: int = 256 << 20  # new files above this are skipped and reported
+    refuse_over_max_bytes: bool = False
 
 
 @dataclass

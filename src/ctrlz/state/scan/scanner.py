@@ -16,7 +16,7 @@ from .build import finish
 from .context import ScanContext
 from .incremental import list_unchanged
 from .model import DirNode, ScanResult
-from .walk import list_disk
+from .walk import list_disk, release_deferred
 
 
 class Scanner(ScanContext):
@@ -34,6 +34,7 @@ class Scanner(ScanContext):
             order.append(node)
             self._list(node, stack)
             reader.drain(block=False)
+        release_deferred(self)
         reader.submit_batch()
         reader.drain(block=True)
         # Reused subtrees keep their cache entries. Rather than pick those out of the whole

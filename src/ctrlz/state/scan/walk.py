@@ -18,7 +18,11 @@ from ...types import Skipped
 from ..exclude import _TEMP, GITIGNORE
 from ..trees import DIR, FILE, SYMLINK
 from .incremental import reuse_unlisted
-from .model import IFDIR, IFLNK, IFMT, IFREG, OID, DirNode, special_kind
+from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, DirNode, special_kind
+
+#: files at least this big that the scan must read wait until the walk has the workspace's
+#: total (see :func:`release_deferred`); smaller ones are read as they are found
+DEFER_MIN = 1 << 20
 
 if TYPE_CHECKING:
     from .context import ScanContext
@@ -116,6 +120,8 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
                     sc.skipped.append(Skipped(prefix + name,
                                               f"cannot read link: {exc.strerror}"))
                     continue
+            elif size >= DEFER_MIN and not limits.refuse_over_max_bytes:
+                sc.deferred.append((node, entry, de.path, size))  # type: ignore[arg-type]
             else:
                 sc._reader.queue(node, entry, de.path, size)  # type: ignore[arg-type]
         entries.append(entry)
@@ -135,7 +141,32 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
             f"the workspace has more than max_entries={limits.max_entries:,} files and "
             "directories; exclude large generated folders (exclude_patterns) or raise "
             "max_entries")
-    if stats.bytes > limits.max_bytes:
+    if stats.bytes > limits.max_bytes and limits.refuse_over_max_bytes:
         raise LimitExceeded(
             f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
             "exclude large folders (exclude_patterns, exclude_globs) or raise max_bytes")
+
+
+def release_deferred(sc: ScanContext) -> None:
+    """Read the large files the walk held back, once the walk knows the total: over
+    ``max_bytes``, the largest of them are left out (and reported) until the rest fits, so
+    a workspace that outgrew its cap is still snapshotted and the store does not swallow
+    the files that made it outgrow it. Only files the scan had to read are held back: what
+    the stat cache vouches for is stored already and costs nothing."""
+    deferred, sc.deferred = sc.deferred, []
+    stats, limit = sc.stats, sc.limits.max_bytes
+    if stats.bytes > limit:
+        total = stats.bytes
+        deferred.sort(key=lambda d: d[3], reverse=True)
+        while deferred and stats.bytes > limit:
+            node, entry, _path, size = deferred.pop(0)
+            node.entries.remove(entry)
+            stats.files -= 1
+            stats.bytes -= size
+            rel = node.rel + b"/" + entry[NAME] if node.rel else entry[NAME]
+            sc.skipped.append(Skipped(rel, (
+                f"new or changed file of {size:,} bytes, left out: the workspace holds "
+                f"{total:,} bytes, over max_bytes={limit:,} (largest first); raise max_bytes "
+                "or exclude it")))
+    for node, entry, path, size in deferred:
+        sc._reader.queue(node, entry, path, size)
