@@ -19,9 +19,10 @@ as it is and exit non-zero, without a traceback.
      │    ├── StoreLocked
      │    ├── StoreFull
      │    └── CorruptObject
-     └── RestoreError             a restore could not be planned, applied or verified
-          ├── RestoreIncomplete   paths changed under the restore and were left as they are
-          └── VerifyMismatch
+     ├── RestoreError             a restore could not be planned, applied or verified
+     │    ├── RestoreIncomplete   paths changed under the restore and were left as they are
+     │    └── VerifyMismatch
+     └── RemoteError              a remote store or an archive: unreachable, refused, corrupt
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "CtrlzError",
     "LimitExceeded",
     "PathOutsideWorkspace",
+    "RemoteError",
     "RestoreError",
     "RestoreIncomplete",
     "SnapshotNotFound",
@@ -111,3 +113,11 @@ class RestoreIncomplete(RestoreError):
     def __init__(self, message: str, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class RemoteError(CtrlzError):
+    """A remote store (S3 API or ``file://``) or an archive could not be used: unreachable,
+    credentials refused, bucket missing, an object corrupt or truncated. The message names the
+    remote, the key or the object, and what to do."""
+
+    exit_code = 8
