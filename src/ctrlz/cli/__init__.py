@@ -7,7 +7,8 @@ one line and exits with the error's ``exit_code``, never with a traceback.
 
 Exit codes: 0 ok, 1 other error, 2 usage (bad arguments, paths outside the workspace, config),
 3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
-corrupt, full or locked, 7 restore failed, 8 remote or archive unusable, 70 internal error (a bug), 130 interrupted.
+corrupt, full or locked, 7 restore failed, 8 remote or archive unusable, 70 internal error (a
+bug), 130 interrupted.
 """
 
 from __future__ import annotations
