@@ -259,6 +259,8 @@ LAYERS = {
     "installers": "faces",
     "workspace": "faces",
     "snapshot_manager": "faces",
+    "service": "faces",  # the per-user service: API, gateway, watcher supervision
+    "web": "faces",  # the dashboard's static files
     "session": "session",
     "toolcalls": "session",
     "config": "session",

@@ -13,6 +13,7 @@ import click
 
 from . import acp, agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
 from . import fork as fork_commands
+from . import service as service_commands
 from .context import CONTEXT, State
 
 
@@ -45,6 +46,6 @@ def cli(ctx: click.Context, directory: str | None) -> None:
 
 
 for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon,
-                fork_commands, acp):
+                fork_commands, acp, service_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -83,8 +83,27 @@ def _write(home: Path, roots: list[str]) -> None:
     atomic_write_bytes(home / REGISTRY_NAME, data)
 
 
+#: store path -> (catalog inode, its root): a store's root never changes, and the service asks
+#: for the known workspaces every second
+_ROOTS: dict[str, tuple[int, str | None]] = {}
+
+
 def _root_of(store: str) -> str | None:
     """The root a workspace store protects (None for stores of another kind or unreadable)."""
+    try:
+        ino = os.stat(os.path.join(store, "catalog.db")).st_ino
+    except OSError:
+        return None
+    cached = _ROOTS.get(store)
+    if cached is not None and cached[0] == ino:
+        return cached[1]
+    root = _read_root(store)
+    if root is not None:  # a store still being made may read as none: look again next time
+        _ROOTS[store] = (ino, root)
+    return root
+
+
+def _read_root(store: str) -> str | None:
     try:
         repo = Repository.open(Path(store), readonly=True)
     except Exception:  # a damaged store must not hide the others  # noqa: BLE001

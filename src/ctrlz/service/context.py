@@ -1,0 +1,114 @@
+"""What the running service shares between its routes, its gateway and its background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .routing import KeyedLocks
+
+if TYPE_CHECKING:
+    from .events import EventBus
+    from .supervisor import Supervisor
+
+LOGIN_CODE_SECONDS = 120
+SESSION_SECONDS = 7 * 86_400
+
+
+@dataclass
+class Logins:
+    """One-time login codes (``ctrlz ui`` asks for one over the socket) and the browser
+    sessions they become. Only hashes are kept, so lookups compare no secret byte by byte."""
+
+    codes: dict[str, float] = field(default_factory=dict)  # sha256(code) -> expiry
+    sessions: dict[str, tuple[str, float]] = field(default_factory=dict)  # sha256 -> csrf, exp
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def _key(secret: str) -> str:
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    def new_code(self) -> str:
+        code = secrets.token_urlsafe(24)
+        with self._lock:
+            now = time.monotonic()
+            self.codes = {k: t for k, t in self.codes.items() if t > now}
+            self.codes[self._key(code)] = now + LOGIN_CODE_SECONDS
+        return code
+
+    def redeem(self, code: str) -> tuple[str, str] | None:
+        """A code, used once, becomes (session cookie, CSRF token); None if it is unknown,
+        used or expired."""
+        with self._lock:
+            expiry = self.codes.pop(self._key(code), None)
+            if expiry is None or expiry < time.monotonic():
+                return None
+            session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+            self.sessions[self._key(session)] = (csrf, time.monotonic() + SESSION_SECONDS)
+            return session, csrf
+
+    def csrf_for(self, session: str) -> str | None:
+        """The session's CSRF token, or None when the cookie names no live session."""
+        with self._lock:
+            found = self.sessions.get(self._key(session))
+            if found is None or found[1] < time.monotonic():
+                return None
+            return found[0]
+
+    def end(self, session: str) -> None:
+        with self._lock:
+            self.sessions.pop(self._key(session), None)
+
+
+class ServiceState:
+    """The service's shared state (see the module docstring)."""
+
+    def __init__(self, home: Path, run_dir: Path, token: str, events: EventBus,
+                 supervisor: Supervisor | None = None) -> None:
+        self.home = home
+        self.run_dir = run_dir
+        self.token = token
+        self.events = events
+        self.supervisor = supervisor
+        self.logins = Logins()
+        self.port: int | None = None
+        self.started_ns = time.time_ns()
+        self.pid = os.getpid()
+        self.locks = KeyedLocks()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.on_change: Callable[[str], None] | None = None
+        self.stop: Callable[[], None] | None = None
+
+    def workspace_lock(self, ws_id: str) -> AbstractContextManager[Any]:
+        return self.locks.get(ws_id)
+
+    def changed(self, ws_id: str) -> None:
+        """A route changed workspace ``ws_id``: look for its events now, not at the next
+        poll (called from worker threads)."""
+        if self.loop is not None and self.on_change is not None:
+            self.loop.call_soon_threadsafe(self.on_change, ws_id)
+
+    def info(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        from ..types import iso_utc
+        from . import runtime
+
+        watchers = self.supervisor.summary() if self.supervisor else {}
+        return {"type": "service", "version": version("ctrlz"), "pid": self.pid,
+                "started_at": iso_utc(self.started_ns),
+                "uptime_seconds": round((time.time_ns() - self.started_ns) / 1e9, 1),
+                "home": str(self.home), "run_dir": str(self.run_dir),
+                "socket": str(self.run_dir / runtime.SOCKET),
+                "gateway": {"port": self.port,
+                            "url": f"http://127.0.0.1:{self.port}" if self.port else None},
+                "watchers": watchers, "event_subscribers": self.events.subscriber_count}

@@ -1,0 +1,249 @@
+"""The live event stream: what changed in any workspace, as server-sent events.
+
+Where events come from: the service cannot see every change as it happens (the CLI, the hooks
+and the MCP server write the stores directly), so one source finds them all: the
+:class:`Poller` looks at each workspace's store once a second (its SQLite files' size and
+mtime; nothing is read unless one moved), compares what it finds with what it saw before and
+publishes the difference. A route that changed a workspace asks for a look at once
+(:meth:`Poller.kick`), so the dashboard hears of its own actions immediately, and only once.
+
+Event types: ``snapshot`` (a new one, its record as in ``ctrlz show --json``),
+``snapshot-removed``, ``snapshot-updated`` (pinned or label), ``restore`` (an operation on the
+undo stack: ``action`` is ``done``, ``undo`` or ``redo``), ``toolcall`` (an agent's tool call
+as in ``ctrlz rewind --list --json``), ``workspace`` (registered, unregistered, new, gone) and
+``watcher`` (a watcher's state changed). Each has a per-service ``id``; a client that
+reconnects with ``Last-Event-ID`` gets what it missed from the last :data:`REPLAY` events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+REPLAY = 1000
+QUEUE_MAX = 1000
+KEEPALIVE_S = 15.0
+DB_FILES = ("catalog.db", "catalog.db-wal", "session.db-wal", "toolcalls/catalog.db",
+            "toolcalls/catalog.db-wal")
+
+
+class EventBus:
+    """Fan-out of events to subscribers' queues, with a short replay buffer. Lives on the
+    event loop; :meth:`publish` is called there only."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.recent: deque[dict[str, Any]] = deque(maxlen=REPLAY)
+        self._queues: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.closed = False
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._queues)
+
+    def publish(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        from ..types import iso_utc
+
+        self.seq += 1
+        event = {"id": self.seq, "type": kind, "time": iso_utc(time.time_ns()), **data}
+        self.recent.append(event)
+        for q in list(self._queues):
+            try:
+                q.put_nowait(event)
+            except asyncio.QueueFull:  # a reader that stopped reading: drop it, it reconnects
+                self._queues.discard(q)
+                with contextlib.suppress(asyncio.QueueFull):
+                    q.get_nowait()
+                    q.put_nowait(None)
+        return event
+
+    def subscribe(self) -> asyncio.Queue[dict[str, Any] | None]:
+        q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(QUEUE_MAX)
+        self._queues.add(q)
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue[dict[str, Any] | None]) -> None:
+        self._queues.discard(q)
+
+    def close(self) -> None:
+        self.closed = True
+        for q in list(self._queues):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait(None)
+
+    def since(self, last_id: int) -> list[dict[str, Any]] | None:
+        """Events after ``last_id`` from the replay buffer; None when some are gone."""
+        if last_id > self.seq:
+            return None  # an id from before a restart
+        missed = [e for e in self.recent if e["id"] > last_id]
+        if missed and missed[0]["id"] != last_id + 1:
+            return None
+        return missed
+
+
+def _format(event: dict[str, Any]) -> bytes:
+    data = json.dumps(event, ensure_ascii=True)
+    return f"id: {event['id']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+
+
+def stream(bus: EventBus, request: Request) -> StreamingResponse:
+    """``GET /v1/events``: the stream, optionally only for ``?workspace=ID``."""
+    only = request.query_params.get("workspace")
+    last = request.headers.get("last-event-id", "")
+
+    async def body() -> AsyncIterator[bytes]:
+        q = bus.subscribe()
+        try:
+            yield b"retry: 2000\n\n"
+            if last.isdigit():
+                missed = bus.since(int(last))
+                if missed is None:
+                    yield _format({"id": bus.seq, "type": "resync",
+                                   "message": "events were missed; reload everything"})
+                for e in missed or []:
+                    if only is None or e.get("workspace") in (None, only):
+                        yield _format(e)
+            else:
+                yield _format({"id": bus.seq, "type": "hello", "service_pid": os.getpid()})
+            while not bus.closed:
+                try:
+                    event = await asyncio.wait_for(q.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if event is None:
+                    break
+                if only is None or event.get("workspace") in (None, only):
+                    yield _format(event)
+        finally:
+            bus.unsubscribe(q)
+
+    return StreamingResponse(body(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+# -- finding what changed ----------------------------------------------------------------------
+
+
+def _signature(store: str) -> tuple[tuple[int, int], ...]:
+    out = []
+    for name in DB_FILES:
+        try:
+            st = os.stat(os.path.join(store, name))
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((0, 0))
+    return tuple(out)
+
+
+class _Seen:
+    """What the poller last saw of one workspace."""
+
+    def __init__(self) -> None:
+        self.signature: tuple[tuple[int, int], ...] | None = None
+        self.snapshots: dict[str, tuple[bool, str | None]] = {}
+        self.operations: dict[int, bool] = {}
+        self.toolcalls: set[tuple[str, str]] = set()
+        self.primed = False
+
+
+def _look(root: str, home: Path) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
+    """(snapshots, operations, tool calls) of a workspace; runs in a worker thread."""
+    from ..toolcalls import rewinds
+    from ..workspace import Workspace
+
+    with Workspace.open(root, home=home) as ws:
+        snaps = ws.snapshots()
+        ops = ws.oplog.operations()
+        calls: list[dict[str, Any]] = []
+        for s in rewinds.agent_sessions(ws):
+            calls += rewinds.timeline(ws, s["session_id"])
+        return snaps, ops, calls
+
+
+class Poller:
+    """Publishes what changed in each known workspace (see the module docstring). The
+    service's housekeeping loop calls :meth:`poll` once a second, or at once after
+    :meth:`kick` sets :attr:`wake`."""
+
+    def __init__(self, bus: EventBus, home: Path) -> None:
+        self.bus = bus
+        self.home = home
+        self.seen: dict[str, _Seen] = {}
+        self.present: dict[str, tuple[bool, bool]] = {}  # id -> (registered, present)
+        self.wake = asyncio.Event()
+
+    def kick(self, ws_id: str) -> None:
+        self.wake.set()
+
+    async def poll(self, known: list[Any]) -> None:
+        current = {w.id: w for w in known}
+        self._workspace_events(current)
+        for ws_id, w in current.items():
+            if not w.present:
+                continue
+            seen = self.seen.setdefault(ws_id, _Seen())
+            sig = await asyncio.to_thread(_signature, w.store)
+            if sig == seen.signature:
+                continue
+            try:
+                snaps, ops, calls = await asyncio.to_thread(_look, w.root, self.home)
+            except Exception:  # noqa: BLE001 - a store mid-way or gone: try again next time
+                continue
+            seen.signature = sig
+            self._diff(ws_id, seen, snaps, ops, calls)
+
+    def _workspace_events(self, current: dict[str, Any]) -> None:
+        first = not self.present
+        for ws_id, w in current.items():
+            state = (w.registered, w.present)
+            if not first and self.present.get(ws_id) != state:
+                self.bus.publish("workspace", {"workspace": ws_id, "workspace_info":
+                                               w.to_json()})
+            self.present[ws_id] = state
+        for ws_id in set(self.present) - set(current):
+            del self.present[ws_id]
+            self.seen.pop(ws_id, None)
+            if not first:
+                self.bus.publish("workspace", {"workspace": ws_id, "workspace_info": None})
+
+    def _diff(self, ws_id: str, seen: _Seen, snaps: list[Any], ops: list[Any],
+              calls: list[dict[str, Any]]) -> None:
+        publish = seen.primed
+        now_snaps = {s.id: (s.pinned, s.label) for s in snaps}
+        for s in snaps:
+            if publish and s.id not in seen.snapshots:
+                self.bus.publish("snapshot", {"workspace": ws_id, "snapshot": s.to_json()})
+            elif publish and seen.snapshots.get(s.id) != now_snaps[s.id]:
+                self.bus.publish("snapshot-updated", {"workspace": ws_id,
+                                                      "snapshot": s.to_json()})
+        gone = [i for i in seen.snapshots if i not in now_snaps]
+        if publish and gone:
+            self.bus.publish("snapshot-removed", {"workspace": ws_id, "ids": gone})
+        seen.snapshots = now_snaps
+        for op in ops:
+            before = seen.operations.get(op.seq)
+            if publish and (before is None or before != op.undone):
+                action = "done" if before is None and not op.undone else (
+                    "undo" if op.undone else "redo")
+                self.bus.publish("restore", {"workspace": ws_id, "action": action,
+                                             "operation": op.to_json()})
+        seen.operations = {op.seq: op.undone for op in ops}
+        keys = set()
+        for c in calls:
+            key = (c["session_id"], c["tool_use_id"])
+            keys.add(key)
+            if publish and key not in seen.toolcalls:
+                self.bus.publish("toolcall", {"workspace": ws_id, "tool_call": c})
+        seen.toolcalls = keys
+        seen.primed = True
