@@ -1,14 +1,18 @@
 """The object store: content-addressed bytes in append-only packs, large ones as loose files.
 
 Small objects (file contents below ``LOOSE_MIN``, symlink targets and trees) are appended to pack
-files so that 100,000 small files cost a handful of files in the store, not 100,000. Each record
-in a pack carries a header with its id, codec and lengths, so the index could be rebuilt from the
-packs alone; the live index is the ``objects`` table of the catalog. Large objects are written as
-one file each under ``objects/xx/…``, raw when they do not compress, which keeps restores of big
-files to a streaming copy.
+files (:mod:`ctrlz.state.packs`) so that 100,000 small files cost a handful of files in the
+store, not 100,000. Each record in a pack carries a header with its id, codec and lengths, so the
+index could be rebuilt from the packs alone; the live index is the ``objects`` table of the
+catalog. Large objects are written as one file each under ``objects/xx/…``, raw when they do not
+compress, which keeps restores of big files to a streaming copy. Where the store's filesystem can
+clone (XFS, btrfs), a snapshot stores a large file as a copy-on-write clone of it instead, named
+by its blocks rather than its hash (:mod:`ctrlz.state.cow`, :mod:`ctrlz.state.clones`).
 
 Every read re-hashes what it returns: a flipped bit on disk is reported as :class:`CorruptObject`
-and never written into a workspace.
+and never written into a workspace. A clone is checked against its seal (its content hash, once
+something has computed it); until then its bytes are trusted as the blocks the filesystem
+shares with the file they were cloned from.
 
 Readers may live long (the daemon, the MCP server) while other processes write and collect
 garbage, so a reader keeps at most ``MAX_PACK_FDS`` packs open (least recently used first out: a
@@ -22,147 +26,57 @@ pack id → file mapping can go stale but never point at another pack's bytes.
 from __future__ import annotations
 
 import _thread
-import errno
 import os
-import struct
-from collections.abc import Container, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, BinaryIO
 
 import zstandard
 
-from ..errors import CorruptObject, StoreError, StoreFull
+from ..errors import CorruptObject
 from . import failpoints
-from .atomic import TEMP_PREFIX, fsync_dir, temp_name
+from .atomic import fsync_dir, temp_name
 from .catalog import Catalog, ObjectRow
+from .clones import CloneObjects
 from .hashing import digest_function, hasher_factory
+from .packs import (
+    CHUNK,
+    CLONE,
+    LOOSE_MIN,
+    MAX_PACK_FDS,
+    PACK_MAGIC,
+    PACK_MAX,
+    RAW,
+    RECORD,
+    RECORD_MAGIC,
+    WRITE_BUFFER,
+    ZSTD,
+    ZSTD_LEVEL,
+    PackFds,
+    PackInProgress,
+    compressor,
+    decoded_chunks,
+    decompressor,
+    encode_small,
+    full_disk,
+    make_dir,
+    write_all,
+)
+from .sweep import Sweep, stray_files, sweep
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
-RAW, ZSTD = 0, 1
-LOOSE_MIN = 4 << 20  # files at least this big become loose objects
-PACK_MAX = 128 << 20  # start a new pack past this size
-CHUNK = 4 << 20
-ZSTD_LEVEL = 3
-PACK_MAGIC = b"CTZPACK1"
-_WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
-RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
-RECORD_MAGIC = b"CZOB"
-MAX_PACK_FDS = 16  # open pack files a reader keeps; fits under `ulimit -n 64` with room to spare
-
-# _thread, not threading: the same primitives (threading.local and threading.Lock are these),
-# without importing threading into every agent hook
-_local = _thread._local()
+__all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MAX", "RAW",
+           "RECORD", "RECORD_MAGIC", "ZSTD", "ZSTD_LEVEL", "ObjectStore", "ObjectWriter",
+           "Sweep", "encode_small", "stray_files", "sweep"]
 
 
-def _compressor() -> zstandard.ZstdCompressor:
-    c = getattr(_local, "cctx", None)
-    if c is None:
-        c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-    return c
+def _corrupt(oid: bytes, what: str = "does not match its id") -> CorruptObject:
+    return CorruptObject(f"object {oid.hex()[:16]} {what}; run `ctrlz verify`")
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    d = getattr(_local, "dctx", None)
-    if d is None:
-        d = _local.dctx = zstandard.ZstdDecompressor()
-    return d
-
-
-def encode_small(data: bytes) -> tuple[int, bytes]:
-    """Compress when it pays (at least 5% smaller), else store raw."""
-    if len(data) < 128:
-        return RAW, data
-    packed = _compressor().compress(data)
-    if len(packed) < len(data) * 0.95:
-        return ZSTD, packed
-    return RAW, data
-
-
-def _full_disk(exc: OSError, where: str | os.PathLike[str]) -> Exception:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StoreFull(f"no space left on the store's disk ({where}); free space or move "
-                         "CTRLZ_HOME, then try again")
-    return StoreError(f"cannot write to the store ({where}): {exc.strerror or exc}")
-
-
-class _PackInProgress:
-    """A pack being written. A plain class: agent hooks import this module, and
-    ``dataclasses`` would add milliseconds to each one's start-up."""
-
-    __slots__ = ("name", "path", "fd", "size", "rows")
-
-    def __init__(self, name: str, path: str, fd: int, size: int) -> None:
-        self.name = name
-        self.path = path
-        self.fd = fd
-        self.size = size
-        self.rows: list[ObjectRow] = []
-
-
-class _PackFds:
-    """Open pack file descriptors, at most ``limit`` of them, least recently used closed first.
-
-    Restores and snapshots read from worker threads, so a descriptor is never closed while a
-    thread still reads through it (the number could be reused by the next ``open`` and hand
-    that thread another file's bytes): :meth:`get` and :meth:`add` hand out a slot counted as in
-    use, :meth:`put` hands it back, and a slot evicted or forgotten while in use is closed by its
-    last user. Past the limit with every descriptor in use, the cache overflows rather than
-    waits. A slot is ``[fd, users, cached]``."""
-
-    __slots__ = ("limit", "_lock", "_slots")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = _thread.allocate_lock()
-        self._slots: dict[int, list[int]] = {}  # pack id -> slot, least recently used first
-
-    def get(self, pack_id: int) -> list[int] | None:
-        with self._lock:
-            slot = self._slots.pop(pack_id, None)
-            if slot is not None:
-                self._slots[pack_id] = slot  # now the most recently used
-                slot[1] += 1
-            return slot
-
-    def add(self, pack_id: int, fd: int) -> list[int]:
-        """Cache a freshly opened descriptor; returns its slot, or the slot another thread
-        added meanwhile (closing ``fd``)."""
-        with self._lock:
-            slot = self._slots.get(pack_id)
-            if slot is not None:
-                os.close(fd)
-                slot[1] += 1
-                return slot
-            slot = self._slots[pack_id] = [fd, 1, 1]
-            if len(self._slots) > self.limit:
-                for key in [k for k, v in self._slots.items() if v[1] == 0]:
-                    os.close(self._slots.pop(key)[0])
-                    if len(self._slots) <= self.limit:
-                        break
-            return slot
-
-    def put(self, slot: list[int]) -> None:
-        with self._lock:
-            slot[1] -= 1
-            if slot[1] == 0 and not slot[2]:
-                os.close(slot[0])
-
-    def clear(self) -> None:
-        """Forget every descriptor; one in use is closed by its last user."""
-        with self._lock:
-            for slot in self._slots.values():
-                slot[2] = 0
-                if slot[1] == 0:
-                    os.close(slot[0])
-            self._slots.clear()
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-
-class ObjectStore:
+class ObjectStore(CloneObjects):
     """Read access to a store's objects, plus :meth:`writer` for a locked writer.
 
     ``root`` may be a string or a ``Path``; ``packs_dir``, ``loose_dir`` and ``loose_path``
@@ -177,8 +91,9 @@ class ObjectStore:
         self.new_hasher = hasher_factory(algorithm)
         self._packs = os.path.join(os.fspath(root), "packs")
         self._loose = os.path.join(os.fspath(root), "objects")
-        self._pack_fds = _PackFds(MAX_PACK_FDS)
+        self._pack_fds = PackFds(MAX_PACK_FDS)
         self._pack_names: dict[int, str] = {}
+        self._init_clones()
 
     @cached_property
     def packs_dir(self) -> Path:
@@ -201,10 +116,15 @@ class ObjectStore:
         h = oid.hex()
         return self.loose_dir / h[:2] / h[2:]
 
+    def loose_name(self, oid: bytes) -> str:
+        """:meth:`loose_path` as a string, without ``pathlib``."""
+        h = oid.hex()
+        return os.path.join(self._loose, h[:2], h[2:])
+
     # -- reading ---------------------------------------------------------------------------
 
     def _pack_slot(self, pack_id: int) -> list[int]:
-        """An open descriptor of pack ``pack_id``, as a slot of :class:`_PackFds`; give it back
+        """An open descriptor of pack ``pack_id``, as a slot of :class:`PackFds`; give it back
         with ``self._pack_fds.put(slot)``."""
         slot = self._pack_fds.get(pack_id)
         if slot is not None:
@@ -239,7 +159,7 @@ class ObjectStore:
         return self.catalog.lookup(oid) is not None
 
     def read(self, oid: bytes) -> bytes:
-        """The object's bytes, verified against its id.
+        """The object's bytes, verified against its id (a clone: against its seal).
 
         A failure is retried once with a fresh lookup and fresh descriptors before it is
         reported: another process's gc may have repacked the object (and deleted the pack this
@@ -253,12 +173,11 @@ class ObjectStore:
     def _read_once(self, oid: bytes) -> bytes:
         row = self.catalog.lookup(oid)
         if row is None:
-            raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
-                                "run `ctrlz verify`")
+            raise _corrupt(oid, "is missing from the store")
         _, pack, offset, length, size, codec = row
         if pack is None:
             try:
-                with open(self.loose_path(oid), "rb") as f:
+                with open(self.loose_name(oid), "rb") as f:
                     stored = f.read()
             except FileNotFoundError:
                 raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
@@ -266,22 +185,20 @@ class ObjectStore:
         else:
             stored = self._pread(pack, length, offset)
         data = self._decode(stored, codec, size, oid)
-        if self.digest(data) != oid:
-            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
-                                "run `ctrlz verify`")
+        if not self.content_ok(oid, codec, self.digest(data)):
+            raise _corrupt(oid)
         return data
 
     def check_stored(self, oid: bytes, stored: bytes, codec: int, size: int) -> None:
         if self.digest(self._decode(stored, codec, size, oid)) != oid:
-            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
-                                "run `ctrlz verify`")
+            raise _corrupt(oid)
 
     def _decode(self, stored: bytes, codec: int, size: int, oid: bytes) -> bytes:
-        if codec == RAW:
+        if codec in (RAW, CLONE):
             data = stored
         elif codec == ZSTD:
             try:
-                data = _decompressor().decompress(stored, max_output_size=size)
+                data = decompressor().decompress(stored, max_output_size=size)
             except zstandard.ZstdError as exc:
                 raise CorruptObject(f"object {oid.hex()[:16]} cannot be decompressed: "
                                     f"{exc}") from exc
@@ -293,20 +210,14 @@ class ObjectStore:
 
     def iter_chunks(self, oid: bytes) -> Iterator[bytes]:
         """Stream a (possibly large) object. The caller must check :meth:`digest` of the
-        stream itself; :meth:`write_to` does."""
+        stream itself (:meth:`content_matches` for a clone); :meth:`write_to` does."""
         loose = self._open_loose(oid)
         if loose is None:
             yield self.read(oid)
             return
         f, codec = loose
         with f:
-            if codec == ZSTD:
-                reader = _decompressor().stream_reader(f)
-                while chunk := reader.read(CHUNK):
-                    yield chunk
-            else:
-                while chunk := f.read(CHUNK):
-                    yield chunk
+            yield from decoded_chunks(f, codec)
 
     def _open_loose(self, oid: bytes) -> tuple[BinaryIO, int] | None:
         """The open file and codec of a loose object, or ``None`` for a packed one. A file
@@ -315,12 +226,11 @@ class ObjectStore:
         for retry in (False, True):
             row = self.catalog.lookup(oid)
             if row is None:
-                raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
-                                    "run `ctrlz verify`")
+                raise _corrupt(oid, "is missing from the store")
             if row[1] is not None:
                 return None
             try:
-                return open(self.loose_path(oid), "rb"), row[5]  # noqa: SIM115
+                return open(self.loose_name(oid), "rb"), row[5]  # noqa: SIM115
             except FileNotFoundError:
                 if retry:
                     raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
@@ -329,18 +239,18 @@ class ObjectStore:
 
     def write_to(self, oid: bytes, fd: int) -> int:
         """Write the object to an open file descriptor, verifying it; returns its size."""
+        loose = self._open_loose(oid)
+        if loose is None:
+            return write_all(fd, self.read(oid))
+        f, codec = loose
         hasher = self.new_hasher()
         total = 0
-        for chunk in self.iter_chunks(oid):
-            hasher.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            total += len(chunk)
-        if hasher.digest() != oid:
-            raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; "
-                                "run `ctrlz verify`")
+        with f:
+            for chunk in decoded_chunks(f, codec):
+                hasher.update(chunk)
+                total += write_all(fd, chunk)
+        if not self.content_ok(oid, codec, hasher.digest()):
+            raise _corrupt(oid)
         return total
 
     def read_stored(self, pack: int, offset: int, length: int) -> bytes:
@@ -359,7 +269,8 @@ class ObjectWriter:
     """Adds objects during one locked operation; nothing is visible until :meth:`commit`.
 
     Pack bytes and loose files are fsynced in :meth:`commit`, before the index rows are
-    written in the caller's catalog transaction.
+    written in the caller's catalog transaction; clones are made durable there with one
+    ``syncfs`` of the store's filesystem.
     """
 
     def __init__(self, store: ObjectStore) -> None:
@@ -369,11 +280,12 @@ class ObjectWriter:
         self._lookups = 0
         self._new: set[bytes] = set()  # written by this writer (until ``known`` is loaded)
         self._buffer = bytearray()  # pack bytes not yet written to the file
-        self._pack: _PackInProgress | None = None
-        self._done_packs: list[_PackInProgress] = []
+        self._pack: PackInProgress | None = None
+        self._done_packs: list[PackInProgress] = []
         self._loose_rows: list[ObjectRow] = []
-        self._loose_dirs: set[Path] = set()
+        self._loose_dirs: set[str] = set()
         self._new_dirs: set[str] = set()  # directories this writer created: their parents
+        self._clones = False  # adopted a clone: the store's filesystem is flushed at commit
         self.added_objects = 0
         self.added_bytes = 0  # raw bytes of new objects
         self.stored_bytes = 0  # bytes they take in the store
@@ -422,7 +334,7 @@ class ObjectWriter:
         header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))
         self._buffer += header
         self._buffer += stored
-        if len(self._buffer) >= _WRITE_BUFFER:
+        if len(self._buffer) >= WRITE_BUFFER:
             self._flush(pack)
         offset = pack.size + len(header)
         pack.rows.append((oid, None, offset, len(stored), size, codec))
@@ -441,20 +353,20 @@ class ObjectWriter:
         else:
             self._new.add(oid)
 
-    def _flush(self, pack: _PackInProgress) -> None:
+    def _flush(self, pack: PackInProgress) -> None:
         try:
             with memoryview(self._buffer) as view:
                 done = 0
                 while done < len(view):
                     done += os.write(pack.fd, view[done:])
         except OSError as exc:
-            raise _full_disk(exc, pack.path) from exc
+            raise full_disk(exc, pack.path) from exc
         finally:
             self._buffer.clear()
 
-    def _open_pack(self) -> _PackInProgress:
+    def _open_pack(self) -> PackInProgress:
         if self._pack is None:
-            if _mkdir(self.store._packs):
+            if make_dir(self.store._packs):
                 self._new_dirs.add(self.store._packs)
             name = "pack-" + os.urandom(8).hex() + ".pack"
             path = os.path.join(self.store._packs, name)
@@ -462,8 +374,8 @@ class ObjectWriter:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
                 os.write(fd, PACK_MAGIC)
             except OSError as exc:
-                raise _full_disk(exc, path) from exc
-            self._pack = _PackInProgress(name, path, fd, len(PACK_MAGIC))
+                raise full_disk(exc, path) from exc
+            self._pack = PackInProgress(name, path, fd, len(PACK_MAGIC))
         return self._pack
 
     def _finish_pack(self) -> None:
@@ -474,24 +386,33 @@ class ObjectWriter:
             self._flush(pack)
             os.fsync(pack.fd)
         except OSError as exc:
-            raise _full_disk(exc, pack.path) from exc
+            raise full_disk(exc, pack.path) from exc
         finally:
             os.close(pack.fd)
         self._done_packs.append(pack)
 
-    def ingest_large(self, fd: int) -> tuple[bytes, Path, int, int, int]:
+    def ingest_large(self, fd: int, *, clone: bool = False) -> tuple[bytes, str, int, int, int]:
         """Copy an open file into a temp loose object while hashing it (thread-safe).
 
         Returns (oid, temp path, raw size, stored length, codec). The bytes stored are exactly
         the bytes hashed, so the object always matches its id even if the source changes
         underneath; the caller decides whether the source stayed stable.
+
+        ``clone``: where the store can, clone the file instead and name it by its blocks
+        (codec ``CLONE``, nothing read; see :mod:`ctrlz.state.clones`). Only a snapshot's scan
+        asks for this: its caller records whatever id comes back; callers that check the id
+        against a hash they know (a pre-image body) must not.
         """
-        if _mkdir(self.store._loose):
+        if make_dir(self.store._loose):
             self._new_dirs.add(self.store._loose)
-        tmp = self.store.loose_dir / temp_name("large")
+        tmp = os.path.join(self.store._loose, temp_name("large"))
+        if clone and self.store.can_clone():
+            got = self.store.ingest_clone(fd, tmp)
+            if got is not None:
+                return got
         hasher = self.store.new_hasher()
         first = os.read(fd, CHUNK)
-        compress = len(first) >= 4096 and len(_compressor().compress(first[:1 << 20])) < (
+        compress = len(first) >= 4096 and len(compressor().compress(first[:1 << 20])) < (
             min(len(first), 1 << 20) * 0.8)
         size = 0
         try:
@@ -514,21 +435,27 @@ class ObjectWriter:
                 os.unlink(tmp)
             except OSError:
                 pass
-            raise _full_disk(exc, tmp) from exc
+            raise full_disk(exc, tmp) from exc
         return hasher.digest(), tmp, size, stored, (ZSTD if compress else RAW)
 
-    def adopt_large(self, oid: bytes, tmp: Path, size: int, stored: int, codec: int) -> None:
-        """Move a temp loose object into place (main thread), or drop it if already known."""
+    def adopt_large(self, oid: bytes, tmp: str | os.PathLike[str], size: int, stored: int,
+                    codec: int) -> None:
+        """Move a temp loose object into place (main thread), or drop it if already known.
+        (A clone's id was checked against a stored object of the same name when it was made:
+        the two share their blocks, so dropping the new one loses nothing.)"""
         if self.contains(oid):
             os.unlink(tmp)
             return
-        dest = self.store.loose_path(oid)
-        if _mkdir(dest.parent):
-            self._new_dirs.add(os.fspath(dest.parent))
+        dest = self.store.loose_name(oid)
+        parent = os.path.dirname(dest)
+        if make_dir(parent):
+            self._new_dirs.add(parent)
         os.replace(tmp, dest)
-        self._loose_dirs.add(dest.parent)
+        self._loose_dirs.add(parent)
         self._loose_rows.append((oid, None, 0, stored, size, codec))
         self._remember(oid)
+        if codec == CLONE:
+            self._clones = True
         self.added_objects += 1
         self.added_bytes += size
         self.stored_bytes += stored
@@ -537,6 +464,11 @@ class ObjectWriter:
         """Make everything durable, then index it. Call inside a catalog transaction."""
         self._finish_pack()
         try:
+            if self._clones:  # one flush for every clone (and their directory entries)
+                from .cow import syncfs
+
+                syncfs(self.store._loose)
+                self._clones = False
             for d in self._loose_dirs:
                 fsync_dir(d)
             if self._done_packs:
@@ -547,7 +479,7 @@ class ObjectWriter:
                 fsync_dir(parent)
             self._new_dirs.clear()
         except OSError as exc:
-            raise _full_disk(exc, self.store.root) from exc
+            raise full_disk(exc, self.store.root) from exc
         failpoints.hit("before-index-commit")
         for pack in self._done_packs:
             pack_id = catalog.add_pack(pack.name, pack.size)
@@ -555,6 +487,7 @@ class ObjectWriter:
         catalog.add_objects(self._loose_rows)
         self._done_packs.clear()
         self._loose_rows.clear()
+        self._loose_dirs.clear()
 
     def abort(self) -> None:
         """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
@@ -569,99 +502,3 @@ class ObjectWriter:
             except OSError:
                 pass
         self._new_dirs.clear()
-
-
-class Sweep:
-    """What :func:`sweep` did. A plain class (agent hooks import this module)."""
-
-    __slots__ = ("removed_objects", "removed_bytes", "repacked_packs", "kept_objects")
-
-    def __init__(self) -> None:
-        self.removed_objects = 0
-        self.removed_bytes = 0  # stored bytes reclaimed
-        self.repacked_packs = 0
-        self.kept_objects = 0
-
-
-def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
-    """Forget every object not in ``live`` and reclaim its bytes. Call with the store's lock.
-
-    The one sweep behind both collectors (the workspace store's gc, which decides ``live`` by
-    walking snapshots, and the tool-call store's compaction, which asks its entries). A pack
-    with any dead object is rewritten: its live objects move to a new pack, so dead bytes never
-    linger in a pack kept alive by one live neighbour. Crash-safe in the same order as a
-    snapshot: the new pack is fsynced, one transaction re-points the index and drops the dead
-    rows, and only after that commit are old packs and dead loose files deleted; a crash before
-    it leaves a stray new pack, a crash after it stray old files, both removed by the next
-    writer's recovery. Pack ids are not reused (``packs.id`` is ``AUTOINCREMENT``), so a reader
-    in another process that cached an old pack's id finds it gone and looks again."""
-    result = Sweep()
-    rows = store.catalog.object_rows()
-    dead = [r for r in rows if r[0] not in live]
-    result.kept_objects = len(rows) - len(dead)
-    if not dead:
-        return result
-    dead_packs = {r[1] for r in dead if r[1] is not None}
-    moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
-    writer = store.writer(fresh=True)  # the live ids move to a new pack
-    try:
-        for oid, pack, offset, length, size, codec in moving:
-            assert pack is not None
-            stored = store.read_stored(pack, offset, length)
-            store.check_stored(oid, stored, codec, size)
-            writer.put_encoded(oid, size, codec, stored)
-        failpoints.hit("gc-before-commit")
-        packs = store.catalog.packs()
-        with store.catalog.transaction():
-            store.catalog.delete_objects(r[0] for r in dead)
-            store.catalog.delete_objects(r[0] for r in moving)
-            writer.commit(store.catalog)
-            for pack_id in dead_packs:
-                store.catalog.delete_pack(pack_id)
-    except BaseException:
-        writer.abort()
-        raise
-    failpoints.hit("gc-after-commit")
-    store.close()
-    for pack_id in dead_packs:
-        try:
-            os.unlink(os.path.join(store._packs, packs[pack_id][0]))
-        except FileNotFoundError:
-            pass
-    for oid, pack, _offset, length, _size, _codec in dead:
-        result.removed_objects += 1
-        result.removed_bytes += length
-        if pack is None:
-            try:
-                os.unlink(store.loose_path(oid))
-            except FileNotFoundError:
-                pass
-    result.repacked_packs = len(dead_packs)
-    return result
-
-
-def _mkdir(path: str | os.PathLike[str]) -> bool:
-    """Create a directory if it is missing; returns whether this call created it (so that
-    the writer fsyncs its parent at commit, and only then)."""
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        return False
-    return True
-
-
-def stray_files(store: ObjectStore) -> list[Path]:
-    """Files in the store that no committed index row references: leftovers of a crash."""
-    packs = {name for name, _ in store.catalog.packs().values()}
-    loose = {store.loose_path(bytes(r[0])) for r in store.catalog.db.execute(
-        "SELECT oid FROM objects WHERE pack IS NULL")}
-    strays: list[Path] = []
-    if store.packs_dir.is_dir():
-        strays += [p for p in store.packs_dir.iterdir() if p.name not in packs]
-    if store.loose_dir.is_dir():
-        for sub in store.loose_dir.iterdir():
-            if sub.name.startswith(TEMP_PREFIX):
-                strays.append(sub)
-            elif sub.is_dir():
-                strays += [p for p in sub.iterdir() if p not in loose]
-    return strays

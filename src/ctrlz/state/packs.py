@@ -1,0 +1,178 @@
+"""Pack files and codecs: how small objects sit in a store, and the open-pack cache readers keep.
+
+A pack is ``PACK_MAGIC`` followed by records, each a :data:`RECORD` header (magic, codec, id, raw
+size, stored length) and the stored bytes; the headers make the catalog's index rebuildable from
+the packs alone. Kept apart from :mod:`ctrlz.state.objects` (which reads and writes through
+these) so that each module has one job; everything public here is re-exported there.
+
+Agent hooks import this module on every start, so it imports nothing heavy: ``_thread`` rather
+than ``threading``, plain classes rather than ``dataclasses``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import errno
+import os
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import zstandard
+
+from ..errors import StoreError, StoreFull
+from .catalog import ObjectRow
+
+#: codecs of the ``objects.codec`` column. ``CLONE``: a loose file that is a copy-on-write
+#: clone, raw bytes, named by its blocks rather than its hash (see :mod:`ctrlz.state.cow`)
+RAW, ZSTD, CLONE = 0, 1, 2
+LOOSE_MIN = 4 << 20  # files at least this big become loose objects
+PACK_MAX = 128 << 20  # start a new pack past this size
+CHUNK = 4 << 20
+ZSTD_LEVEL = 3
+PACK_MAGIC = b"CTZPACK1"
+WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
+RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
+RECORD_MAGIC = b"CZOB"
+MAX_PACK_FDS = 16  # open pack files a reader keeps; fits under `ulimit -n 64` with room to spare
+
+# _thread, not threading: the same primitives (threading.local and threading.Lock are these),
+# without importing threading into every agent hook
+_local = _thread._local()
+
+
+def compressor() -> zstandard.ZstdCompressor:
+    """This thread's compressor (contexts are not thread-safe, and costly to make per object)."""
+    c = getattr(_local, "cctx", None)
+    if c is None:
+        c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return c
+
+
+def decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def encode_small(data: bytes) -> tuple[int, bytes]:
+    """Compress when it pays (at least 5% smaller), else store raw."""
+    if len(data) < 128:
+        return RAW, data
+    packed = compressor().compress(data)
+    if len(packed) < len(data) * 0.95:
+        return ZSTD, packed
+    return RAW, data
+
+
+def decoded_chunks(f: BinaryIO, codec: int) -> Iterator[bytes]:
+    """The raw bytes of a loose object file, in chunks of about ``CHUNK``."""
+    if codec == ZSTD:
+        reader = decompressor().stream_reader(f)
+        while chunk := reader.read(CHUNK):
+            yield chunk
+    else:  # RAW, CLONE
+        while chunk := f.read(CHUNK):
+            yield chunk
+
+
+def write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+    return len(data)
+
+
+def full_disk(exc: OSError, where: str | os.PathLike[str]) -> Exception:
+    """The store error an ``OSError`` while writing means: full (ENOSPC, EDQUOT) or not."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFull(f"no space left on the store's disk ({where}); free space or move "
+                         "CTRLZ_HOME, then try again")
+    return StoreError(f"cannot write to the store ({where}): {exc.strerror or exc}")
+
+
+def make_dir(path: str | os.PathLike[str]) -> bool:
+    """Create a directory if it is missing; returns whether this call created it (so that
+    the writer fsyncs its parent at commit, and only then)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    return True
+
+
+class PackInProgress:
+    """A pack being written. A plain class: agent hooks import this module, and
+    ``dataclasses`` would add milliseconds to each one's start-up."""
+
+    __slots__ = ("name", "path", "fd", "size", "rows")
+
+    def __init__(self, name: str, path: str, fd: int, size: int) -> None:
+        self.name = name
+        self.path = path
+        self.fd = fd
+        self.size = size
+        self.rows: list[ObjectRow] = []
+
+
+class PackFds:
+    """Open pack file descriptors, at most ``limit`` of them, least recently used closed first.
+
+    Restores and snapshots read from worker threads, so a descriptor is never closed while a
+    thread still reads through it (the number could be reused by the next ``open`` and hand
+    that thread another file's bytes): :meth:`get` and :meth:`add` hand out a slot counted as in
+    use, :meth:`put` hands it back, and a slot evicted or forgotten while in use is closed by its
+    last user. Past the limit with every descriptor in use, the cache overflows rather than
+    waits. A slot is ``[fd, users, cached]``."""
+
+    __slots__ = ("limit", "_lock", "_slots")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = _thread.allocate_lock()
+        self._slots: dict[int, list[int]] = {}  # pack id -> slot, least recently used first
+
+    def get(self, pack_id: int) -> list[int] | None:
+        with self._lock:
+            slot = self._slots.pop(pack_id, None)
+            if slot is not None:
+                self._slots[pack_id] = slot  # now the most recently used
+                slot[1] += 1
+            return slot
+
+    def add(self, pack_id: int, fd: int) -> list[int]:
+        """Cache a freshly opened descriptor; returns its slot, or the slot another thread
+        added meanwhile (closing ``fd``)."""
+        with self._lock:
+            slot = self._slots.get(pack_id)
+            if slot is not None:
+                os.close(fd)
+                slot[1] += 1
+                return slot
+            slot = self._slots[pack_id] = [fd, 1, 1]
+            if len(self._slots) > self.limit:
+                for key in [k for k, v in self._slots.items() if v[1] == 0]:
+                    os.close(self._slots.pop(key)[0])
+                    if len(self._slots) <= self.limit:
+                        break
+            return slot
+
+    def put(self, slot: list[int]) -> None:
+        with self._lock:
+            slot[1] -= 1
+            if slot[1] == 0 and not slot[2]:
+                os.close(slot[0])
+
+    def clear(self) -> None:
+        """Forget every descriptor; one in use is closed by its last user."""
+        with self._lock:
+            for slot in self._slots.values():
+                slot[2] = 0
+                if slot[1] == 0:
+                    os.close(slot[0])
+            self._slots.clear()
+
+    def __len__(self) -> int:
+        return len(self._slots)

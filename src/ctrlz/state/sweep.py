@@ -1,0 +1,106 @@
+"""Reclaiming a store's dead objects, and finding what a crashed writer left behind.
+
+The one sweep behind both collectors (the workspace store's gc and the tool-call store's
+compaction); each decides for itself what is live. Re-exported by :mod:`ctrlz.state.objects`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Container
+from typing import TYPE_CHECKING
+
+from . import failpoints
+from .atomic import TEMP_PREFIX
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .objects import ObjectStore
+
+
+class Sweep:
+    """What :func:`sweep` did. A plain class (agent hooks import this module)."""
+
+    __slots__ = ("removed_objects", "removed_bytes", "repacked_packs", "kept_objects")
+
+    def __init__(self) -> None:
+        self.removed_objects = 0
+        self.removed_bytes = 0  # stored bytes reclaimed
+        self.repacked_packs = 0
+        self.kept_objects = 0
+
+
+def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
+    """Forget every object not in ``live`` and reclaim its bytes. Call with the store's lock.
+
+    The workspace store's gc decides ``live`` by walking snapshots, the tool-call store's
+    compaction asks its entries. A pack with any dead object is rewritten: its live objects
+    move to a new pack, so dead bytes never linger in a pack kept alive by one live neighbour.
+    Crash-safe in the same order as a snapshot: the new pack is fsynced, one transaction
+    re-points the index and drops the dead rows, and only after that commit are old packs and
+    dead loose files (clones included: deleting a clone frees only the blocks nothing else
+    shares) deleted; a crash before it leaves a stray new pack, a crash after it stray old
+    files, both removed by the next writer's recovery. Pack ids are not reused (``packs.id`` is
+    ``AUTOINCREMENT``), so a reader in another process that cached an old pack's id finds it
+    gone and looks again."""
+    result = Sweep()
+    rows = store.catalog.object_rows()
+    dead = [r for r in rows if r[0] not in live]
+    result.kept_objects = len(rows) - len(dead)
+    if not dead:
+        return result
+    dead_packs = {r[1] for r in dead if r[1] is not None}
+    moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
+    writer = store.writer(fresh=True)  # the live ids move to a new pack
+    try:
+        for oid, pack, offset, length, size, codec in moving:
+            assert pack is not None
+            stored = store.read_stored(pack, offset, length)
+            store.check_stored(oid, stored, codec, size)
+            writer.put_encoded(oid, size, codec, stored)
+        failpoints.hit("gc-before-commit")
+        packs = store.catalog.packs()
+        with store.catalog.transaction():
+            store.catalog.delete_objects(r[0] for r in dead)
+            store.catalog.delete_objects(r[0] for r in moving)
+            writer.commit(store.catalog)
+            for pack_id in dead_packs:
+                store.catalog.delete_pack(pack_id)
+    except BaseException:
+        writer.abort()
+        raise
+    failpoints.hit("gc-after-commit")
+    store.close()
+    for pack_id in dead_packs:
+        try:
+            os.unlink(os.path.join(store._packs, packs[pack_id][0]))
+        except FileNotFoundError:
+            pass
+    for oid, pack, _offset, length, _size, _codec in dead:
+        result.removed_objects += 1
+        result.removed_bytes += length
+        if pack is None:
+            try:
+                os.unlink(store.loose_path(oid))
+            except FileNotFoundError:
+                pass
+    result.repacked_packs = len(dead_packs)
+    return result
+
+
+def stray_files(store: ObjectStore) -> list[Path]:
+    """Files in the store that no committed index row references: leftovers of a crash."""
+    packs = {name for name, _ in store.catalog.packs().values()}
+    loose = {store.loose_path(bytes(r[0])) for r in store.catalog.db.execute(
+        "SELECT oid FROM objects WHERE pack IS NULL")}
+    strays: list[Path] = []
+    if store.packs_dir.is_dir():
+        strays += [p for p in store.packs_dir.iterdir() if p.name not in packs]
+    if store.loose_dir.is_dir():
+        for sub in store.loose_dir.iterdir():
+            if sub.name.startswith(TEMP_PREFIX):
+                strays.append(sub)
+            elif sub.is_dir():
+                strays += [p for p in sub.iterdir() if p not in loose]
+    return strays
