@@ -1,0 +1,144 @@
+// Actions that change a workspace. Each shows its dry-run plan (or, for undo and redo, the
+// operation it takes back) in a confirmation dialog first, then reports the result with an
+// "Undo" button: every restore takes a safety snapshot, so every one can be taken back.
+
+import { api, el, toast } from "./util.js";
+
+function ask(title, body, okLabel = "Confirm", danger = false) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-title").textContent = title;
+  const holder = document.getElementById("confirm-body");
+  holder.replaceChildren(body);
+  const ok = document.getElementById("confirm-ok");
+  ok.textContent = okLabel;
+  ok.className = danger ? "danger" : "";
+  dialog.returnValue = "";
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+  });
+}
+
+function planView(plan, extra) {
+  const c = plan.counts || {};
+  const items = (plan.actions || []).filter((a) => !["mkdir", "rmdir", "dirmode", "utime"].includes(a.op));
+  const list = el("ul", { "data-testid": "plan-actions" }, items.slice(0, 200).map((a) => el("li", {}, el("code", {}, a.op), " ", a.path)));
+  if (items.length > 200) list.append(el("li.muted", { text: `… and ${items.length - 200} more` }));
+  return el("div", {},
+    extra || null,
+    el("div.plan-counts", {},
+      el("span", { text: `${c.created || 0} to create` }), el("span", { text: `${c.modified || 0} to modify` }),
+      el("span", { text: `${c.deleted || 0} to delete` }), el("span", { text: `${c.permissions_changed || 0} mode changes` })),
+    items.length ? list : el("p.muted", { text: "Nothing on disk would change." }),
+    (plan.skipped || []).length ? el("p.muted", { text: `${plan.skipped.length} path(s) left alone (not covered or changed since).` }) : null,
+    el("p.muted", { text: "A safety snapshot is taken first; Undo puts everything back." }));
+}
+
+function rewindView(plan) {
+  return el("div", {},
+    el("p", { text: `${plan.tool_calls.length} tool call(s) undone${plan.shell_snapshot ? `, shell changes from ${plan.shell_snapshot}` : ""}.` }),
+    el("ul", {}, plan.changed_paths.slice(0, 200).map((p) => el("li", {}, p))),
+    (plan.skipped || []).length ? el("p.muted", { text: `${plan.skipped.length} path(s) edited since are left alone.` }) : null,
+    el("p.muted", { text: "A safety snapshot is taken first; Undo puts everything back." }));
+}
+
+export class Actions {
+  constructor(app) { this.app = app; }
+
+  base() { return `/v1/workspaces/${encodeURIComponent(this.app.wsId)}`; }
+
+  async run(work, done) {
+    try {
+      const result = await work();
+      if (done) done(result);
+      this.app.refresh();
+      return result;
+    } catch (err) {
+      toast(err.message, { error: true });
+      return null;
+    }
+  }
+
+  undoAction() { return { label: "Undo", run: () => this.undo(true) }; }
+
+  async rollback(snap, paths) {
+    const body = { snapshot: snap.id, paths: paths || [] };
+    let plan;
+    try { plan = await api("POST", `${this.base()}/rollback`, { ...body, dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
+    const what = paths && paths.length ? paths.join(", ") : "the workspace";
+    const ok = await ask(`Roll ${what} back to ${snap.id}${snap.label ? ` "${snap.label}"` : ""}?`, planView(plan), "Roll back");
+    if (!ok) return null;
+    return this.run(() => api("POST", `${this.base()}/rollback`, body), (r) => {
+      const c = r.counts;
+      toast(`Rolled back to ${r.target}: ${c.created} created, ${c.modified} modified, ${c.deleted} deleted. Safety snapshot ${r.safety_snapshot}.`, { action: this.undoAction() });
+    });
+  }
+
+  async revert(path, from) {
+    const body = { path, from };
+    let plan;
+    try { plan = await api("POST", `${this.base()}/revert`, { ...body, dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
+    const ok = await ask(`Revert ${path} to ${plan.target}?`, planView(plan), "Revert");
+    if (!ok) return null;
+    return this.run(() => api("POST", `${this.base()}/revert`, body), (r) => {
+      toast(`Reverted ${path} from ${r.target}. Safety snapshot ${r.safety_snapshot}.`, { action: this.undoAction() });
+    });
+  }
+
+  async rewind(target, session) {
+    const body = { target: String(target), session };
+    let plan;
+    try { plan = await api("POST", `${this.base()}/rewind`, { ...body, dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
+    const ok = await ask(`Rewind to just before ${target}?`, rewindView(plan), "Rewind");
+    if (!ok) return null;
+    return this.run(() => api("POST", `${this.base()}/rewind`, body), (r) => {
+      toast(`Rewound ${r.tool_calls.length} tool call(s). Safety snapshot ${r.safety_snapshot}.`, { action: this.undoAction() });
+    });
+  }
+
+  async undo(skipConfirm = false) {
+    const ops = await api("GET", `${this.base()}/operations`).catch(() => null);
+    const op = ops && ops.next_undo;
+    if (!op) return toast("Nothing to undo.", { error: true });
+    if (!skipConfirm) {
+      const body = el("div", {}, el("p", { text: `Undo the ${op.kind} to ${op.target}${op.paths.length ? ` of ${op.paths.join(", ")}` : ""}: put back the state from its safety snapshot ${op.before}.` }),
+        el("p.muted", { text: "Redo takes it forward again." }));
+      if (!(await ask("Undo?", body, "Undo"))) return null;
+    }
+    return this.run(() => api("POST", `${this.base()}/undo`), (r) => {
+      const c = r.restore.counts;
+      toast(`Undid the ${r.operation.kind} to ${r.operation.target}: ${c.created} created, ${c.modified} modified, ${c.deleted} deleted.`, { action: { label: "Redo", run: () => this.redo(true) } });
+    });
+  }
+
+  async redo(skipConfirm = false) {
+    const ops = await api("GET", `${this.base()}/operations`).catch(() => null);
+    const op = ops && ops.next_redo;
+    if (!op) return toast("Nothing to redo.", { error: true });
+    if (!skipConfirm && !(await ask("Redo?", el("p", { text: `Apply the ${op.kind} to ${op.target} again.` }), "Redo"))) return null;
+    return this.run(() => api("POST", `${this.base()}/redo`), (r) => {
+      toast(`Redid the ${r.operation.kind} to ${r.operation.target}.`, { action: this.undoAction() });
+    });
+  }
+
+  snapshot() {
+    return this.run(() => api("POST", `${this.base()}/snapshots`, { label: "from the dashboard" }),
+      (s) => toast(`Took ${s.id}: +${s.changes.created} ~${s.changes.modified} -${s.changes.deleted}.`));
+  }
+
+  pin(snap) {
+    return this.run(() => api("POST", `${this.base()}/snapshots/${encodeURIComponent(snap.id)}/pin`, { pinned: !snap.pinned }),
+      (s) => toast(`${s.pinned ? "Pinned" : "Unpinned"} ${s.id}.`));
+  }
+
+  async remove(snap) {
+    const ok = await ask(`Delete ${snap.id}?`, el("p", { text: "The snapshot goes; its bytes are reclaimed by the next gc. This cannot be undone." }), "Delete", true);
+    if (!ok) return null;
+    return this.run(() => api("DELETE", `${this.base()}/snapshots/${encodeURIComponent(snap.id)}`), () => toast(`Deleted ${snap.id}.`));
+  }
+
+  verify() {
+    return this.run(() => api("POST", `${this.base()}/verify`), (r) =>
+      toast(r.ok ? `Store verified: ${r.snapshots} snapshots, ${r.objects} objects, all sound.` : `Verify found ${r.errors.length} problem(s): ${r.errors[0]}`, { error: !r.ok }));
+  }
+}
