@@ -12,7 +12,9 @@ from pathlib import Path
 import click
 
 from . import acp, agents, daemon, inspect, maintenance, mcp_server, restore, sessions, snapshots
+from . import archive as archive_commands
 from . import fork as fork_commands
+from . import remote as remote_commands
 from . import service as service_commands
 from .context import CONTEXT, State
 
@@ -46,6 +48,6 @@ def cli(ctx: click.Context, directory: str | None) -> None:
 
 
 for _module in (snapshots, inspect, restore, maintenance, sessions, mcp_server, agents, daemon,
-                fork_commands, acp, service_commands):
+                fork_commands, acp, service_commands, archive_commands, remote_commands):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -177,12 +177,13 @@ def status_cmd(state: State, as_json: bool) -> None:
       ctrlz status --json
     """
     from ..toolcalls.fork import lineage
+    from .remote import status_lines
     from .snapshots import excluded_text
 
     ws = state.workspace()
-    st, forked_from = ws.status(), lineage(ws)
+    st, forked_from, remote_info = ws.status(), lineage(ws), status_lines(ws)
     if as_json:
-        render.emit_json(st.to_json() | {"forked_from": forked_from})
+        render.emit_json(st.to_json() | {"forked_from": forked_from, "remotes": remote_info})
         return
     render.out(f"Workspace: {st.root}")
     if forked_from:
@@ -202,6 +203,10 @@ def status_cmd(state: State, as_json: bool) -> None:
                + (" / ctrlz redo" if st.can_redo else ""))
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
                                 else "not running (agent hooks start it)"))
+    for name, info in remote_info.items():
+        render.out(f"Remote:    {name}: " + (f"{info['unpushed']} snapshots not pushed "
+                                             f"(ctrlz push {name})" if info["unpushed"]
+                                             else "everything pushed"))
     if st.problems:
         for p in st.problems:
             render.out(f"Problem:   {p}")

@@ -46,15 +46,24 @@ def prune_cmd(state: State, keep: int | None, older_than: str | None, dry_run: b
 
 
 @click.command("gc")
+@click.option("--remote", "remote", metavar="NAME",
+              help="Collect unreferenced packs on remote NAME instead (safe while others push).")
+@click.option("--dry-run", is_flag=True, help="With --remote: say what would go; delete nothing.")
 @render.json_option
 @pass_state
-def gc_cmd(state: State, as_json: bool) -> None:
+def gc_cmd(state: State, remote: str | None, dry_run: bool, as_json: bool) -> None:
     """Collect objects that no snapshot references, and repack what is left.
 
     \b
     Examples:
       ctrlz rm old-label && ctrlz gc
+      ctrlz gc --remote origin
     """
+    if remote is not None:
+        from .remote import gc_remote
+
+        gc_remote(state, remote, dry_run, as_json)
+        return
     report = state.workspace().gc()
     if as_json:
         render.emit_json({"type": "gc", **report.to_json()})
@@ -64,18 +73,26 @@ def gc_cmd(state: State, as_json: bool) -> None:
 
 
 @click.command("verify")
+@click.option("--remote", "remote", metavar="NAME",
+              help="Check remote NAME instead: every object every snapshot there names.")
 @render.json_option
 @pass_state
-def verify_cmd(state: State, as_json: bool) -> None:
+def verify_cmd(state: State, remote: str | None, as_json: bool) -> None:
     """Check the store end to end: every tree decodes, every object re-hashes to its id.
 
-    Exits 6 if anything is damaged.
+    Exits 6 if anything is damaged (8 for a damaged remote).
 
     \b
     Examples:
       ctrlz verify
       ctrlz verify --json
+      ctrlz verify --remote origin
     """
+    if remote is not None:
+        from .remote import verify_remote
+
+        verify_remote(state, remote, as_json)
+        return
     report = state.workspace().verify()
     if as_json:
         render.emit_json({"type": "verify", **report.to_json()})

@@ -77,12 +77,23 @@ def restore_cmd(state: State, snap: str, paths: tuple[str, ...], dest: str,
                 as_json: bool) -> None:
     """Extract SNAP (or only PATHs of it) into another directory; the workspace is untouched.
 
+    A snapshot only a remote holds is found there, and only the objects it needs that this
+    store lacks are fetched.
+
     \b
     Examples:
       ctrlz restore baseline --to /tmp/app-baseline
       ctrlz restore latest src/app.py --to ../scratch
     """
-    result = state.workspace().restore_to(snap, dest, list(paths) or None)
+    from ..errors import SnapshotNotFound
+
+    ws = state.workspace()
+    try:
+        result = ws.restore_to(snap, dest, list(paths) or None)
+    except SnapshotNotFound:
+        from ..session.remotes import restore_remote_snapshot
+
+        result = restore_remote_snapshot(ws, snap, dest, list(paths) or None)
     if as_json:
         render.emit_json({"type": "restore", **result.to_json()})
         return

@@ -97,9 +97,11 @@ def _type_text(s) -> str:  # noqa: ANN001
 
 
 @click.command("list")
+@click.option("--remote", "remote", metavar="NAME",
+              help="List the snapshots on remote NAME instead, with who made each.")
 @render.json_option
 @pass_state
-def list_cmd(state: State, as_json: bool) -> None:
+def list_cmd(state: State, remote: str | None, as_json: bool) -> None:
     """List snapshots, newest first.
 
     Columns: ID, TYPE, LABEL, SIZE (+delta against its parent), FILES, CREATED.
@@ -108,7 +110,13 @@ def list_cmd(state: State, as_json: bool) -> None:
     Examples:
       ctrlz list
       ctrlz list --json | jq '.[0].id'
+      ctrlz list --remote origin
     """
+    if remote is not None:
+        from .remote import list_remote
+
+        list_remote(state, remote, as_json)
+        return
     ws = state.workspace()
     snaps = list(reversed(ws.snapshots()))
     if as_json:

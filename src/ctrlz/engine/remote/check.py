@@ -1,0 +1,168 @@
+"""``ctrlz verify --remote``: everything every ref names is there and hashes to its id.
+
+Like restic's ``check --read-data``: every index is read and matched with the pack listing
+(an index naming a pack that does not exist, or bytes past its end, is damage), every snapshot
+of every workspace is walked, and every object it reaches is downloaded, unsealed, decoded and
+re-hashed. Packs no ref reaches are counted, not reported as damage: they are what an
+interrupted push leaves, and ``gc --remote`` collects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import CorruptObject, RemoteError
+from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
+from ...state.trees import Entry, decode_tree
+from .refs import entries
+from .walk import walk_levels
+
+
+@dataclass
+class RemoteVerifyReport:
+    remote: str
+    workspaces: int = 0
+    snapshots: int = 0
+    packs: int = 0
+    objects: int = 0
+    bytes: int = 0
+    unreferenced_packs: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "verify", "remote": self.remote, "ok": self.ok,
+                "workspace_count": self.workspaces, "snapshots": self.snapshots,
+                "packs": self.packs, "objects": self.objects, "bytes": self.bytes,
+                "unreferenced_packs": self.unreferenced_packs, "errors": self.errors}
+
+
+def pack_listing(remote: RemoteRepo) -> dict[bytes, tuple[int, float]]:
+    """Every pack file on the remote: id -> (size, modification time)."""
+    out = {}
+    for key, size, mtime in remote.backend.list("data/"):
+        name = key.rpartition("/")[2]
+        try:
+            out[bytes.fromhex(name)] = (size, mtime)
+        except ValueError:
+            continue
+    return out
+
+
+def all_roots(remote: RemoteRepo) -> tuple[list[tuple[str, bytes]], int]:
+    """(snapshot id, root) of every snapshot of every workspace, and the workspace count."""
+    roots = []
+    spaces = remote.workspaces()
+    for ws in spaces:
+        doc, _ = remote.read_ref(ws)
+        for e in entries(doc):
+            try:
+                roots.append((str(e["id"]), bytes.fromhex(e["root"])))
+            except (KeyError, ValueError, TypeError):
+                raise RemoteError(f"{remote.url}: refs/{ws} is damaged: snapshot "
+                                  f"{e.get('id')} has no valid root") from None
+    return roots, len(spaces)
+
+
+def remote_tree_fetcher(remote: RemoteRepo, index: RemoteIndex, errors: list[str] | None,
+                        local: Callable[[bytes], list[Entry] | None] | None = None
+                        ) -> Callable[[list[bytes]], dict[bytes, list[Entry]]]:
+    """Fetches a level of trees (from ``local`` first when given); damage is raised, or
+    collected in ``errors`` when given (that tree then counts as empty)."""
+
+    def fetch(level: list[bytes]) -> dict[bytes, list[Entry]]:
+        got: dict[bytes, list[Entry]] = {}
+        wanted: list[tuple[bytes, Location]] = []
+        for oid in level:
+            mine = local(oid) if local is not None else None
+            if mine is not None:
+                got[oid] = mine
+                continue
+            loc = index.objects.get(oid)
+            if loc is None:
+                msg = f"tree {oid.hex()[:16]} is missing from the remote"
+                if errors is None:
+                    raise RemoteError(f"{remote.url}: {msg}")
+                errors.append(msg)
+                got[oid] = []
+                continue
+            wanted.append((oid, loc))
+        for oid, loc, stored in _fetch_tolerant(remote, wanted, errors):
+            try:
+                got[oid] = decode_tree(check_stored(remote.digest, oid, loc.size, loc.codec,
+                                                   stored))
+            except (RemoteError, CorruptObject) as exc:
+                msg = f"tree {oid.hex()[:16]} in {pack_key(loc.pack)}: {exc}"
+                if errors is None:
+                    raise RemoteError(f"{remote.url}: {msg}") from None
+                errors.append(msg)
+                got[oid] = []
+        for oid, _loc in wanted:
+            got.setdefault(oid, [])
+        return got
+
+    return fetch
+
+
+def _fetch_tolerant(remote: RemoteRepo, wanted: list[tuple[bytes, Location]],
+                    errors: list[str] | None):  # type: ignore[no-untyped-def]
+    """Fetch pack by pack, so that one damaged pack is reported and the rest still read."""
+    if errors is None:
+        yield from remote.fetch(wanted)
+        return
+    by_pack: dict[bytes, list[tuple[bytes, Location]]] = {}
+    for oid, loc in wanted:
+        by_pack.setdefault(loc.pack, []).append((oid, loc))
+    for pack, items in by_pack.items():
+        try:
+            yield from remote.fetch(items)
+        except RemoteError as exc:
+            errors.append(f"{pack_key(pack)}: {exc}")
+
+
+def verify_remote(remote: RemoteRepo, index: RemoteIndex,
+                  progress: Callable[[int], None] | None = None) -> RemoteVerifyReport:
+    report = RemoteVerifyReport(remote.url)
+    listing = pack_listing(remote)
+    report.packs = len(listing)
+    for pack, (_kind, end) in index.packs.items():
+        if pack not in listing:
+            report.errors.append(f"index/{pack.hex()} names {pack_key(pack)}, which does "
+                                 "not exist")
+        elif listing[pack][0] < end:
+            report.errors.append(f"{pack_key(pack)} is truncated ({listing[pack][0]} bytes, "
+                                 f"its index needs {end})")
+    roots, report.workspaces = all_roots(remote)
+    report.snapshots = len(roots)
+    trees, blobs = walk_levels([r for _, r in roots],
+                               remote_tree_fetcher(remote, index, report.errors))
+    live_packs: set[bytes] = set()
+    wanted = []
+    for oid in blobs:
+        loc = index.objects.get(oid)
+        if loc is None:
+            report.errors.append(f"object {oid.hex()[:16]} is missing from the remote")
+            continue
+        wanted.append((oid, loc))
+    for oid in trees:
+        if oid in index.objects:
+            live_packs.add(index.objects[oid].pack)
+    report.objects = len(trees)
+    for oid, loc, stored in _fetch_tolerant(remote, wanted, report.errors):
+        live_packs.add(loc.pack)
+        try:
+            check_stored(remote.digest, oid, loc.size, loc.codec, stored)
+        except RemoteError as exc:
+            report.errors.append(f"{pack_key(loc.pack)}: {exc}")
+            continue
+        report.objects += 1
+        report.bytes += loc.size
+        if progress:
+            progress(loc.size)
+    report.unreferenced_packs = len(set(listing) - live_packs)
+    return report

@@ -1,0 +1,148 @@
+"""Pulling snapshots: fetch exactly the objects the local store lacks, then commit them all.
+
+Trees first, one directory level per round (a tree the local store already holds is not
+entered: locally, a stored tree always comes with everything below it), then the file contents
+nobody here has. Every object is checked against its id as it arrives, and staged in a new pack
+that nothing references; one catalog transaction then adds the objects and the snapshot rows
+together, under the store's writer lock. A corrupt, truncated or missing object stops the pull
+with one line naming it and its pack, and nothing is added; a crash leaves only files the next
+writer's recovery removes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import CorruptObject, RemoteError
+from ...state.portable import from_record
+from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, pack_key
+from ...state.repository import Repository
+from ...state.transfer import ObjectSink
+from ...state.trees import Entry, decode_tree
+from ...types import Snapshot
+from .walk import walk_levels
+
+
+@dataclass
+class PullReport:
+    remote: str
+    pulled: list[Snapshot] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    objects: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "pull", "remote": self.remote, "pulled": [s.id for s in self.pulled],
+                "already_here": self.already, "objects_fetched": self.objects,
+                "bytes_fetched": self.bytes}
+
+
+def locate(index: RemoteIndex, oid: bytes, remote: RemoteRepo, what: str) -> Location:
+    loc = index.objects.get(oid)
+    if loc is None:
+        raise RemoteError(f"{remote.url}: object {oid.hex()[:16]} needed by {what} is missing "
+                          "from the remote; run `ctrlz verify --remote` (nothing was pulled)")
+    return loc
+
+
+def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]],
+                  accept: Callable[[bytes, Location, bytes], None]) -> None:
+    """Fetch objects and hand each to ``accept``; any damage names the object and pack."""
+    for oid, loc, stored in remote.fetch(wanted):
+        try:
+            accept(oid, loc, stored)
+        except CorruptObject as exc:
+            raise RemoteError(f"{remote.url}: {exc} in {pack_key(loc.pack)}; the remote copy is "
+                              "damaged (run `ctrlz verify --remote`); nothing was pulled") \
+                from None
+
+
+def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]],
+         cache: Path | None, progress: Callable[[int], None] | None = None) -> PullReport:
+    """Add the snapshots of ``records`` (ref entries) that this store lacks, with their
+    objects: all of them or none."""
+    report = PullReport(remote.url)
+    if remote.algorithm != repo.algorithm:
+        raise RemoteError(f"{remote.url} holds {remote.algorithm} object ids and this store "
+                          f"uses {repo.algorithm}; it cannot be pulled here")
+    with repo.lock:
+        repo.recover()
+        fresh: list[Snapshot] = []
+        for rec in records:
+            try:
+                snap = from_record(rec)
+            except CorruptObject as exc:
+                raise RemoteError(f"{remote.url}: {exc}") from None
+            mine = repo.catalog.snapshot(snap.id)
+            if mine is None:
+                fresh.append(snap)
+            elif mine.root == snap.root:
+                report.already.append(snap.id)
+            else:
+                raise RemoteError(f"{remote.url} has a snapshot {snap.id} that differs from "
+                                  "the local one with that id; nothing was pulled")
+        if not fresh:
+            return report
+        index = remote.load_index(cache)
+        writer = repo.objects.writer()
+        sink = ObjectSink(repo.objects, writer)
+        try:
+            _fetch_all(repo, remote, index, sink, fresh, progress)
+            with repo.catalog.transaction():
+                writer.commit(repo.catalog)
+                for s in sorted(fresh, key=lambda s: s.created_ns):
+                    repo.catalog.add_snapshot(
+                        dataclasses.replace(s, number=repo.catalog.next_number()))
+        except BaseException:
+            writer.abort()
+            repo.recover()
+            raise
+        report.pulled = sorted(fresh, key=lambda s: s.created_ns)
+        report.objects, report.bytes = sink.added, sink.bytes
+        return report
+
+
+def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
+               snaps: list[Snapshot], progress: Callable[[int], None] | None) -> None:
+    names = {s.root: s.id for s in snaps}
+    staged: dict[bytes, list[Entry]] = {}
+
+    def fetch_trees(level: list[bytes]) -> dict[bytes, list[Entry]]:
+        got: dict[bytes, list[Entry]] = {}
+        wanted = []
+        for oid in level:
+            if oid in staged:
+                got[oid] = staged[oid]
+            else:
+                wanted.append((oid, locate(index, oid, remote, names.get(oid, "a snapshot"))))
+
+        def accept(oid: bytes, loc: Location, stored: bytes) -> None:
+            data = sink.add(oid, loc.size, loc.codec, stored)
+            got[oid] = staged[oid] = decode_tree(data)
+            if progress:
+                progress(len(stored))
+
+        fetch_checked(remote, wanted, accept)
+        return got
+
+    # a tree the store already has is complete below it: not entered
+    _trees, blobs = walk_levels([s.root for s in snaps], fetch_trees,
+                                enter=lambda oid: not _committed(repo, oid))
+    wanted = [(oid, locate(index, oid, remote, "a snapshot")) for oid in blobs
+              if not sink.has(oid)]
+
+    def accept_blob(oid: bytes, loc: Location, stored: bytes) -> None:
+        sink.add(oid, loc.size, loc.codec, stored)
+        if progress:
+            progress(len(stored))
+
+    fetch_checked(remote, wanted, accept_blob)
+
+
+def _committed(repo: Repository, oid: bytes) -> bool:
+    return repo.catalog.lookup(oid) is not None
+

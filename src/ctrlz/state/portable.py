@@ -1,0 +1,50 @@
+"""Portable snapshot records: the JSON form of a snapshot row that travels in archives and in
+remote refs.
+
+It keeps every column of the catalog's ``snapshots`` table except ``number`` (a store's own
+counter, assigned again by the store that receives the snapshot), so a snapshot that went
+through an archive or a remote is the same snapshot: same id, same Merkle root, same rules,
+same skipped paths. Unknown keys are ignored on the way in, so a newer ctrlz may add fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CorruptObject
+from ..types import Skipped, Snapshot
+
+RECORD_KEYS = ("id", "parent", "type", "label", "pinned", "created_ns", "root", "files", "dirs",
+               "symlinks", "bytes", "added_bytes", "size_delta", "created", "modified",
+               "deleted", "rules", "skipped", "roots")
+
+
+def to_record(s: Snapshot) -> dict[str, Any]:
+    return {"id": s.id, "parent": s.parent, "type": s.type, "label": s.label,
+            "pinned": s.pinned, "created_ns": s.created_ns, "root": s.root.hex(),
+            "files": s.files, "dirs": s.dirs, "symlinks": s.symlinks, "bytes": s.bytes,
+            "added_bytes": s.added_bytes, "size_delta": s.size_delta, "created": s.created,
+            "modified": s.modified, "deleted": s.deleted, "rules": s.rules,
+            "skipped": [[k.path.hex(), k.reason] for k in s.skipped], "roots": list(s.roots)}
+
+
+def from_record(d: Any, number: int | None = None) -> Snapshot:
+    """A :class:`Snapshot` from a record; a malformed record is corruption, never guessed."""
+    try:
+        if not isinstance(d, dict) or not str(d["id"]).startswith("snap_"):
+            raise ValueError("not a snapshot record")
+        root = bytes.fromhex(d["root"])
+        if len(root) != 32:
+            raise ValueError("bad root")
+        return Snapshot(
+            id=str(d["id"]), number=number, parent=d.get("parent"), type=str(d["type"]),
+            label=d.get("label"), pinned=bool(d.get("pinned")), created_ns=int(d["created_ns"]),
+            root=root, files=int(d["files"]), dirs=int(d["dirs"]),
+            symlinks=int(d["symlinks"]), bytes=int(d["bytes"]),
+            added_bytes=int(d.get("added_bytes", 0)), size_delta=int(d.get("size_delta", 0)),
+            created=int(d.get("created", 0)), modified=int(d.get("modified", 0)),
+            deleted=int(d.get("deleted", 0)), rules=dict(d.get("rules") or {}),
+            skipped=tuple(Skipped(bytes.fromhex(p), str(r)) for p, r in d.get("skipped", [])),
+            roots=tuple(str(r) for r in d.get("roots", [])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptObject(f"a snapshot record is malformed ({exc})") from exc

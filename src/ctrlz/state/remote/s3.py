@@ -1,0 +1,186 @@
+"""A remote on any service that speaks the S3 API, through boto3.
+
+Credentials, region and endpoint come from the standard AWS chain, which botocore implements
+and ctrlz never duplicates or stores: ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and the shared ``~/.aws/config`` and
+``~/.aws/credentials`` files, SSO and instance roles, and ``AWS_ENDPOINT_URL_S3`` /
+``AWS_ENDPOINT_URL`` (or ``endpoint_url`` in a profile). An explicit ``--endpoint-url`` or
+``--region`` saved with the remote wins, as it would on the aws command line.
+
+Non-AWS endpoints get path-style addressing (``http://host/bucket/key``), which every
+S3-compatible server accepts; checksums are computed only where the API requires them, since
+ctrlz checks every object against its id anyway and some servers reject the newer trailers.
+Conditional writes are ``IfNoneMatch="*"`` and ``IfMatch=<ETag>``: a 412 becomes
+:class:`~.backend.Conflict`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Iterator
+from typing import Any
+
+from ...errors import RemoteError
+from .backend import Conflict, Missing
+
+_DENIED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken",
+           "ExpiredToken", "TokenRefreshRequired", "InvalidClientTokenId", "AllAccessDisabled"}
+
+
+class S3Backend:
+    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None,
+                 region: str | None = None, profile: str | None = None) -> None:
+        import boto3
+        import botocore.exceptions as bexc
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self._exc = bexc
+        try:
+            session = boto3.session.Session(profile_name=profile)
+        except bexc.ProfileNotFound as exc:
+            raise RemoteError(f"{self.url}: {exc}") from None
+        base = {"request_checksum_calculation": "when_required",
+                "response_checksum_validation": "when_required",
+                "retries": {"max_attempts": 3, "mode": "standard"},
+                "connect_timeout": 10, "read_timeout": 120, "max_pool_connections": 16}
+        try:
+            client = session.client("s3", endpoint_url=endpoint_url or None,
+                                    region_name=region or None, config=Config(**base))
+            if "amazonaws.com" not in (client.meta.endpoint_url or ""):
+                client = session.client("s3", endpoint_url=endpoint_url or None,
+                                        region_name=region or "us-east-1",
+                                        config=Config(s3={"addressing_style": "path"}, **base))
+        except (bexc.BotoCoreError, ValueError) as exc:
+            raise RemoteError(f"{self.url}: cannot set up the S3 client: {exc}") from None
+        self.client = client
+        self.endpoint = client.meta.endpoint_url
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _error(self, exc: Exception, key: str) -> RemoteError:
+        """One clear line for every way a request can fail."""
+        bexc = self._exc
+        where = f"{self.url} ({self.endpoint})"
+        if isinstance(exc, bexc.NoCredentialsError):
+            return RemoteError(f"{where}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+                               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or ~/.aws/credentials")
+        if isinstance(exc, bexc.ClientError):
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
+                    412, 409):
+                return Conflict(f"{where}: {key} changed meanwhile")
+            if code == "NoSuchBucket":
+                return RemoteError(f"{where}: the bucket {self.bucket!r} does not exist; "
+                                   "create it first (ctrlz never creates buckets)")
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return Missing(f"{where}: {key} does not exist")
+            if code in _DENIED or status == 403:
+                return RemoteError(f"{where}: the credentials were refused ({code or status}); "
+                                   "check AWS_ACCESS_KEY_ID / AWS_PROFILE and the bucket policy")
+            return RemoteError(f"{where}: {key}: {code or status}: {err.get('Message', exc)}")
+        if isinstance(exc, (bexc.EndpointConnectionError, bexc.ConnectionClosedError,
+                            bexc.ReadTimeoutError, bexc.ConnectTimeoutError)):
+            return RemoteError(f"{where}: cannot reach the server ({type(exc).__name__}); "
+                               "the push or pull can be run again and resumes")
+        if isinstance(exc, bexc.BotoCoreError):
+            return RemoteError(f"{where}: {exc}")
+        return RemoteError(f"{where}: {type(exc).__name__}: {exc}")
+
+    def _call(self, key: str, fn: Any, **kw: Any) -> Any:
+        try:
+            return fn(Bucket=self.bucket, **kw)
+        except (self._exc.BotoCoreError, self._exc.ClientError) as exc:
+            raise self._error(exc, key) from None
+        except OSError as exc:  # a socket error botocore did not wrap
+            raise self._error(exc, key) from None
+
+    def get(self, key: str) -> tuple[bytes, str]:
+        r = self._call(key, self.client.get_object, Key=self._key(key))
+        try:
+            return r["Body"].read(), r["ETag"]
+        except (self._exc.BotoCoreError, OSError) as exc:
+            raise self._error(exc, key) from None
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        r = self._call(key, self.client.get_object, Key=self._key(key),
+                       Range=f"bytes={start}-{start + length - 1}")
+        try:
+            return r["Body"].read()
+        except (self._exc.BotoCoreError, OSError) as exc:
+            raise self._error(exc, key) from None
+
+    def put_new(self, key: str, data: bytes) -> bool:
+        try:
+            self._call(key, self.client.put_object, Key=self._key(key), Body=data,
+                       IfNoneMatch="*")
+        except Conflict:
+            return False
+        return True
+
+    def put_cas(self, key: str, data: bytes, etag: str | None) -> str:
+        cond = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
+        try:
+            r = self._call(key, self.client.put_object, Key=self._key(key), Body=data, **cond)
+        except Missing:  # If-Match on a key someone deleted
+            raise Conflict(f"{self.url}: {key} changed meanwhile") from None
+        return str(r["ETag"])
+
+    def delete(self, key: str) -> None:
+        self._call(key, self.client.delete_object, Key=self._key(key))
+
+    def list(self, prefix: str) -> Iterator[tuple[str, int, float]]:
+        full = self._key(prefix)
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"Prefix": full}
+            if token:
+                kw["ContinuationToken"] = token
+            r = self._call(prefix, self.client.list_objects_v2, **kw)
+            for o in r.get("Contents", []):
+                yield o["Key"][cut:], int(o["Size"]), o["LastModified"].timestamp()
+            if not r.get("IsTruncated"):
+                return
+            token = r.get("NextContinuationToken")
+
+    def _head_bucket(self) -> Any:
+        try:
+            return self._call("", self.client.head_bucket)
+        except Missing:
+            raise RemoteError(f"{self.url} ({self.endpoint}): the bucket {self.bucket!r} does "
+                              "not exist; create it first (ctrlz never creates buckets)") from None
+
+    def server_time(self) -> float:
+        r = self._head_bucket()
+        date = r.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if not date:
+            import time
+
+            return time.time()
+        return email.utils.parsedate_to_datetime(date).timestamp()
+
+    def check(self) -> None:
+        self._head_bucket()
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/prefix`` → (bucket, prefix)."""
+    rest = url[len("s3://"):]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket or not _valid_bucket(bucket):
+        raise ValueError(f"{url!r} does not name a valid bucket (s3://BUCKET/PREFIX)")
+    return bucket, prefix.strip("/")
+
+
+def _valid_bucket(name: str) -> bool:
+    ok = set("abcdefghijklmnopqrstuvwxyz0123456789.-_")
+    return 3 <= len(name) <= 63 and set(name) <= ok and name[0].isalnum() and \
+        name[-1].isalnum()
