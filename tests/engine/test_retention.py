@@ -40,9 +40,31 @@ def test_pre_run_kept_unless_delete_initial() -> None:
 
 
 def test_manual_cap_error_names_rm_and_prune() -> None:
-    check_manual_cap([snap(0), snap(1, "auto")], Policy(manual_max=2))
+    check_manual_cap(1, Policy(manual_max=2))
     with pytest.raises(LimitExceeded, match=r"ctrlz rm.*ctrlz prune"):
-        check_manual_cap([snap(0), snap(1)], Policy(manual_max=2))
+        check_manual_cap(2, Policy(manual_max=2))
+
+
+@pytest.mark.parametrize("policy", [
+    Policy(auto_max=2), Policy(auto_max=2, tool_max=1), Policy(max_count=3),
+    Policy(auto_max=1, max_count=4, delete_initial=True), Policy()])
+def test_pools_planned_from_counts_match_the_full_plan(tmp_path: Path,
+                                                       policy: Policy) -> None:
+    """The snapshot path plans pools from per-type counts and reads only the over-full
+    pools; the result is the full plan's."""
+    from ctrlz.engine.retention import plan_pools_for
+
+    (tmp_path / "ws").mkdir()
+    ws = Workspace.init(tmp_path / "ws", home=tmp_path / "home")
+    from ctrlz.engine.snapshot import take_snapshot
+
+    for i, type in enumerate(["pre-run", "auto", "manual", "auto", "tool", "auto", "tool",
+                              "manual", "auto"]):
+        (tmp_path / "ws" / "f").write_text(str(i))
+        take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type)  # no pools applied
+    full = plan_pools(ws.snapshots(), policy, {"x"})
+    fast = plan_pools_for(ws.repo, policy, {"x"})
+    assert ids(fast) == ids(full) and fast.kept == full.kept
 
 
 def test_prune_keep_and_older_than_must_agree() -> None:

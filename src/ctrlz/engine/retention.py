@@ -7,7 +7,7 @@ Pools are fixed by snapshot type (as in Capsem):
   existing manual snapshot is ever overwritten;
 * ``safety`` and ``tool`` snapshots keep their own rings (``safety_max``, ``tool_max``);
 * ``max_count`` caps all snapshots together, and ``store_cap`` caps the bytes the store's
-  snapshots take on disk (:func:`disk_usage`): the oldest droppable snapshots go, and their
+  snapshots take on disk (:func:`store_usage`): the oldest droppable snapshots go, and their
   objects are collected.
 
 ``store_cap`` counts only what dropping snapshots can shrink: the catalog, the packs, the loose
@@ -102,20 +102,42 @@ def droppable(snap: Snapshot, policy: Policy, protected: Collection[str]) -> boo
     return snap.type != "pre-run" or policy.delete_initial
 
 
-def check_manual_cap(snapshots: list[Snapshot], policy: Policy) -> None:
-    """Refuse a new manual snapshot over ``manual_max``; existing ones are never overwritten."""
-    manual = [s for s in snapshots if s.type == "manual"]
-    if len(manual) >= policy.manual_max:
+def check_manual_cap(manual: int, policy: Policy) -> None:
+    """Refuse a new manual snapshot over ``manual_max`` (``manual``: how many there are);
+    existing ones are never overwritten."""
+    if manual >= policy.manual_max:
         raise LimitExceeded(
-            f"the manual pool is full ({len(manual)} of manual_max={policy.manual_max}); "
+            f"the manual pool is full ({manual} of manual_max={policy.manual_max}); "
             "remove some with `ctrlz rm SNAP` or `ctrlz prune`, or raise manual_max")
 
 
+def plan_pools_for(repo: Repository, policy: Policy,
+                   protected: Collection[str] = ()) -> PrunePlan:
+    """:func:`plan_pools` at a cost that does not grow with the history: the catalog's
+    per-type counts tell which pools are over; only those pools' snapshots are read (a ring
+    holds tens), and the whole list only when ``max_count`` itself is exceeded."""
+    catalog = repo.catalog
+    counts = catalog.type_counts()
+    total = sum(counts.values())
+    over = [t for t, name in RINGS.items() if counts.get(t, 0) > getattr(policy, name)]
+    if total > policy.max_count:
+        return plan_pools(catalog.snapshots(), policy, protected)
+    if not over:
+        return PrunePlan(kept=total)
+    newest = catalog.latest()
+    return plan_pools(catalog.snapshots(types=over), policy, protected,
+                      newest=newest.id if newest else None, total=total)
+
+
 def plan_pools(snapshots: list[Snapshot], policy: Policy,
-               protected: Collection[str] = ()) -> PrunePlan:
-    """Rings per type and ``max_count`` (``snapshots`` oldest first)."""
-    plan = PrunePlan(kept=len(snapshots))
-    newest = snapshots[-1].id if snapshots else None
+               protected: Collection[str] = (), *, newest: str | None = None,
+               total: int | None = None) -> PrunePlan:
+    """Rings per type and ``max_count`` (``snapshots`` oldest first). ``snapshots`` may be
+    only some pools' (:func:`plan_pools_for`); then ``newest`` and ``total`` describe the
+    whole catalog, and it must not be over ``max_count``."""
+    plan = PrunePlan(kept=len(snapshots) if total is None else total)
+    if newest is None and total is None:
+        newest = snapshots[-1].id if snapshots else None
     keep = set(protected) | ({newest} if newest else set())
     for type, name in RINGS.items():
         cap = getattr(policy, name)
@@ -188,16 +210,30 @@ def disk_usage(path: Path) -> int:
     return total
 
 
+def store_usage(repo: Repository) -> int:
+    """What :func:`disk_usage` measures, read from the catalog instead of by listing the
+    store, so a snapshot's cap check costs the same with ten packs or ten thousand. Leftovers
+    of a crashed write, which the catalog does not know, are not counted: gc removes them."""
+    total = repo.catalog.packed_bytes()
+    for name in STORE_FILES:
+        if name not in ("packs", "objects"):
+            try:
+                total += os.lstat(os.path.join(repo.path, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str] = (),
-                     usage: Callable[[Path], int] = disk_usage) -> PrunePlan:
+                     usage: Callable[[Repository], int] = store_usage) -> PrunePlan:
     """Drop the oldest droppable snapshots (and collect their objects) until the store fits
     ``store_cap``. Pinned snapshots, the newest and ``protected`` ones stay even if the store
     then does not fit; the tool-call pre-images beside it are never measured here."""
     plan = PrunePlan()
-    if usage(repo.path) > policy.store_cap:
+    if usage(repo) > policy.store_cap:
         # reclaim what earlier ring drops left unreachable before dropping anything live
         plan.gc = collect_garbage(repo)
-    while usage(repo.path) > policy.store_cap:
+    while usage(repo) > policy.store_cap:
         snapshots = repo.catalog.snapshots()
         keep = set(protected) | ({snapshots[-1].id} if snapshots else set())
         victim = next((s for s in snapshots if droppable(s, policy, keep)), None)
@@ -208,5 +244,5 @@ def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str
         step.execute(repo)
         plan.add(victim, step.reasons[victim.id])
         plan.gc = step.gc
-    plan.kept = len(repo.catalog.snapshots())
+    plan.kept = sum(repo.catalog.type_counts().values())
     return plan

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..state import failpoints
+from ..state import btrfs, failpoints
 from ..state.exclude import Matcher, Rules
 from ..state.objects import LOOSE_MIN, ObjectWriter
 from ..state.repository import Repository
@@ -122,7 +122,10 @@ class WorkingState:
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
               limits: Limits, cache: StatCache, scan_ns: int,
-              dirty: Sequence[set[bytes] | None] | None = None) -> WorkingState:
+              dirty: Sequence[set[bytes] | None] | None = None,
+              sources: Sequence[Path] | None = None) -> WorkingState:
+    """``sources``: where each root is read from, when not from itself (the btrfs
+    backend's frozen copies, :mod:`ctrlz.state.btrfs`)."""
     budget = [0]
     stats = ScanStats()
     skipped: list[Skipped] = []
@@ -135,11 +138,12 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
         for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
             if not root.is_dir() or root.is_symlink():
                 raise UsageError(f"tracked path {root} is not a directory")
-            matcher = Matcher(rule, disk_ignore_reader(root), internal_dirs(root, repo.path))
+            source = sources[index] if sources is not None else root
+            matcher = Matcher(rule, disk_ignore_reader(source), internal_dirs(root, repo.path))
             prefix = root_name(index) + b"/"
             previous = [Skipped(k.path[len(prefix):], k.reason) for k in
                         (cached_snap.skipped if cached_snap else ()) if k.path.startswith(prefix)]
-            scanner = Scanner(root, matcher, sink, pool, limits, cache.root(index),
+            scanner = Scanner(source, matcher, sink, pool, limits, cache.root(index),
                               scan_ns, budget,
                               dirty=dirty[index] if dirty is not None else None,
                               previous_skipped=previous, tree_cache=repo.tree_data)
@@ -190,16 +194,20 @@ def take_snapshot(
         writer = repo.objects.writer()
         scan_ns = time.time_ns()
         sink = StoreSink(writer)
+        frozen = btrfs.freeze(repo, roots)  # None unless the store uses the btrfs backend
         try:
-            state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty)
+            state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty,
+                              frozen.sources if frozen is not None else None)
             if include:
                 _include(repo, roots, writer, sink, state, include, included_keys)
         except BaseException:
             writer.abort()
             raise
+        finally:
+            if frozen is not None:
+                frozen.release()
         if parent is None:
-            existing = repo.catalog.snapshots()
-            parent = existing[-1] if existing else None
+            parent = repo.catalog.latest()
         if parent is None:  # everything is new; no need to walk the trees
             created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
         else:
@@ -333,6 +341,6 @@ def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules]
                  limits: Limits | None = None) -> WorkingState:
     """Scan the working tree without writing to the store or taking the lock; its trees are
     in ``WorkingState.trees`` (read them with :func:`overlay_reader`)."""
-    sink = HashSink(repo.objects.digest, repo.objects.new_hasher)
+    sink = HashSink(repo.objects.digest, repo.objects.new_hasher, repo.objects.known_clone)
     return _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache(),
                      time.time_ns())

@@ -113,10 +113,9 @@ class Daemon:
         """Make the stat cache current without taking a snapshot, when the tree still equals
         the newest snapshot (see the module docstring)."""
         repo, ws = self.ws.repo, self.ws
-        snaps = repo.catalog.snapshots()
-        if not snaps:
+        newest = repo.catalog.latest()
+        if newest is None:
             return False
-        newest = snaps[-1]
         scan_ns = time.time_ns()  # the scan's own clock reads later: this is conservative
         state = scan_working(repo, ws.roots, [ws.config.rules], ws.config.limits)
         if state.root != newest.root:
@@ -124,8 +123,8 @@ class Daemon:
                      newest.id)
             return False
         with repo.lock:
-            latest = repo.catalog.snapshots()
-            if not latest or latest[-1].id != newest.id:
+            latest = repo.catalog.latest()
+            if latest is None or latest.id != newest.id:
                 return False
             if repo.load_statcache().scan_ns >= scan_ns:
                 return False

@@ -131,7 +131,8 @@ class ProtectedWorkspace:
         with gc_paused(), self.repo.lock:
             recover(self.repo)  # a long-lived process (the daemon) meets a crashed restore here
             if type == "manual":
-                retention.check_manual_cap(self.snapshots(), self.policy)
+                retention.check_manual_cap(self.repo.catalog.type_counts().get("manual", 0),
+                                           self.policy)
             snap, self.last_scan = self._take(type, label, pinned, dirty)
             journal.record_snapshot(self.session_db, snap, auto_max=self.config["auto_max"],
                                     session_id=session_id)
@@ -238,7 +239,7 @@ class ProtectedWorkspace:
             self._synced_preimage_cap = cap
         with self.repo.lock:
             protected = self.oplog.referenced()
-            plan = retention.plan_pools(self.snapshots(), self.policy, protected)
+            plan = retention.plan_pools_for(self.repo, self.policy, protected)
             if plan.drop:
                 # no gc here: it walks every tree in the store, and a session drops an auto
                 # snapshot on every timer tick; the byte cap, `ctrlz gc` and `prune` collect

@@ -233,6 +233,15 @@ class Catalog:
                               "FROM objects").fetchone()
         return row[0], row[1]
 
+    def packed_bytes(self) -> int:
+        """Bytes of the pack files and loose objects, as recorded when they were committed:
+        what the store's objects take on disk, read without listing the store (packs are
+        few; loose objects are found through the ``objects_pack`` index)."""
+        packs = self.db.execute("SELECT COALESCE(SUM(size), 0) FROM packs").fetchone()[0]
+        loose = self.db.execute("SELECT COALESCE(SUM(length), 0) FROM objects "
+                                "WHERE pack IS NULL").fetchone()[0]
+        return packs + loose
+
     # -- snapshots --------------------------------------------------------------------------
 
     def next_number(self) -> int:
@@ -254,10 +263,26 @@ class Catalog:
             # numbers are never reused, even after the newest snapshot is removed
             self.set_meta("max_number", str(max(s.number, self.next_number() - 1)))
 
-    def snapshots(self) -> list[Snapshot]:
-        """All snapshots, oldest first."""
+    def snapshots(self, types: Sequence[str] | None = None) -> list[Snapshot]:
+        """All snapshots (or those of ``types``), oldest first."""
+        where, args = "", ()
+        if types is not None:
+            where = f"WHERE type IN ({', '.join('?' * len(types))}) "
+            args = tuple(types)
         return [_row_to_snapshot(r) for r in self.db.execute(
-            f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots ORDER BY created_ns, rowid")]
+            f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots {where}ORDER BY created_ns, rowid",
+            args)]
+
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot, by the order of :meth:`snapshots`, without reading the rest."""
+        row = self.db.execute(f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots "
+                              "ORDER BY created_ns DESC, rowid DESC LIMIT 1").fetchone()
+        return _row_to_snapshot(row) if row else None
+
+    def type_counts(self) -> dict[str, int]:
+        """How many snapshots of each type: what the pools need to know whether anything
+        must go, without decoding every snapshot."""
+        return dict(self.db.execute("SELECT type, COUNT(*) FROM snapshots GROUP BY type"))
 
     def snapshot(self, snapshot_id: str) -> Snapshot | None:
         row = self.db.execute(f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE id = ?",
