@@ -43,8 +43,8 @@ from .dirs import (
     RENAME_NOREPLACE,
     DirHandles,
     Unsupported,
-    hash_at,
     kind_of,
+    matches_at,
     renameat2,
     syncfs,
 )
@@ -193,7 +193,7 @@ class Applier:
             return True
         if kind == SYMLINK:
             return self.objects.digest(os.fsencode(os.readlink(name, dir_fd=fd))) == expect.oid
-        return s.st_size == expect.size and hash_at(self.objects, fd, name) == expect.oid
+        return s.st_size == expect.size and matches_at(self.objects, fd, name, expect.oid)
 
     def _same_inode(self, before: os.stat_result, after: os.stat_result) -> bool:
         """Did nothing write to the inode between two stats? (A rename changes its ctime, so
@@ -285,7 +285,9 @@ class Applier:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 f = os.open(tmp, flags, 0o600, dir_fd=fd)
                 try:
-                    self.objects.write_to(entry.oid, f)
+                    # a clone object goes back by cloning it (no byte copied), where it can
+                    if not self.objects.clone_to(entry.oid, f):
+                        self.objects.write_to(entry.oid, f)
                     os.fchmod(f, restored_mode(entry))
                     os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
                     if self.fsync_each:

@@ -49,7 +49,7 @@ class StoreSink:
 
     def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
         if size >= LOOSE_MIN:
-            oid, tmp, raw, stored, codec = self.writer.ingest_large(fd)
+            oid, tmp, raw, stored, codec = self.writer.ingest_large(fd, clone=True)
             return oid, ("large", tmp, raw, stored, codec)
         data = read_all(fd, size)
         oid = self.digest(data)
@@ -75,11 +75,16 @@ class StoreSink:
 
 
 class HashSink:
-    """Computes ids without storing anything: diff against the working tree."""
+    """Computes ids without storing anything: diff against the working tree.
 
-    def __init__(self, digest: Callable[[bytes], bytes], new_hasher: Callable[[], Any]) -> None:
+    ``known_clone(fd, size)``: the id of a stored clone the file shares every block with, so
+    a large file a snapshot stored as a clone gets the same id here without being read."""
+
+    def __init__(self, digest: Callable[[bytes], bytes], new_hasher: Callable[[], Any],
+                 known_clone: Callable[[int, int], bytes | None] | None = None) -> None:
         self.digest = digest
         self.new_hasher = new_hasher
+        self.known_clone = known_clone
 
     def put(self, data: bytes) -> bytes:
         return self.digest(data)
@@ -87,6 +92,8 @@ class HashSink:
     def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
         if size < LOOSE_MIN:
             return self.digest(read_all(fd, size)), None
+        if self.known_clone is not None and (oid := self.known_clone(fd, size)) is not None:
+            return oid, None
         h = self.new_hasher()
         while chunk := os.read(fd, 4 << 20):
             h.update(chunk)
