@@ -5,6 +5,7 @@ so the service's process does not load the CLI)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     from .server import run, setup_logging
 
     setup_logging(args.log)
+    point = os.environ.get("CTRLZ_FAILPOINT")  # crash tests: die at NAME[:AFTER]
+    if point:
+        from ..state import failpoints
+
+        name, _, after = point.partition(":")
+        failpoints.arm(name, int(after or 0))
     try:
         return run(args.port, gateway=not args.no_gateway)
     except CtrlzError as exc:
