@@ -28,8 +28,9 @@ class Session:
         self.tmp = tmp
         self.ws = tmp / "app"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTRLZ_")}
+        (tmp / "run").mkdir(mode=0o700, exist_ok=True)
         self.env.update(CTRLZ_HOME=str(tmp / "home"), XDG_CONFIG_HOME=str(tmp / "config"),
-                        COLUMNS="100",
+                        XDG_RUNTIME_DIR=str(tmp / "run"), COLUMNS="100",
                         PATH=str(Path(CTRLZ).parent) + os.pathsep + os.environ.get("PATH", ""))
         self.parts: list[str] = []
 
@@ -182,6 +183,7 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz daemon start")
     s.run("ctrlz daemon status --json")
     s.run("ctrlz daemon stop")
+    service_doc(s)
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")
@@ -194,6 +196,18 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz completion bash", limit=6)
     s.run("ctrlz rollback --help")
     return "\n".join(s.parts)
+
+
+def service_doc(s: Session) -> None:
+    s.text("## service and ui\n\nThe per-user service: the HTTP API on a Unix socket, the web "
+           "dashboard on 127.0.0.1 and a file watcher for every registered workspace; see "
+           "[api.md](api.md).")
+    s.run("ctrlz service register")
+    s.run("ctrlz service start --port 0")
+    s.run("ctrlz service status --json", limit=24)
+    s.run("ctrlz ui")
+    s.run("ctrlz service stop")
+    s.run("ctrlz service install")
 
 
 def json_doc() -> str:

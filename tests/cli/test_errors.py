@@ -13,7 +13,8 @@ from .conftest import CTRLZ, run
 COMMANDS = ["init", "snapshot", "list", "show", "diff", "changes", "history", "rollback",
             "restore", "revert", "undo", "redo", "rm", "pin", "unpin", "prune", "gc", "verify",
             "status", "config", "completion", "run", "sessions", "session", "trace", "events",
-            "mcp", "hook", "install", "uninstall", "rewind", "daemon", "fork", "acp"]
+            "mcp", "hook", "install", "uninstall", "rewind", "daemon", "fork", "acp",
+            "service", "ui"]
 
 
 def test_no_workspace(tmp_path: Path) -> None:

@@ -1,0 +1,112 @@
+"""Faults: the service killed mid-rollback, a watcher killed, the service killed under its
+watchers, a workspace deleted under the service."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+
+import httpx2
+
+from ..conftest import tree_state
+from .conftest import Service, wait_for
+
+
+def _watcher(svc: Service, ws: str, state: str = "running") -> dict:
+    return wait_for(lambda: (lambda w: w["watcher"] if w.get("watcher") and
+                             w["watcher"]["state"] == state else None)(
+        svc.ok("GET", f"/v1/workspaces/{ws}")), what=f"the watcher to be {state}")
+
+
+def test_kill9_mid_rollback_recovers_through_the_journal(fresh_svc: Service) -> None:
+    files = {f"d{i % 7}/f{i}.txt": f"v1 {i}\n" for i in range(60)}
+    svc = fresh_svc
+    # the service dies by SIGKILL at the 5th file the rollback puts in place
+    svc.start(env={"CTRLZ_FAILPOINT": "restore-place:4"})
+    root, ws = svc.workspace("crash", files)
+    base = f"/v1/workspaces/{ws}"
+    snap = svc.ok("POST", f"{base}/snapshots", {"label": "v1"})
+    for rel in files:
+        (root / rel).write_text(f"v2 {rel}\n")
+    before = tree_state(root)
+    try:
+        svc.api("POST", f"{base}/rollback", {"snapshot": snap["id"]})
+        raise AssertionError("the service should have died mid-rollback")
+    except httpx2.TransportError:
+        pass
+    assert svc.proc is not None and svc.proc.wait(10) == -signal.SIGKILL
+    store = svc.home / "workspaces" / ws
+    assert (store / "restore-journal").exists()  # interrupted between journal and commit
+    svc.start()  # a new service; opening the workspace runs the journal's recovery
+    ops = svc.ok("GET", f"{base}/operations")
+    assert ops["operations"][-1]["status"] == "interrupted"
+    assert not (store / "restore-journal").exists()
+    leftovers = [p for p in root.rglob("*") if ".ctrlz-tmp-" in p.name]
+    assert not leftovers
+    svc.ok("POST", f"{base}/undo")  # back to exactly the state before the rollback
+    assert tree_state(root) == before
+    assert svc.ok("POST", f"{base}/verify")["ok"]
+    done = svc.ok("POST", f"{base}/rollback", {"snapshot": snap["id"]})
+    assert done["counts"]["modified"] == 60
+    assert all((root / rel).read_text() == text for rel, text in files.items())
+
+
+def test_killed_watcher_is_restarted(svc: Service) -> None:
+    _, ws = svc.workspace("restarted")
+    first = _watcher(svc, ws)
+    os.kill(first["pid"], signal.SIGKILL)
+    again = wait_for(lambda: (lambda w: w if w["pid"] not in (None, first["pid"])
+                              and w["state"] == "running" else None)(
+        svc.ok("GET", f"/v1/workspaces/{ws}")["watcher"]), what="a new watcher")
+    assert again["restarts"] == first["restarts"] + 1 and again["last_exit"] == -signal.SIGKILL
+
+
+def test_watchers_stop_with_the_service_and_outlive_no_killed_one(fresh_svc: Service) -> None:
+    svc = fresh_svc.start()
+    _, ws1 = svc.workspace("one")
+    _, ws2 = svc.workspace("two")
+    pids = [_watcher(svc, ws1)["pid"], _watcher(svc, ws2)["pid"]]
+    svc.kill9()  # no clean stop: each watcher must notice by itself
+
+    def gone() -> bool:
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            try:  # a zombie (exited, not reaped by its dead parent's reaper yet) is gone too
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ", 1)[1].startswith("Z"):
+                        continue
+            except OSError:
+                continue
+            return False
+        return True
+
+    wait_for(gone, timeout=15, what="orphaned watchers to exit")
+    pids_left = pids
+    svc.start()  # a new service starts them again
+    new = _watcher(svc, ws1)["pid"]
+    assert new not in pids
+    svc.stop()  # a clean stop takes them down with it
+    pids = [new]
+    wait_for(gone, timeout=15, what="the watcher to stop with the service")
+    assert pids_left
+
+
+def test_workspace_deleted_under_the_service(svc: Service) -> None:
+    root, ws = svc.workspace("doomed")
+    _, other = svc.workspace("survivor")
+    _watcher(svc, ws)
+    svc.ok("POST", f"/v1/workspaces/{ws}/snapshots", {})
+    shutil.rmtree(root)
+    w = wait_for(lambda: (lambda x: x if x["watcher"] and x["watcher"]["state"] == "missing"
+                          else None)(next(x for x in svc.ok("GET", "/v1/workspaces")
+                                          if x["id"] == ws)), what="the workspace to be missing")
+    assert w["present"] is False and "gone" in w["problem"]
+    r = svc.api("GET", f"/v1/workspaces/{ws}/snapshots")
+    assert r.status_code == 404 and "gone" in r.json()["message"]
+    assert svc.ok("GET", f"/v1/workspaces/{other}/snapshots") == []
+    svc.ok("POST", f"/v1/workspaces/{other}/snapshots", {})
+    assert svc.gw("GET", "/status").status_code == 200
