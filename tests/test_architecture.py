@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 import ctrlz
 
 SRC = Path(ctrlz.__file__).parent
@@ -349,3 +351,21 @@ def test_the_import_reader_sees_what_python_sees() -> None:
     assert "ctrlz.state.scan.scanner" not in imports(modules()["ctrlz.state.scan.incremental"])
     # three dots from a subpackage module
     assert "ctrlz.errors" in graph["ctrlz.state.scan.walk"]
+
+
+@pytest.mark.parametrize("env", [{}, {"XDG_DATA_HOME": "/x/data", "XDG_CONFIG_HOME": "/x/cfg"},
+                                 {"XDG_DATA_HOME": "  ", "XDG_CONFIG_HOME": ""}])
+def test_user_dirs_are_platformdirs_own(env: dict[str, str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The locator computes the XDG directories itself (platformdirs costs every command
+    milliseconds to import); they must be exactly platformdirs' answers."""
+    import platformdirs
+
+    from ctrlz.locator import user_dir
+
+    for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert user_dir("data") == platformdirs.user_data_dir("ctrlz")
+    assert user_dir("config") == platformdirs.user_config_dir("ctrlz")

@@ -8,10 +8,15 @@ SnapshotManager family (compatible with the nono-py API), the records they retur
 they raise. Everything else is private and may change.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
+from importlib import import_module
+
+# ``typing`` costs ~10 ms to import, and an agent hook imports this package on every tool call
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from typing import Any
+
     from .errors import (
         AmbiguousSnapshot,
         ConfigError,

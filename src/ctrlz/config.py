@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from .errors import ConfigError
+from .locator import user_dir
 from .state.exclude import Rules
 from .state.scan import Limits
 
@@ -74,7 +72,7 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
 
 
 def user_config_path() -> Path:
-    return Path(platformdirs.user_config_dir("ctrlz")) / "config.toml"
+    return Path(user_dir("config")) / "config.toml"
 
 
 def parse_size(value: Any, key: str, source: str) -> int:
@@ -157,11 +155,15 @@ class Config:
 
 def _load_file(config: Config, path: Path) -> None:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the config file {path}: {exc}") from exc
+    import tomllib  # only where there is a file to parse
+
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     # accept both flat keys and a [ctrlz] / [snapshots] table

@@ -13,6 +13,7 @@ for everything else.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import WorkspaceError
@@ -24,14 +25,27 @@ if TYPE_CHECKING:
 _SLUG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
+def user_dir(kind: str) -> str:
+    """The platform's user ``data`` or ``config`` directory for ctrlz, as platformdirs gives
+    it. On Linux that is the XDG rule, computed here: importing platformdirs (and the
+    ``tempfile`` and ``shutil`` it brings) would cost every command and hook milliseconds."""
+    if sys.platform.startswith("linux"):
+        var, fallback = (("XDG_CONFIG_HOME", "~/.config") if kind == "config"
+                         else ("XDG_DATA_HOME", "~/.local/share"))
+        base = os.environ.get(var, "")
+        return os.path.join(base if base.strip() else os.path.expanduser(fallback), "ctrlz")
+    import platformdirs
+
+    return (platformdirs.user_config_dir if kind == "config"
+            else platformdirs.user_data_dir)("ctrlz")
+
+
 def home_dir() -> str:
     """``$CTRLZ_HOME`` if set, else the platform's user data directory for ctrlz."""
     env = os.environ.get("CTRLZ_HOME")
     if env:
         return os.path.expanduser(env)
-    import platformdirs
-
-    return platformdirs.user_data_dir("ctrlz")
+    return user_dir("data")
 
 
 def default_home() -> Path:

@@ -18,17 +18,21 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .engine import gc as gc_mod
-from .engine import verify as verify_mod
-from .engine.diff import PathChange, diff_trees, unified_diff
-from .engine.restore import RestoreResult
-from .engine.snapshot import overlay_reader, scan_working
 from .locator import default_home, store_path_for
-from .reports import History, Status, UndoResult, Version
-from .session import restores
 from .session.protected import ProtectedWorkspace
 from .state.trees import DIR, FILE, Entry
-from .types import Skipped, Snapshot, show_path
+
+# The engine, the diff and the restore machinery load where a method needs them: a command
+# that lists snapshots, and every agent hook, starts a fresh interpreter and should pay for
+# nothing it does not run (`ctrlz list` must stay within 60 ms).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .engine.diff import PathChange
+    from .engine.gc import GcReport
+    from .engine.restore import RestoreResult
+    from .engine.verify import VerifyReport
+    from .reports import History, Status, UndoResult, Version
+    from .types import Snapshot
 
 __all__ = ["Diff", "Workspace", "default_home", "store_path_for"]
 
@@ -51,6 +55,9 @@ class Workspace(ProtectedWorkspace):
              paths: Sequence[str | bytes] | None = None) -> Diff:
         """Changes from snapshot ``old`` (default: latest) to snapshot ``new`` (default: the
         working tree)."""
+        from .engine.diff import PathChange, diff_trees
+        from .engine.snapshot import overlay_reader, scan_working
+
         a = self.resolve(old or "latest")
         if new is None:
             state = scan_working(self.repo, self.roots, [self.config.rules],
@@ -74,6 +81,9 @@ class Workspace(ProtectedWorkspace):
     def diffs_to_working(self, olds: Sequence[str]) -> list[Diff]:
         """``diff(old)`` against the working tree for each of ``olds``, scanning the working
         tree only once (the MCP server's change listing compares it with every snapshot)."""
+        from .engine.diff import PathChange, diff_trees
+        from .engine.snapshot import overlay_reader, scan_working
+
         state = scan_working(self.repo, self.roots, [self.config.rules],
                                    self.config.limits)
         read_new = overlay_reader(self.repo, state.trees)
@@ -102,6 +112,9 @@ class Workspace(ProtectedWorkspace):
 
     def patches(self, d: Diff) -> Iterator[str]:
         """Unified diffs for every changed file in ``d``."""
+        from .engine.diff import unified_diff
+        from .types import show_path
+
         working = d.new == "working tree"
         for c in d.changes:
             if c.kind == DIR or c.change_type == "permissions_changed":
@@ -116,45 +129,63 @@ class Workspace(ProtectedWorkspace):
                  dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
         """Roll the workspace (or only ``paths``) back to snapshot ``ref``, in place, after a
         safety snapshot; ``ctrlz undo`` (or :meth:`undo`) takes it back."""
+        from .session import restores
+
         return restores.rollback(self, ref, paths, dry_run=dry_run, kind=kind)
 
     def restore(self, ref: str, paths: Sequence[str | bytes] | None = None,
                 dry_run: bool = False) -> RestoreResult:
         """Same as :meth:`rollback` (every in-place restore can be undone)."""
+        from .session import restores
+
         return restores.rollback(self, ref, paths, dry_run=dry_run)
 
     def revert(self, path: str | bytes, from_: str | None = None,
                dry_run: bool = False) -> RestoreResult:
         """One file or folder back from the newest snapshot in which it exists (or
         ``from_``); deleted if that snapshot says it was absent."""
+        from .session import restores
+
         return restores.revert(self, path, from_, dry_run=dry_run)
 
     def restore_to(self, ref: str, dest: str | os.PathLike[str],
                    paths: Sequence[str | bytes] | None = None,
                    dry_run: bool = False) -> RestoreResult:
         """Extract snapshot ``ref`` into ``dest``, which must be new or empty."""
+        from .session import restores
+
         return restores.restore_to(self, ref, dest, paths, dry_run=dry_run)
 
     def undo(self) -> UndoResult:
         """Take back the newest rollback, revert or rewind that is not undone yet."""
+        from .session import restores
+
         return restores.undo(self)
 
     def redo(self) -> UndoResult:
         """Apply again the oldest undone one."""
+        from .session import restores
+
         return restores.redo(self)
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def verify(self) -> verify_mod.VerifyReport:
-        return verify_mod.verify_store(self.repo)
+    def verify(self) -> VerifyReport:
+        from .engine.verify import verify_store
 
-    def gc(self) -> gc_mod.GcReport:
-        return gc_mod.collect_garbage(self.repo)
+        return verify_store(self.repo)
+
+    def gc(self) -> GcReport:
+        from .engine.gc import collect_garbage
+
+        return collect_garbage(self.repo)
 
     # -- reading history -----------------------------------------------------------------------
 
     def history(self, path: str | bytes) -> History:
         """Every version of one path across the snapshots, by content (object id)."""
+        from .reports import History
+
         rel = self.relpath(path)
         versions: list[Version] = []
         group: list[Snapshot] = []
@@ -178,6 +209,9 @@ class Workspace(ProtectedWorkspace):
     def status(self) -> Status:
         """What is protected and excluded, skipped files, last snapshot, store size, health."""
         import time
+
+        from .reports import Status
+        from .types import Skipped
 
         snaps = self.snapshots()
         last = snaps[-1] if snaps else None
@@ -226,6 +260,8 @@ class Workspace(ProtectedWorkspace):
 
 
 def _version(entry: Entry | None, group: list[Snapshot]) -> Version:
+    from .reports import Version
+
     if entry is None:
         return Version(None, None, None, None, tuple(group))
     kind = {"f": "file", "l": "symlink", "d": "dir"}[entry.kind]

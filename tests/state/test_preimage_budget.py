@@ -19,8 +19,8 @@ import pytest
 from ctrlz import Workspace
 from ctrlz import toolcalls as tc
 from ctrlz.config import DEFAULTS, Config, load_config
-from ctrlz.engine.retention import disk_usage
 from ctrlz.errors import ConfigError
+from ctrlz.state.usage import disk_usage
 from ctrlz.toolcalls import records
 from ctrlz.toolcalls.store import ToolcallStore, sync_preimage_cap
 

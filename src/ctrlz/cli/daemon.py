@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from ..session import daemon_client
 from . import render
 from .context import State, pass_state
 
@@ -51,6 +50,8 @@ def daemon_group() -> None:
 @pass_state
 def status_cmd(state: State, as_json: bool) -> None:
     """Whether the daemon runs, what it watches and what it has served."""
+    from ..session import daemon_client
+
     info = daemon_client.status(state.workspace().store_path)
     if as_json:
         render.emit_json(info)
@@ -66,6 +67,8 @@ def status_cmd(state: State, as_json: bool) -> None:
 def start_cmd(state: State, timeout: float, as_json: bool) -> None:
     """Start the daemon now (it is idempotent) and wait until it answers."""
     ws = state.workspace()
+    from ..session import daemon_client
+
     info = daemon_client.start(ws.root, ws.store_path, timeout)
     if as_json:
         render.emit_json(info)
@@ -81,6 +84,8 @@ def start_cmd(state: State, timeout: float, as_json: bool) -> None:
 @pass_state
 def stop_cmd(state: State, as_json: bool) -> None:
     """Stop the daemon (hooks fall back to in-process snapshots, and start it again)."""
+    from ..session import daemon_client
+
     was = daemon_client.stop(state.workspace().store_path)
     if as_json:
         render.emit_json({"type": "daemon", "stopped": was})

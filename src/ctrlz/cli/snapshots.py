@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from ..types import show_path
 from . import render
 from .context import State, pass_state
 
@@ -84,6 +83,8 @@ def snapshot_cmd(state: State, label: str | None, pin: bool, type_: str, as_json
         return
     name = f' "{snap.label}"' if snap.label else ""
     render.out(f"{snap.id}{name}  {render.snapshot_summary(snap)}")
+    from ..types import show_path
+
     shown = 10
     for k in snap.skipped[:shown]:  # paths as `ctrlz status` shows them, without the root
         render.note(f"skipped {show_path(k.path.partition(b'/')[2])}: {k.reason}")

@@ -28,9 +28,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..state.atomic import atomic_write_bytes
-from ..state.objects import ObjectStore
 from ..types import show_path
-from .dirs import DirHandles, hash_at
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # opening a workspace checks for a journal; only a crash needs the rest
+    from ..state.objects import ObjectStore
 
 JOURNAL_NAME = "restore-journal"
 VERSION = 1
@@ -114,6 +116,8 @@ def sweep(intent: Intent, objects: ObjectStore) -> list[str]:
 
     prefix = os.fsencode(temp_prefix(intent.token))
     notes: list[str] = []
+    from .dirs import DirHandles
+
     with DirHandles(intent.roots, limit=16) as dirs:
         for vdir in _existing(intent.dirs):
             try:
@@ -151,4 +155,6 @@ def _stored(objects: ObjectStore, dir_fd: int, name: bytes) -> bool:
         return objects.has(objects.digest(os.fsencode(os.readlink(name, dir_fd=dir_fd))))
     if not st.S_ISREG(s.st_mode):
         return True  # a directory or special file is never taken aside by a restore
+    from .dirs import hash_at
+
     return objects.has(hash_at(objects, dir_fd, name))

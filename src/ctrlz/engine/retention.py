@@ -24,15 +24,13 @@ safety snapshots that undo/redo still need). Every decision is a :class:`PrunePl
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import LimitExceeded
 from ..state.repository import Repository
+from ..state.usage import store_usage
 from ..types import Snapshot
 from .gc import GcReport, collect_garbage
 
@@ -182,46 +180,6 @@ def plan_prune(snapshots: list[Snapshot], policy: Policy, *, keep: int | None = 
             plan.add(s, " and ".join(why))
     plan.drop.reverse()  # oldest first
     return plan
-
-
-#: the files and directories of a store that count against ``store_cap``
-STORE_FILES = ("catalog.db", "catalog.db-wal", "catalog.db-shm", "statcache", "packs", "objects")
-
-
-def disk_usage(path: Path) -> int:
-    """Bytes the workspace store at ``path`` takes against ``store_cap`` (its files' sizes):
-    the entries of ``STORE_FILES``, never ``toolcalls/`` or the other side files."""
-    total = 0
-    for name in STORE_FILES:
-        top = os.path.join(path, name)
-        try:
-            st = os.lstat(top)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            total += st.st_size
-            continue
-        for dirpath, _dirs, files in os.walk(top):
-            for f in files:
-                try:
-                    total += os.lstat(os.path.join(dirpath, f)).st_size
-                except OSError:
-                    pass
-    return total
-
-
-def store_usage(repo: Repository) -> int:
-    """What :func:`disk_usage` measures, read from the catalog instead of by listing the
-    store, so a snapshot's cap check costs the same with ten packs or ten thousand. Leftovers
-    of a crashed write, which the catalog does not know, are not counted: gc removes them."""
-    total = repo.catalog.packed_bytes()
-    for name in STORE_FILES:
-        if name not in ("packs", "objects"):
-            try:
-                total += os.lstat(os.path.join(repo.path, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str] = (),

@@ -19,20 +19,34 @@ from pathlib import Path
 from typing import Self
 
 from ..config import Config, load_config
-from ..engine import retention
 from ..engine.refs import resolve
-from ..engine.restore import recover
-from ..engine.snapshot import gc_paused, take_snapshot
 from ..errors import StoreError, UsageError, WorkspaceError
 from ..locator import default_home, store_path_for
 from ..paths import workspace_relative
-from ..state.oplog import OpLog
 from ..state.repository import Repository
-from ..state.scan import ScanStats
-from ..state.sessiondb import SessionDB
 from ..state.trees import DIR, Entry
-from ..types import Snapshot
-from . import journal
+
+# The snapshot engine, retention and the restore engine load when a method needs them: a
+# command that only reads (`ctrlz list`) opens a workspace in a fresh interpreter.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..engine import retention
+    from ..state.oplog import OpLog
+    from ..state.scan import ScanStats
+    from ..state.sessiondb import SessionDB
+    from ..types import Snapshot
+
+
+def recover(repo: Repository) -> list[str]:
+    """:func:`ctrlz.engine.restore.recover`, loaded only when a restore's journal is there
+    (one stat): opening a workspace must clean up after a crash, and must stay cheap."""
+    from ..engine.journal import pending
+
+    if not pending(repo.path):
+        return []
+    from ..engine.restore import recover as finish_interrupted
+
+    return finish_interrupted(repo)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -128,6 +142,10 @@ class ProtectedWorkspace:
                  session_id: str | None = None) -> Snapshot:
         """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
         byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
+        from ..engine import retention
+        from ..engine.snapshot import gc_paused
+        from . import journal
+
         with gc_paused(), self.repo.lock:
             recover(self.repo)  # a long-lived process (the daemon) meets a crashed restore here
             if type == "manual":
@@ -143,6 +161,8 @@ class ProtectedWorkspace:
               dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:
         """``dirty``: workspace-relative directories a watcher saw change since the last
         snapshot; every other directory is reused from the stat cache without being listed."""
+        from ..engine.snapshot import take_snapshot
+
         return take_snapshot(self.repo, self.roots, [self.config.rules], type=type, label=label,
                              pinned=pinned, limits=self.config.limits,
                              dirty=[dirty] if dirty is not None else None)
@@ -152,6 +172,8 @@ class ProtectedWorkspace:
         """The store's session database (file events, snapshot events, exec events)."""
         db = getattr(self, "_session_db", None)
         if db is None:
+            from ..state.sessiondb import SessionDB
+
             db = self._session_db = SessionDB(self.store_path / "session.db")
         return db
 
@@ -217,20 +239,29 @@ class ProtectedWorkspace:
 
     def store_disk_bytes(self) -> int:
         """Bytes the store takes against ``store_cap``: its catalog, packs, objects and stat
-        cache (``retention.STORE_FILES``); the agents' pre-images have their own budget."""
-        return retention.disk_usage(self.store_path)
+        cache (``state.usage.STORE_FILES``), read from the catalog; the agents' pre-images
+        have their own budget."""
+        from ..state.usage import store_usage
+
+        return store_usage(self.repo)
 
     @property
     def policy(self) -> retention.Policy:
-        return retention.Policy.from_mapping(self.config.values)
+        from ..engine.retention import Policy
+
+        return Policy.from_mapping(self.config.values)
 
     @property
     def oplog(self) -> OpLog:
+        from ..state.oplog import OpLog
+
         return OpLog(self.repo.catalog)
 
     def enforce_pools(self) -> retention.PrunePlan:
         """Apply the rings, ``max_count`` and ``store_cap`` now, and hand ``preimage_cap`` to
         the agent hooks, which enforce it at their next capture (they cannot load the config)."""
+        from ..engine import retention
+
         cap = self.config["preimage_cap"]
         if getattr(self, "_synced_preimage_cap", None) != cap:  # once per process and value
             from ..state.toolcall_store import sync_preimage_cap
@@ -254,6 +285,8 @@ class ProtectedWorkspace:
         """Drop snapshots beyond the newest ``keep`` and/or older than ``older_than_seconds``
         (both must agree); with neither, apply the pool rules. Then collect garbage."""
         import time
+
+        from ..engine import retention
 
         with self.repo.lock:
             plan = retention.plan_prune(

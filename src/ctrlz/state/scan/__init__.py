@@ -26,8 +26,27 @@ The parts, one job each:
 """
 
 from .model import Changes, Limits, ScanResult, ScanStats
-from .scanner import Scanner
-from .sinks import HashSink, Sink, StoreSink
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .scanner import Scanner
+    from .sinks import HashSink, Sink, StoreSink
+
+_LAZY = {"Scanner": "scanner", "HashSink": "sinks", "Sink": "sinks", "StoreSink": "sinks"}
+
+
+def __getattr__(name: str) -> object:
+    """The scanner and sinks load on first use: the configuration needs only :class:`Limits`,
+    and a command that opens a workspace to read it should not pay for the scanner's thread
+    pool and reader (``concurrent.futures``, ``logging``)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["Changes", "HashSink", "Limits", "ScanResult", "ScanStats", "Scanner", "Sink",
            "StoreSink"]
