@@ -45,3 +45,8 @@ clean:
 .PHONY: agents
 agents: $(STAMP)
 	$(BIN)/python -m tests.agents.real.conftest
+
+# Re-take the dashboard screenshots in docs/img (headless Chromium; see tests/service/test_browser.py)
+.PHONY: screenshots
+screenshots: $(STAMP)
+	CTRLZ_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/service/test_browser.py

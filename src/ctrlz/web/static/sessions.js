@@ -57,7 +57,7 @@ export class SessionsView {
         el("span.muted", { text: clock(c.taken_at).slice(11) }),
         el("button.small.ghost", { onclick: () => this.app.actions.rewind(c.tool_use_id, sid) }, "Rewind")))));
     this.view.replaceChildren(el("h3", { text: `Agent session ${sid}` }),
-      blocks.length ? blocks : el("p.muted", { text: "No tool calls recorded." }));
+      ...(blocks.length ? blocks : [el("p.muted", { text: "No tool calls recorded." })]));
   }
 
   async showRun(id) {

@@ -1,0 +1,131 @@
+"""The dashboard in a real headless Chromium (Debian's, through Playwright): log in with a
+one-time address, see the timeline of snapshots made here, open a diff, roll back through the
+page and find the files on disk put back, then undo through the page.
+
+Screenshots of the main views are written to the test's directory, and to ``docs/img/`` when
+``CTRLZ_SCREENSHOTS=1`` (``make screenshots``), which the README shows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import Service
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+#: read at import: the suite's autouse fixture clears CTRLZ_* from the environment of each test
+UPDATE_DOCS = bool(os.environ.get("CTRLZ_SCREENSHOTS"))
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                       reason="Debian's chromium is not installed (apt-get install chromium; "
+                              ".ci/run installs it)"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed (pip install -e .[test])")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _shoot(page: object, tmp: Path, name: str) -> None:
+    page.screenshot(path=str(tmp / f"{name}.png"))  # type: ignore[attr-defined]
+    if UPDATE_DOCS:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp / f"{name}.png", DOCS_IMG / f"{name}.png")
+
+
+def _agent_history(svc: Service, root: Path) -> None:
+    """Snapshots of several kinds, a `ctrlz run` session and an agent's tool calls."""
+    svc.ctrlz("snapshot", "-m", "baseline", cwd=root)
+    (root / "src" / "app.py").write_text("def main():\n    return 2\n\n\nprint(main())\n")
+    (root / "src" / "util.py").write_text("def helper(x):\n    return x * 2\n")
+    svc.ctrlz("snapshot", "-m", "refactor", "--pin", cwd=root)
+    svc.ctrlz("run", "--no-trace", "--", "sh", "-c", "echo draft > notes.md; rm -rf docs",
+              cwd=root)
+    for event in ({"hook_event_name": "UserPromptSubmit", "prompt": "clean up"},
+                  {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                   "tool_input": {"command": "rm -f README.md"}, "tool_use_id": "toolu_01"}):
+        svc.ctrlz("hook", "claude", cwd=root,
+                  input=json.dumps({"session_id": "s1", "cwd": str(root), **event}))
+    (root / "README.md").unlink()
+    svc.ctrlz("snapshot", "--type", "auto", cwd=root)
+
+
+def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Path) -> None:
+    svc = fresh_svc.start()
+    root, ws = svc.workspace("app", {
+        "README.md": "# app\n\nA small project.\n",
+        "src/app.py": "def main():\n    return 1\n\n\nprint(main())\n",
+        "docs/guide.md": "# Guide\n\nStart here.\n"})
+    _agent_history(svc, root)
+    baseline = next(s for s in svc.ok("GET", f"/v1/workspaces/{ws}/snapshots")
+                    if s["label"] == "baseline")
+    login = svc.ok("POST", "/v1/ui/login")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(login["url"])
+    # the timeline of this workspace: the picture and the table of snapshots made above
+    page.wait_for_selector(f"[data-testid=workspace][data-id='{ws}']")
+    page.wait_for_selector(f"#snap-table tr[data-id='{baseline['id']}']")
+    assert page.locator("[data-testid=timeline] canvas").count() >= 1
+    assert page.locator("#snap-table tbody tr").count() == len(
+        svc.ok("GET", f"/v1/workspaces/{ws}/snapshots"))
+    page.wait_for_selector("#live.on")
+    page.wait_for_timeout(400)  # the chart's first animation
+    _shoot(page, tmp_path, "dashboard-timeline")
+    # a diff: the baseline against the working tree, one file rendered by diff2html
+    page.click(f"#snap-table tr[data-id='{baseline['id']}']")
+    page.click("[data-testid=diff-working]")
+    page.wait_for_selector("[data-testid=diff-files] li[data-path='src/app.py']")
+    page.click("[data-testid=diff-files] li[data-path='src/app.py']")
+    page.wait_for_selector("[data-testid=patch] .d2h-wrapper")
+    assert "return 2" in page.inner_text("[data-testid=patch]")
+    _shoot(page, tmp_path, "dashboard-diff")
+    # the session view: the run's file events and the agent's tool calls by turn
+    page.click("[data-testid=tab-sessions]")
+    page.click("#session-list li[data-key='agent:s1']")
+    page.wait_for_selector("[data-testid=turn]")
+    _shoot(page, tmp_path, "dashboard-sessions")
+    # roll back to the baseline through the page: the dialog shows the dry-run plan first
+    before = {p: (root / p).read_text() for p in ("src/app.py", "src/util.py", "notes.md")}
+    page.click("text=Timeline")
+    page.click(f"#snap-table tr[data-id='{baseline['id']}']")
+    page.click("[data-testid=rollback]")
+    page.wait_for_selector("[data-testid=plan-actions]")
+    plan_text = page.inner_text("[data-testid=confirm]")
+    assert "src/app.py" in plan_text and "README.md" in plan_text
+    _shoot(page, tmp_path, "dashboard-rollback-plan")
+    assert (root / "src" / "app.py").read_text() == before["src/app.py"]  # nothing yet
+    page.click("[data-testid=confirm-ok]")
+    page.wait_for_selector("text=Rolled back to")
+    assert (root / "src" / "app.py").read_text() == "def main():\n    return 1\n\n\nprint(main())\n"
+    assert (root / "README.md").read_text() == "# app\n\nA small project.\n"
+    assert (root / "docs" / "guide.md").exists()
+    assert not (root / "src" / "util.py").exists() and not (root / "notes.md").exists()
+    # undo through the page: everything as it was before the rollback
+    page.wait_for_selector("[data-testid=undo]:not([disabled])")
+    page.click("[data-testid=undo]")
+    page.wait_for_selector("[data-testid=confirm][open]")
+    page.click("[data-testid=confirm-ok]")
+    page.wait_for_selector("text=Undid the rollback")
+    assert {p: (root / p).read_text() for p in before} == before
+    assert not (root / "README.md").exists()
+    assert svc.ok("POST", f"/v1/workspaces/{ws}/verify")["ok"]
+    assert not errors, errors
+    page.close()
