@@ -131,10 +131,7 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
     listing = pack_listing(remote)
     report.packs = len(listing)
     for pack, (_kind, end) in index.packs.items():
-        if pack not in listing:
-            report.errors.append(f"index/{pack.hex()} names {pack_key(pack)}, which does "
-                                 "not exist")
-        elif listing[pack][0] < end:
+        if pack in listing and listing[pack][0] < end:
             report.errors.append(f"{pack_key(pack)} is truncated ({listing[pack][0]} bytes, "
                                  f"its index needs {end})")
     roots, report.workspaces = all_roots(remote)
@@ -164,5 +161,5 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
         report.bytes += loc.size
         if progress:
             progress(loc.size)
-    report.unreferenced_packs = len(set(listing) - live_packs)
+    report.unreferenced_packs = len((set(listing) | index.dangling) - live_packs)
     return report

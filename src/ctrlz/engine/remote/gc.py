@@ -76,7 +76,7 @@ def gc_remote(remote: RemoteRepo, index: RemoteIndex,
                           "`ctrlz verify --remote`")
     live = {pack for pack, oids in index.pack_objects.items() if not reached.isdisjoint(oids)}
     report.live_packs = len(live)
-    known = set(listing) | set(index.packs)
+    known = set(listing) | set(index.packs) | index.dangling
     condemned: dict[str, float] = dict(state.get("condemned", {}))
     delete: list[bytes] = []
     for pack in sorted(known - live):

@@ -64,6 +64,9 @@ class RemoteIndex:
     objects: dict[bytes, Location] = field(default_factory=dict)
     packs: dict[bytes, tuple[bytes, int]] = field(default_factory=dict)  # id -> (kind, size)
     pack_objects: dict[bytes, list[bytes]] = field(default_factory=dict)
+    #: indexes whose pack does not exist (a gc deleting it raced a push re-uploading the same
+    #: pack): ignored for reading, collected by gc
+    dangling: set[bytes] = field(default_factory=set)
 
     def add(self, pack: bytes, kind: bytes, entries: Iterable[tuple[bytes, int, int, int, int]]
             ) -> None:
@@ -223,9 +226,12 @@ class RemoteRepo:
         return pack, kind, entries
 
     def load_index(self, cache: Path | None, workers: int = 8) -> RemoteIndex:
-        """Read every index file, through a local cache of the immutable ones."""
+        """Read every index file, through a local cache of the immutable ones. An index whose
+        pack is not listed is left out (packs are written before their index, so the pack
+        listing, taken second, holds every pack of every index listed first)."""
         names = [k.rpartition("/")[2] for k, _, _ in self.backend.list("index/")]
         names = [n for n in names if len(n) == 64]
+        packs = {k.rpartition("/")[2] for k, _, _ in self.backend.list("data/")}
         if cache is not None:
             cache.mkdir(parents=True, exist_ok=True)
 
@@ -248,8 +254,9 @@ class RemoteRepo:
             return parsed
 
         index = RemoteIndex()
+        index.dangling = {bytes.fromhex(n) for n in names if n not in packs}
         with ThreadPoolExecutor(workers) as pool:
-            for pack, kind, entries in pool.map(load, names):
+            for pack, kind, entries in pool.map(load, [n for n in names if n in packs]):
                 if pack:
                     index.add(pack, kind, entries)
         if cache is not None:
