@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Remote benchmark: ctrlz push / clone / incremental push against restic's S3 backend, both
+talking to one local S3 server (moto's server mode, in its own process) in the same run.
+
+Per tree (the 100,000-file tree and the 2 GB tree of bench/trees.py):
+
+* full push: ``ctrlz push`` of a fresh snapshot vs ``restic backup`` (restic's time includes
+  its own scan; ctrlz's snapshot time is shown beside it);
+* incremental push after 10 edits + 10 new files (bench/trees.py's ChangeSet): ``ctrlz
+  snapshot`` + ``ctrlz push`` vs a second ``restic backup``;
+* clone: ``ctrlz clone`` (pull + restore into a new directory) vs ``restic restore latest``.
+
+Ratios are ctrlz / restic (below 1.0 means ctrlz is faster). restic always encrypts; ctrlz
+pushes unencrypted unless ``--encrypt``. Without ``restic`` on PATH (``make bench-remote``
+installs Debian's), the restic columns are skipped with a message.
+
+    .venv/bin/python bench/remote.py --quick            # 10,000 files and 200 MB
+    .venv/bin/python bench/remote.py                    # 100,000 files and 2 GB
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from trees import ChangeSet, large_tree, small_tree  # noqa: E402
+
+BIN = Path(sys.executable).parent
+CTRLZ = str(BIN / "ctrlz")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """moto_server in its own process: memory is returned when it stops."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        exe = BIN / "moto_server"
+        self.proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("moto_server did not start")
+
+    def bucket(self, name: str) -> None:
+        import boto3
+
+        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                     aws_access_key_id="bench", aws_secret_access_key="bench").create_bucket(
+            Bucket=name)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise SystemExit(f"{cmd} failed: {r.stderr.decode(errors='replace')[-2000:]}")
+    return time.perf_counter() - t
+
+
+def bench_tree(name: str, root: Path, work: Path, server: Server, encrypt: bool,
+               restic: str | None) -> dict[str, float | None]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTRLZ_", "AWS_"))}
+    env.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+               AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL_S3=server.endpoint,
+               CTRLZ_DAEMON="0", RESTIC_PASSWORD="bench", CTRLZ_HOME=str(work / "home-a"))
+    bucket = f"bench-{name}"
+    server.bucket(bucket)
+    out: dict[str, float | None] = {}
+    subprocess.run([CTRLZ, "init"], cwd=root, env=env, check=True, capture_output=True)
+    out["ctrlz snapshot"] = timed([CTRLZ, "snapshot"], root, env)
+    add = [CTRLZ, "remote", "add", "origin", f"s3://{bucket}/ctrlz"]
+    if encrypt:
+        (work / "key").write_text("bench key")
+        add += ["--encrypt", "--key-file", str(work / "key")]
+    subprocess.run(add, cwd=root, env=env, check=True, capture_output=True)
+    out["ctrlz full push"] = timed([CTRLZ, "push"], root, env)
+    changes = ChangeSet.choose(root)
+    changes.apply(1)
+    out["ctrlz incr snapshot+push"] = timed(f"{CTRLZ} snapshot && {CTRLZ} push", root, env)
+    clone_env = dict(env, CTRLZ_HOME=str(work / "home-b"))
+    out["ctrlz clone"] = timed([CTRLZ, "clone", f"s3://{bucket}/ctrlz", str(work / "clone")]
+                               + (["--encrypt", "--key-file", str(work / "key")]
+                                  if encrypt else []), work, clone_env)
+    changes.undo()
+    shutil.rmtree(work / "clone", ignore_errors=True)
+    if restic is None:
+        return out
+    repo = ["-r", f"s3:{server.endpoint}/{bucket}/restic"]
+    subprocess.run([restic, *repo, "init"], env=env, check=True, capture_output=True)
+    out["restic full backup"] = timed([restic, *repo, "backup", "-q", "."], root, env)
+    changes.apply(2)
+    out["restic incr backup"] = timed([restic, *repo, "backup", "-q", "."], root, env)
+    out["restic restore"] = timed([restic, *repo, "restore", "latest", "-q", "--target",
+                                   str(work / "restic-restore")], work, env)
+    changes.undo()
+    shutil.rmtree(work / "restic-restore", ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10,000 files and 200 MB")
+    ap.add_argument("--files", type=int, default=None)
+    ap.add_argument("--large-bytes", type=int, default=None)
+    ap.add_argument("--encrypt", action="store_true", help="push to an encrypted remote")
+    ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--json", dest="as_json", action="store_true")
+    args = ap.parse_args()
+    files = args.files or (10_000 if args.quick else 100_000)
+    large = args.large_bytes or (200_000_000 if args.quick else 2_000_000_000)
+    restic = shutil.which("restic")
+    if restic is None:
+        print("restic is not installed (make bench-remote installs Debian's); its columns are "
+              "skipped", file=sys.stderr)
+    trees_dir = args.out / "trees"
+    trees_dir.mkdir(parents=True, exist_ok=True)
+    results = {}
+    server = Server()
+    try:
+        for name, make in ((f"small-{files}", lambda d: small_tree(d, files)),
+                           (f"large-{large // 1_000_000}MB",
+                            lambda d: large_tree(d, large, 20))):
+            with tempfile.TemporaryDirectory(dir=args.out) as tmp:
+                work = Path(tmp)
+                tree = make(trees_dir / name)
+                root = work / "ws"
+                shutil.copytree(tree.root, root, symlinks=True)
+                print(f"{name}: {tree.files} files, {tree.bytes / 1e6:.0f} MB", file=sys.stderr)
+                results[name] = bench_tree(name.split("-")[0], root, work, server,
+                                           args.encrypt, restic)
+    finally:
+        server.stop()
+    if args.as_json:
+        print(json.dumps(results, indent=2))
+        return
+    print("| tree | step | ctrlz s | restic s | ctrlz / restic |")
+    print("|---|---|---|---|---|")
+    pairs = [("full push", "ctrlz full push", "restic full backup"),
+             ("full: snapshot + push", None, "restic full backup"),
+             ("incremental: snapshot + push", "ctrlz incr snapshot+push", "restic incr backup"),
+             ("clone / restore", "ctrlz clone", "restic restore")]
+    for name, r in results.items():
+        for label, mine, theirs in pairs:
+            a = (r["ctrlz full push"] or 0) + (r["ctrlz snapshot"] or 0) if mine is None \
+                else r[mine]
+            b = r.get(theirs)
+            ratio = f"{a / b:.2f}" if a is not None and b else "-"
+            print(f"| {name} | {label} | {a:.2f} | {b:.2f} | {ratio} |" if b else
+                  f"| {name} | {label} | {a:.2f} | - | - |")
+
+
+if __name__ == "__main__":
+    main()
