@@ -89,6 +89,26 @@ def test_kill_during_a_cloning_restore(point: str, cow: Path) -> None:
     ws.close()
 
 
+def test_a_cloned_file_taken_aside_by_a_killed_restore_is_not_kept_as_rescued(cow: Path
+                                                                              ) -> None:
+    """The replaced inode sits under a temp name when the kill comes; its bytes are in the
+    safety snapshot as a clone (no hash to look up), so recovery finds it by its blocks and
+    deletes it rather than keeping a 5 MB ``ctrlz-rescued-…`` copy in the workspace."""
+    ws_dir, home = cow / "ws", cow / "home"
+    state = base(ws_dir, home)
+    with open(ws_dir / "big.bin", "r+b") as f:  # the only change: one write, one swap
+        f.write(b"only change")
+    damaged = tree_state(ws_dir)
+    proc = run_worker(home, ws_dir, "restore-exchanged", "restore")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    ws = sound(ws_dir, home, state, cow / "out")
+    assert not [n for n in os.listdir(ws_dir) if n.startswith(("ctrlz-rescued", ".ctrlz-tmp"))]
+    safety = [s for s in ws.snapshots() if s.type == "safety"][0]
+    ws.restore(safety.id)
+    assert tree_state(ws_dir) == damaged
+    ws.close()
+
+
 def test_kill_during_a_frozen_snapshot(btrfs: Path) -> None:
     ws_dir, home = subvolume(btrfs / "ws"), btrfs / "home"
     state = base(ws_dir, home)

@@ -155,6 +155,15 @@ def _stored(objects: ObjectStore, dir_fd: int, name: bytes) -> bool:
         return objects.has(objects.digest(os.fsencode(os.readlink(name, dir_fd=dir_fd))))
     if not st.S_ISREG(s.st_mode):
         return True  # a directory or special file is never taken aside by a restore
+    from ..state.packs import LOOSE_MIN
+
+    if s.st_size >= LOOSE_MIN:  # captured as a clone? then it shares that clone's blocks
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            if objects.known_clone(fd, s.st_size) is not None:
+                return True
+        finally:
+            os.close(fd)
     from .dirs import hash_at
 
     return objects.has(hash_at(objects, dir_fd, name))
