@@ -200,7 +200,10 @@ class CloneObjects:
     def known_clone(self, fd: int, size: int) -> bytes | None:
         """The id of a stored clone that the open file ``fd`` shares every block with now,
         or ``None``: lets a scan that stores nothing (a diff against the working tree) name
-        an untouched large file as the snapshot did, without reading it."""
+        an untouched large file as the snapshot did, without reading it. Nothing at all on
+        a store that cannot clone (the map's flush would only cost writeback there)."""
+        if not self.can_clone():
+            return None
         blocks = _map_or_none(fd)
         if blocks is None:
             return None
