@@ -59,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
     # the workspace daemon (agent hooks): a resident watcher that keeps snapshots incremental
     "daemon": True,
     "daemon_idle_seconds": 1800,
+    # the ctrlz service's web gateway on 127.0.0.1 (the next free port when taken; 0: any)
+    "gateway_port": 19322,
     # store
     "hash": "blake3",
 }

@@ -31,7 +31,6 @@ PID = "service.pid"
 PORT = "gateway.port"
 TOKEN = "gateway.token"
 LOG = "service.log"
-DEFAULT_PORT = 19322
 
 
 def run_dir() -> Path:

@@ -85,16 +85,20 @@ def _bind_tcp(port: int) -> socket.socket:
         sock.listen(128)
         return sock
     raise UsageError(f"no free port for the gateway in {port}..{port + PORT_TRIES - 1}: "
-                     f"{last}; choose another with --port or CTRLZ_GATEWAY_PORT")
+                     f"{last}; choose another with --port, or gateway_port in the config "
+                     "file (or CTRLZ_GATEWAY_PORT)")
 
 
 def default_port() -> int:
-    raw = os.environ.get("CTRLZ_GATEWAY_PORT")
-    if raw is None:
-        return runtime.DEFAULT_PORT
-    if not raw.isdigit() or int(raw) > 65535:
-        raise UsageError(f"CTRLZ_GATEWAY_PORT={raw!r} is not a port number")
-    return int(raw)
+    """``gateway_port`` from the user's config file or ``$CTRLZ_GATEWAY_PORT`` (19322)."""
+    from ..config import load_config
+
+    config = load_config(None)
+    port = int(config["gateway_port"])
+    if port > 65535:
+        raise UsageError(f"gateway_port {port} (from {config.sources['gateway_port']}) is not "
+                         "a port number")
+    return port
 
 
 def run(port: int | None = None, gateway: bool = True) -> int:
