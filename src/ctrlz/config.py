@@ -63,9 +63,13 @@ DEFAULTS: dict[str, Any] = {
     "gateway_port": 19322,
     # store
     "hash": "blake3",
+    # remotes: `[remote] auto_push = "origin"` makes `ctrlz run` and the daemon push new
+    # snapshots in the background, at most auto_push_bandwidth bytes per second
+    "auto_push": "",
+    "auto_push_bandwidth": 8 << 20,
 }
 
-_SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap", "preimage_cap"}
+_SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap", "preimage_cap", "auto_push_bandwidth"}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
           "m": 1000**2, "mb": 1000**2, "mib": 1 << 20, "mi": 1 << 20,
@@ -169,6 +173,8 @@ def _load_file(config: Config, path: Path) -> None:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     # accept both flat keys and a [ctrlz] / [snapshots] table
+    if isinstance(data.get("remote"), dict):  # remote.auto_push = "origin", or [remote]
+        data = {**{k: v for k, v in data.items() if k != "remote"}, **data["remote"]}
     for table in ("ctrlz", "snapshots"):
         if isinstance(data.get(table), dict):
             data = {**{k: v for k, v in data.items() if k != table}, **data[table]}

@@ -78,6 +78,10 @@ class Daemon:
         self._carry_rescan = False
         self.served = {"dirty": 0, "full": 0}
         self.primed = False
+        from .autopush import AutoPusher
+
+        #: pushes new snapshots in the background when remote.auto_push names a remote
+        self.pusher = AutoPusher.from_config(ws.root, ws.config.values)
         self._flushed = True  # nothing deferred yet
         self.stop_reason: str | None = None
         self._matcher = self._new_matcher()
@@ -193,6 +197,8 @@ class Daemon:
         self.served[scan] += 1
         log.info("snapshot %s (%s scan, %d dirty dirs)", snap.id, scan,
                  len(dirty) if dirty is not None else -1)
+        if self.pusher is not None:
+            self.pusher.kick()
         return {"ok": True, "snapshot": snap.to_json(), "scan": scan,
                 "dirty_dirs": len(dirty) if dirty is not None else None}
 
@@ -223,6 +229,8 @@ class Daemon:
             self.stop_reason = "the store is gone"
 
     def close(self) -> None:
+        if self.pusher is not None:
+            self.pusher.close(wait=10.0)
         self.watcher.stop()
         repo = self.ws.repo
         if not self._flushed and (self.ws.store_path / "catalog.db").is_file():

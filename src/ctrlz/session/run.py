@@ -29,6 +29,7 @@ from ..sources.trace import ExecEvent, Tracer
 from ..sources.watch import git_paths
 from ..state.exclude import Matcher
 from ..types import Snapshot, iso_utc, text_path
+from .autopush import AutoPusher
 from .scheduler import Scheduler, TriggerConfig
 from .triggers import is_build, is_git_commit, is_git_ref_change
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .protected import ProtectedWorkspace as Workspace
 
 log = logging.getLogger("ctrlz.session")
+AUTO_PUSH_WAIT = 60.0  # seconds a finished run waits for its background push
 _ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -73,6 +75,7 @@ class Session:
 
     def __init__(self, ws: Workspace, argv: list[str], label: str | None, trace: bool) -> None:
         self.ws = ws
+        self.pusher: AutoPusher | None = None  # remote.auto_push, started by run()
         self.argv = argv
         self.label = label
         self.id = new_session_id()
@@ -167,6 +170,8 @@ class Session:
             snap = self.ws.snapshot(type=type, label=label, pinned=pinned, dirty=dirty,
                                     session_id=self.id)
             self.snapshots.append(snap)
+            if self.pusher is not None:
+                self.pusher.kick()
             return snap
 
     def _take_auto(self, type: str, label: str | None) -> None:
@@ -182,6 +187,7 @@ class Session:
         if not self.tracer.enabled:
             notify(f"ctrlz: running untraced: {self.trace_note}")
         self.watcher.start()
+        self.pusher = AutoPusher.from_config(ws.root, cfg.values)
         ws.repo.defer_statcache_writes = True  # flushed once, after the post-run snapshot
         pre = None
         if not cfg["disable_pre_run"]:
@@ -202,6 +208,9 @@ class Session:
         post = self.take("post-run", f"after {' '.join(self.argv)[:60]} (exit {exit_code})",
                          full=True)
         ws.repo.flush_statcache()
+        if self.pusher is not None and not self.pusher.close(wait=AUTO_PUSH_WAIT):
+            notify(f"ctrlz: auto push to {self.pusher.remote} did not finish "
+                   f"({self.pusher.last_error or 'still running'}); `ctrlz push` sends the rest")
         out = RunResult(self.id, exit_code, self.tracer.enabled, self.trace_note, pre, post,
                         list(self.snapshots), errors=list(self.scheduler.errors))
         if pre is not None:
