@@ -279,7 +279,9 @@ def cow_table(results: dict[str, object]) -> str:
                   "",
                   f"Median seconds of {data['repeat']} runs; \"ctrlz (process)\" and git: one "
                   "run each (interpreter start-up and imports included). The store is on the "
-                  "same filesystem as the workspace; caches warm.",
+                  "same filesystem as the workspace; caches warm. A first snapshot includes "
+                  "creating the store, except for the btrfs backend, which must be turned on "
+                  "in an existing store.",
                   "",
                   "| operation | " + " | ".join(tools) + " |",
                   "|---|" + "---:|" * len(tools)]
