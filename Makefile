@@ -42,6 +42,15 @@ clean:
 	rm -rf $(VENV) bench/out .pytest_cache
 
 # Pre-install the real agents tests/agents/real drives (npm, ~1.4 GB, into .cache/agents)
+# Remote benchmark (bench/remote.py): ctrlz against restic's S3 backend on a local moto server.
+# Installs Debian's restic first when it is missing and apt-get can be used.
+.PHONY: bench-remote
+bench-remote: $(STAMP)
+	@command -v restic >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+	  && (apt-get update -qq && apt-get install -y -qq restic) >/dev/null 2>&1; } \
+	  || echo "note: restic not installed; its columns are skipped"
+	$(BIN)/python bench/remote.py $(ARGS)
+
 .PHONY: agents
 agents: $(STAMP)
 	$(BIN)/python -m tests.agents.real.conftest
