@@ -179,3 +179,17 @@ def test_restore_to_another_filesystem_copies_and_seals(xfs: Path, tmp_path: Pat
     oid = entry_oid(ws, snap.id, "big.bin")
     assert cowlib.read_seal(ws.repo.objects.loose_name(oid), "blake3") is not None
     ws.close()
+
+
+def test_a_snapshot_manager_session_never_clones(xfs: Path) -> None:
+    """Its API promises FileState.hash = SHA-256 of the bytes, and a Merkle root of them."""
+    import hashlib
+
+    from ctrlz import SnapshotManager
+
+    make_tree(xfs / "ws", {"big.bin": os.urandom(BIG), "a.txt": "a\n"})
+    mgr = SnapshotManager(str(xfs / "session"), [str(xfs / "ws")])
+    manifest = mgr.create_baseline()
+    state = manifest.files[str(xfs / "ws" / "big.bin")]
+    assert state.hash.digest == hashlib.sha256((xfs / "ws" / "big.bin").read_bytes()).digest()
+    assert not any(r[5] == CLONE for r in mgr.repo.catalog.object_rows())

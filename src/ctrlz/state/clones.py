@@ -60,8 +60,13 @@ class CloneObjects:
         self._refused_from: set[int] = set()  # devices a clone into the store failed from
         self._refused_to: set[int] = set()  # devices a clone out of the store failed to
 
+    #: False for stores whose ids must be content hashes (a SnapshotManager session's)
+    clones_allowed = True
+
     def can_clone(self) -> bool:
         """Can this store's filesystem clone? Probed once per store, then cached on disk."""
+        if not self.clones_allowed:
+            return False
         if self._can_clone is None:
             self._can_clone = cow.probe(os.fspath(self.root), self._loose)
         return self._can_clone

@@ -45,6 +45,9 @@ class Repository:
         algorithm = catalog.get_meta("algorithm") or DEFAULT_ALGORITHM
         self.algorithm = algorithm
         self.objects = ObjectStore(path, catalog, algorithm)
+        # a SnapshotManager's store promises SHA-256 content hashes and a Merkle root over
+        # contents (seed 002): no clones, whose ids name blocks
+        self.objects.clones_allowed = catalog.get_meta("kind") != "session"
         self.lock = StoreLock(path / "lock")
         self.roots: list[str] = json.loads(catalog.get_meta("roots") or "[]")
         self._trees: dict[bytes, list[Entry]] = {}
