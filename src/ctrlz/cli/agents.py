@@ -7,7 +7,7 @@ import click
 from . import render
 from .context import State, pass_state
 
-AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
+AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 
 
 @click.command("hook", context_settings={"ignore_unknown_options": True,
@@ -17,11 +17,11 @@ AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
 def hook_cmd(agent: str, event: str) -> int:
     """Handle one agent hook: the agent's hook JSON on stdin.
 
-    AGENT is claude, gemini, codex, cursor, copilot or opencode; EVENT is the event name for
-    agents whose payload lacks it (Copilot CLI). Installed hooks run `ctrlz-hook AGENT`, the
-    same code without the CLI's start-up cost. It always exits 0 and prints nothing, so it can
-    never block or confuse the agent; errors go to hook-errors.jsonl and hooks.log in the store
-    (`ctrlz status` shows the recent ones).
+    AGENT is claude, gemini, codex, cursor, copilot, opencode, droid or auggie; EVENT is the
+    event name for agents whose payload lacks it (Copilot CLI). Installed hooks run `ctrlz-hook
+    AGENT`, the same code without the CLI's start-up cost. It always exits 0 and prints
+    nothing, so it can never block or confuse the agent; errors go to hook-errors.jsonl and
+    hooks.log in the store (`ctrlz status` shows the recent ones).
 
     \b
     Examples:
@@ -67,12 +67,12 @@ def install_cmd(agent: str | None, detect: bool, scope: str, dry_run: bool,
                 as_json: bool) -> None:
     """Register ctrlz's hooks and MCP server with AGENT (merging, never clobbering).
 
-    AGENT is claude, gemini, codex, cursor, copilot or opencode. With --project (the default)
-    the hooks go into the agent's local, uncommitted settings where it has them (Claude Code:
-    .claude/settings.local.json), and the current directory is protected (`ctrlz init`) if it
-    is not yet. Hooks run `ctrlz-hook` from PATH, never a path of this machine, so files a team
-    commits stay portable. Shows the diff of every file it changes; installing twice changes
-    nothing; `ctrlz uninstall AGENT` removes exactly what was added.
+    AGENT is claude, gemini, codex, cursor, copilot, opencode, droid or auggie. With --project
+    (the default) the hooks go into the agent's local, uncommitted settings where it has them
+    (Claude Code: .claude/settings.local.json), and the current directory is protected (`ctrlz
+    init`) if it is not yet. Hooks run `ctrlz-hook` from PATH, never a path of this machine, so
+    files a team commits stay portable. Shows the diff of every file it changes; installing
+    twice changes nothing; `ctrlz uninstall AGENT` removes exactly what was added.
 
     \b
     Examples:

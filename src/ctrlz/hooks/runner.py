@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 from .context import HookContext
 
-AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode")
+AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 MAX_INPUT = 16 << 20
 
 __all__ = ["AGENTS", "HookContext", "main", "run"]

@@ -245,7 +245,8 @@ def _target_of(record: dict[str, Any], key: str) -> Target:
     path = Path(record.get("path") or key.split("#")[0])
     fmt = record.get("fmt") or ("toml" if path.suffix == ".toml" else "json")
     trust = record.get("trust_for")
-    return Target(path, fmt, hooks_key=record.get("hooks_key") or ["hooks"],
+    hooks_key = record.get("hooks_key")  # [] is a file whose root holds the events (Droid)
+    return Target(path, fmt, hooks_key=["hooks"] if hooks_key is None else hooks_key,
                   server_key=record.get("server_key") or ["mcpServers"],
                   trust_for=Path(trust) if trust else None)
 

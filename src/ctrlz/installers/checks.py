@@ -16,7 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .specs import HOOK_SCRIPT, Target, codex_home
+from . import jsonc
+from .specs import HOOK_SCRIPT, Target, codex_home, droid_dir
 
 
 def path_notes() -> list[str]:
@@ -82,6 +83,24 @@ def codex_project_trusted(project: Path, home: Path) -> bool:
     return False
 
 
+def droid_trusted(project: Path, home: Path) -> bool:
+    """Whether Droid trusts ``project``: its trust root (the git root, else the project) lies
+    in a folder listed under ``trustedFolders`` in the user's ``~/.factory/settings.json`` (or
+    ``settings.local.json``), as Droid 0.225 checks it. Its interactive start asks once and
+    runs no hook before the answer; ``droid exec`` does not ask."""
+    root = next((d for d in (project, *project.parents) if (d / ".git").exists()), project)
+    folders: list[Path] = []
+    for name in ("settings.json", "settings.local.json"):
+        try:
+            doc = jsonc.loads((droid_dir("user", project, home) / name).read_text())
+        except (OSError, ValueError):  # JsoncError is a ValueError
+            continue
+        trusted = doc.get("trustedFolders") if isinstance(doc, dict) else None
+        if isinstance(trusted, dict):
+            folders += [Path(os.path.expanduser(f)) for f in trusted]
+    return any(root == f or f in root.parents for f in folders)
+
+
 def notes(agent: str, scope: str, project: Path, home: Path, targets: list[Target]) -> list[str]:
     out = path_notes()
     if scope == "project":
@@ -91,14 +110,19 @@ def notes(agent: str, scope: str, project: Path, home: Path, targets: list[Targe
             out.append(f"{', '.join(shared)} {'is' if len(shared) == 1 else 'are'} usually "
                        "committed: what ctrlz wrote there is portable (no path of this machine; "
                        "where ctrlz is missing it does nothing)")
-        if agent == "claude":
-            local = project / ".claude" / "settings.local.json"
+        local_file = {"claude": ".claude/settings.local.json",
+                      "auggie": ".augment/settings.local.json"}.get(agent)
+        if local_file:
+            local = project / local_file
             if _git_ignored(project, local) is False:
                 out.append(f"git does not ignore {local.relative_to(project)}; add it to "
                            ".gitignore to keep it out of commits")
         if agent == "gemini" and not gemini_trusted(project, home):
             out.append("Gemini CLI runs project hooks only in a trusted folder: trust "
                        f"{project} when Gemini asks (or with /permissions)")
+        if agent == "droid" and not droid_trusted(project, home):
+            out.append(f"Droid asks on its first interactive start in {project} whether to trust "
+                       "the folder, and runs no hook until you do (droid exec does not ask)")
         if agent == "codex" and not codex_project_trusted(project, home):
             out.append(f"Codex reads .codex/ only in a trusted project: trust {project} when "
                        f"Codex asks, or add [projects.{json.dumps(str(project))}] trust_level = "
@@ -106,6 +130,9 @@ def notes(agent: str, scope: str, project: Path, home: Path, targets: list[Targe
     if agent == "codex":
         out.append("ctrlz's Codex hooks are marked trusted in your Codex config (hook trust); "
                    "/hooks in Codex lists them")
+    if agent == "auggie":
+        out.append("Auggie runs hooks only where the Augment service turns them on for your "
+                   "account (its enableHooks flag); /hooks in Auggie lists them when it does")
     return out
 
 

@@ -202,6 +202,71 @@ def opencode(scope: str, project: Path, home: Path) -> list[Target]:
                    committed=True)]
 
 
+DROID_FILE_TOOLS = "Create|Edit|MultiEdit|ApplyPatch"
+
+
+def droid_dir(scope: str, project: Path, home: Path) -> Path:
+    """Droid's folder: ``<project>/.factory``, or ``~/.factory`` (Droid puts it under
+    ``$FACTORY_HOME_OVERRIDE`` instead of the home directory when that is set)."""
+    if scope == "user":
+        return Path(os.environ.get("FACTORY_HOME_OVERRIDE") or home) / ".factory"
+    return project / ".factory"
+
+
+def _droid_hooks_file(base: Path) -> tuple[Path, list[str]]:
+    """Where Droid reads this folder's hooks from, and the key they sit under.
+
+    Droid 0.225 merges ``hooks.json`` (events at its root; what its own /hooks writes) over the
+    ``hooks`` of ``settings.json``, event by event, and reads the older ``hooks/hooks.json``
+    only while ``hooks.json`` is missing. So a PreToolUse list in ``hooks.json`` hides one in
+    ``settings.json``: ours go into the file Droid is reading, and a ``hooks.json`` is never
+    created (it would hide the user's own settings.json hooks). ``settings.local.json`` is no
+    choice: Droid takes only general settings from it, never hooks."""
+    for hooks_json in (base / "hooks.json", base / "hooks" / "hooks.json"):
+        if hooks_json.exists():
+            return hooks_json, []
+    return base / "settings.json", ["hooks"]
+
+
+def droid(scope: str, project: Path, home: Path) -> list[Target]:
+    cmd = hook_command("droid")
+    # timeouts in seconds; a matcher is the exact tool name or else an unanchored regex, so
+    # it is anchored. Script (JavaScript that drives other tools) is snapshotted like a shell.
+    hooks = {"SessionStart": [_claude_group(None, cmd)],
+             "UserPromptSubmit": [_claude_group(None, cmd)],
+             "PreToolUse": [_claude_group(f"^({DROID_FILE_TOOLS}|Execute|Script)$", cmd)],
+             "PostToolUse": [_claude_group(f"^({DROID_FILE_TOOLS})$", cmd)]}
+    base = droid_dir(scope, project, home)
+    path, key = _droid_hooks_file(base)
+    shared = scope != "user"
+    return [Target(path, hooks=hooks, hooks_key=key, committed=shared),
+            Target(base / "mcp.json", servers={"ctrlz": {"type": "stdio", **MCP_SERVER}},
+                   committed=shared)]
+
+
+AUGGIE_FILE_TOOLS = "save-file|str-replace-editor|remove-files|apply_patch|write|edit"
+AUGGIE_SHELL_TOOLS = "launch-process|write-process|bash"
+
+
+def auggie(scope: str, project: Path, home: Path) -> list[Target]:
+    cmd = hook_command("auggie")
+
+    def group(matcher: str | None) -> dict[str, Any]:
+        # Auggie: timeout in ms; tool matchers are unanchored regexes (anchored here); its
+        # lifecycle events take no matcher at all
+        handler = {"type": "command", "command": cmd, "timeout": 30000}
+        return ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
+
+    hooks = {"SessionStart": [group(None)], "PromptSubmit": [group(None)],
+             "PreToolUse": [group(f"^({AUGGIE_FILE_TOOLS}|{AUGGIE_SHELL_TOOLS})$")],
+             "PostToolUse": [group(f"^({AUGGIE_FILE_TOOLS})$")]}
+    server = {"ctrlz": {"type": "stdio", **MCP_SERVER}}
+    if scope == "user":
+        return [Target(home / ".augment" / "settings.json", hooks=hooks, servers=server)]
+    # the local file: Auggie's own `--local` writes go there and it git-ignores it
+    return [Target(project / ".augment" / "settings.local.json", hooks=hooks, servers=server)]
+
+
 AGENTS: dict[str, Agent] = {a.name: a for a in (
     Agent("claude", "Claude Code", claude, ("claude",), (".claude",), (".claude",)),
     Agent("gemini", "Gemini CLI", gemini, ("gemini",), (".gemini",), (".gemini",)),
@@ -211,6 +276,8 @@ AGENTS: dict[str, Agent] = {a.name: a for a in (
           (".github/copilot", ".github/hooks"), (".copilot",)),
     Agent("opencode", "OpenCode", opencode, ("opencode",),
           (".opencode", "opencode.json", "opencode.jsonc"), (".config/opencode",)),
+    Agent("droid", "Factory Droid", droid, ("droid",), (".factory",), (".factory",)),
+    Agent("auggie", "Augment Auggie", auggie, ("auggie",), (".augment",), (".augment",)),
 )}
 AGENT_NAMES = tuple(AGENTS)
 
