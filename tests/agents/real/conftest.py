@@ -34,6 +34,13 @@ class Package:
     package: str  # npm package
     version: str  # pinned
     binary: str   # its bin name
+    # the binary's path under node_modules, for a package that links none into .bin (Droid's
+    # platform package: the @factory/cli wrapper only finds it through an install script)
+    path: str | None = None
+
+    def executable(self, prefix: Path) -> Path:
+        modules = prefix / "node_modules"
+        return modules / self.path if self.path else modules / ".bin" / self.binary
 
 
 # Pinned: the versions these tests were written and run against (see agent-hooks.md §9).
@@ -43,6 +50,11 @@ PACKAGES = {p.name: p for p in (
     Package("codex", "@openai/codex", "0.169.0", "codex"),
     Package("opencode", "opencode-ai", "1.18.33", "opencode"),
     Package("copilot", "@github/copilot", "1.0.102", "copilot"),
+    # Droid: the Linux x64 build @factory/cli installs (its wrapper's install script is not run
+    # by this npm; on another platform npm refuses the package and the test is skipped)
+    Package("droid", "@factory/cli-linux-x64", "0.225.2", "droid",
+            "@factory/cli-linux-x64/bin/droid"),
+    Package("auggie", "@augmentcode/auggie", "0.36.0", "auggie"),
 )}
 
 
@@ -57,7 +69,7 @@ def installed_version(pkg: Package) -> str | None:
 def install(pkg: Package) -> Path:
     """The package's binary, installed if needed; raises ``RuntimeError`` with the reason."""
     prefix = CACHE / pkg.name
-    binary = prefix / "node_modules" / ".bin" / pkg.binary
+    binary = pkg.executable(prefix)
     prefix.mkdir(parents=True, exist_ok=True)
     with open(prefix.parent / f".{pkg.name}.lock", "w") as lock:  # `make agents` in parallel
         fcntl.flock(lock, fcntl.LOCK_EX)

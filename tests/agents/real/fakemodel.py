@@ -357,3 +357,47 @@ class ChatServer(FakeModel):
             (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
                     "usage": usage})]
         return 200, SSE_HEADERS, sse(events) + "data: [DONE]\n\n"
+
+
+# Augment's own API (Auggie) -------------------------------------------------------------------
+
+
+class AugmentServer(FakeModel):
+    """The Augment service Auggie talks to (its ``tenantURL``): ``POST /get-models`` names one
+    model and turns on the ``enable_hooks`` feature flag (Auggie runs hooks only where the
+    service enables them), ``POST /chat-stream`` answers with newline-delimited
+    ``BackChatResult`` lines whose ``nodes`` hold a ``tool_use`` (node type 5). The step is the
+    number of ``tool_result`` request nodes (type 1) in the request and its ``chat_history``.
+    Every other call (MCP configs, remote tools, error reports) gets an empty answer."""
+
+    model: str = "fake-model"
+
+    def respond(self, rec: Recorded) -> tuple[int, dict[str, str], str | bytes]:
+        path = urlsplit(rec.path).path.strip("/")
+        body = rec.body if isinstance(rec.body, dict) else {}
+        if path == "get-models":
+            return 200, JSON_HEADERS, json.dumps({
+                "default_model": self.model,
+                "models": [{"name": self.model, "suggested_prefix_char_count": 1000,
+                            "suggested_suffix_char_count": 1000}],
+                "feature_flags": {"enable_hooks": True}})
+        if path == "agents/list-remote-tools":
+            return 200, JSON_HEADERS, json.dumps({"tools": []})
+        if path != "chat-stream":
+            return 200, JSON_HEADERS, "{}"
+        nodes = list(body.get("nodes") or [])
+        for exchange in body.get("chat_history") or []:
+            nodes += exchange.get("request_nodes") or []
+        results = sum(1 for n in nodes if isinstance(n, dict) and n.get("type") == 1)
+        offered = {t.get("name") for t in body.get("tool_definitions") or []
+                   if isinstance(t, dict)}
+        step = self.step_for(rec, results, offered)
+        call = self.script[step] if step is not None and step < len(self.script) else None
+        if call is None:
+            line = {"text": self.final_text, "stop_reason": 1,
+                    "nodes": [{"id": 0, "type": 0, "content": self.final_text}]}
+        else:
+            line = {"text": "", "stop_reason": 3, "nodes": [{"id": 1, "type": 5, "tool_use": {
+                "tool_use_id": f"toolu_fake{next(_ids):04d}", "tool_name": call.name,
+                "input_json": json.dumps(call.args)}}]}
+        return 200, JSON_HEADERS, json.dumps(line) + "\n"
