@@ -12,8 +12,8 @@ OP is one of rollback, revert, undo, redo, rewind, fs_restore, or ``cli:ARGS...`
 * ``ready``: nothing armed; prints ``ready`` just before the restore starts (for a kill from
   outside);
 * ``write-then-kill``: at the first pass of POINT, a concurrent writer appends a line to the one
-  temp file in the workspace (after ``restore-exchanged`` that is the inode just replaced), then
-  the process is SIGKILLed.
+  temp file taken aside (``…-a<n>``: after ``restore-exchanged``, the inode just replaced; the
+  batch's other temp files wait to be placed), then the process is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ CONCURRENT = b"written by someone else during the restore\n"
 
 def write_then_kill(root: str) -> None:
     temps = [os.path.join(d, n) for d, _, files in os.walk(root) for n in files
-             if n.startswith(".ctrlz-tmp-")]
+             if n.startswith(".ctrlz-tmp-") and n.rpartition("-")[2].startswith("a")]
     assert len(temps) == 1, temps
     with open(temps[0], "ab") as f:
         f.write(CONCURRENT)

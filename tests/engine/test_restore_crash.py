@@ -450,8 +450,8 @@ def test_a_write_to_the_replaced_inode_during_the_swap_is_kept(tmp_path: Path) -
 
     case = prepare("revert", tmp_path)
 
-    def write() -> None:
-        [temp] = temp_files(case.root)
+    def write() -> None:  # to the inode just swapped out, taken aside as …-a<n>
+        [temp] = [t for t in temp_files(case.root) if t.rpartition("-")[2].startswith("a")]
         with open(temp, "ab") as f:
             f.write(CONCURRENT)
 
@@ -467,7 +467,7 @@ def test_a_write_to_the_replaced_inode_during_the_swap_is_kept(tmp_path: Path) -
 
 
 def test_a_write_to_the_replaced_inode_survives_a_crash_after_the_swap(tmp_path: Path) -> None:
-    case = prepare("revert", tmp_path)  # one temp file at a time: each is placed in turn
+    case = prepare("revert", tmp_path)
     proc = run_worker(case, "write-then-kill", "restore-exchanged")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     Workspace.open(case.root, home=case.home).close()  # recovers

