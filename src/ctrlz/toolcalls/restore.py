@@ -33,6 +33,7 @@ from .images import ABSENT, DIR, FILE, OTHER, SYMLINK, Image
 
 if TYPE_CHECKING:
     from ..session.protected import ProtectedWorkspace
+    from ..state.objects import ObjectStore
     from ..types import Snapshot
 
 _IMAGE_KIND = {TREE_FILE: FILE, TREE_SYMLINK: SYMLINK, TREE_DIR: DIR}
@@ -58,11 +59,16 @@ class Outcome:
                 "skipped_paths_with_reasons": skipped}
 
 
-def _key(entry: Entry | None) -> tuple[str, bytes | None]:
+def _key(entry: Entry | None, objects: ObjectStore) -> tuple[str, bytes | None]:
+    """A tree entry as a pre-image key. Pre-images are named by content hash; a workspace
+    snapshot may hold a large file as a clone, named by its blocks, so its content id (the
+    clone's seal) is what compares."""
     if entry is None:
         return (ABSENT, None)
     kind = _IMAGE_KIND[entry.kind]
-    return (kind, entry.oid if kind != DIR else None)
+    if kind == DIR:
+        return (kind, None)
+    return (kind, objects.content_id(entry.oid) if kind == FILE else entry.oid)
 
 
 def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
@@ -112,8 +118,8 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                 then = lookup(ctx.read, base.root, vpath) if shell is not None else current
                 want = expected.get(rel)
                 known = then is not None or shell is None  # an ignored path: B cannot tell
-                if want is not None and known and _key(then) != want.key and (
-                        _key(then) not in passed[rel]):
+                if want is not None and known and (now := _key(then, ws.repo.objects)) != (
+                        want.key) and now not in passed[rel]:
                     reason = ("changed after the tool call (a later edit); use force to "
                               "overwrite")
             if reason is not None:
