@@ -80,6 +80,11 @@ Global options: `-C DIR` runs as if started in DIR (like `git -C`); `$CTRLZ_HOME
 store home. A snapshot is named by its id (`snap_…`), a unique id prefix, its label, its number,
 `cp-N` (the Nth newest) or `latest`.
 
+Long work (a first snapshot, a restore, `gc`, `verify`) that runs past half a second draws a
+progress bar on stderr when stderr is a terminal (files and bytes, rate, time left), and
+nothing otherwise; stdout, and so `--json`, is never touched (`$CTRLZ_PROGRESS_DELAY` sets the
+half second).
+
 Exit codes: 0 ok, 1 other error, 2 usage (arguments, a path outside the workspace, config),
 3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
 corrupt, full or locked, 7 restore failed, 130 interrupted.

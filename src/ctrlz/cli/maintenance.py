@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import render
+from . import progress, render
 from .context import State, pass_state
 
 
@@ -64,7 +64,9 @@ def gc_cmd(state: State, remote: str | None, dry_run: bool, as_json: bool) -> No
 
         gc_remote(state, remote, dry_run, as_json)
         return
-    report = state.workspace().gc()
+    ws = state.workspace()
+    with progress.shown():
+        report = ws.gc()
     if as_json:
         render.emit_json({"type": "gc", **report.to_json()})
         return
@@ -93,7 +95,9 @@ def verify_cmd(state: State, remote: str | None, as_json: bool) -> None:
 
         verify_remote(state, remote, as_json)
         return
-    report = state.workspace().verify()
+    ws = state.workspace()
+    with progress.shown():
+        report = ws.verify()
     if as_json:
         render.emit_json({"type": "verify", **report.to_json()})
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from . import render
+from . import progress, render
 from .context import State, pass_state
 
 
@@ -62,7 +62,9 @@ def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool,
       ctrlz rollback baseline src/ --dry-run
       ctrlz rollback snap_k3x9 --json
     """
-    result = state.workspace().rollback(snap, list(paths) or None, dry_run=dry_run)
+    ws = state.workspace()
+    with progress.shown():
+        result = ws.rollback(snap, list(paths) or None, dry_run=dry_run)
     _report(result, "rollback", "rolled back to", as_json)
 
 
@@ -89,7 +91,8 @@ def restore_cmd(state: State, snap: str, paths: tuple[str, ...], dest: str,
 
     ws = state.workspace()
     try:
-        result = ws.restore_to(snap, dest, list(paths) or None)
+        with progress.shown():
+            result = ws.restore_to(snap, dest, list(paths) or None)
     except SnapshotNotFound:
         from ..session.remotes import restore_remote_snapshot
 
@@ -122,7 +125,9 @@ def revert_cmd(state: State, path: str, from_: str | None, dry_run: bool,
       ctrlz revert src/app.py
       ctrlz revert docs/ --from baseline
     """
-    result = state.workspace().revert(path, from_, dry_run=dry_run)
+    ws = state.workspace()
+    with progress.shown():
+        result = ws.revert(path, from_, dry_run=dry_run)
     _report(result, "revert", "reverted " + path + " from", as_json)
 
 
@@ -154,7 +159,10 @@ def undo_cmd(state: State, as_json: bool) -> None:
       ctrlz undo
       ctrlz undo && ctrlz undo     two steps back
     """
-    _undo_report(state.workspace().undo(), as_json)
+    ws = state.workspace()
+    with progress.shown():
+        result = ws.undo()
+    _undo_report(result, as_json)
 
 
 @click.command("redo")
@@ -167,7 +175,10 @@ def redo_cmd(state: State, as_json: bool) -> None:
     Examples:
       ctrlz redo
     """
-    _undo_report(state.workspace().redo(), as_json)
+    ws = state.workspace()
+    with progress.shown():
+        result = ws.redo()
+    _undo_report(result, as_json)
 
 
 COMMANDS = [rollback_cmd, restore_cmd, revert_cmd, undo_cmd, redo_cmd]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from . import render
+from . import progress, render
 from .context import State, pass_state
 
 TYPES = ("manual", "auto", "pre-run", "git", "build", "idle", "tool")
@@ -77,7 +77,9 @@ def snapshot_cmd(state: State, label: str | None, pin: bool, type_: str, as_json
       ctrlz snapshot -m "before refactor" --pin
       ctrlz snapshot --type auto --json
     """
-    snap = state.workspace().snapshot(type=type_, label=label, pinned=pin)
+    ws = state.workspace()
+    with progress.shown():
+        snap = ws.snapshot(type=type_, label=label, pinned=pin)
     if as_json:
         render.emit_json(snap.to_json())
         return

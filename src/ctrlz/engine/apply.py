@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import RestoreError
-from ..state import failpoints
+from ..state import failpoints, meter
 from ..state.atomic import TEMP_PREFIX
 from ..state.objects import ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
@@ -120,10 +120,17 @@ class Applier:
         self._dev_of: dict[bytes, int] = {}
         writes = sum(1 for a in plan.writes if a.op in (WRITE, SYMLINK_OP))
         self.fsync_each = writes < _FSYNC_EACH_BELOW
+        self._meter: meter.Meter | None = None
 
     # -- driving -----------------------------------------------------------------------------
 
     def run(self) -> ApplyResult:
+        progress = meter.current()
+        if progress is not None:
+            placed = [a for a in self.plan.writes if a.op in (WRITE, SYMLINK_OP)]
+            progress.start("Restore", len(placed),
+                           sum(a.entry.size for a in placed if a.entry is not None))
+        self._meter = progress
         try:
             for action in self.plan.removals:
                 self._current = action
@@ -305,6 +312,9 @@ class Applier:
                          follow_symlinks=False)
             self._pending.append((a, parent, tmp))
             failpoints.hit("restore-temp-written")
+            if self._meter is not None:
+                self._meter.files += 1
+                self._meter.bytes += entry.size
 
     def _metadata(self, a: Action, parent: bytes, name: bytes, entry: Entry) -> None:
         """Mode *and* mtime, whichever of them differs: a formatter that rewrote a file with

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..state import meter
 from ..state.objects import sweep
 from ..state.repository import Repository
 from ..state.trees import DIR
@@ -37,11 +38,16 @@ class GcReport:
 def reachable(repo: Repository) -> set[bytes]:
     live: set[bytes] = set()
     stack = [s.root for s in repo.catalog.snapshots()]
+    bar = meter.current()
+    if bar is not None:  # a count of the trees marked; the total is not known in advance
+        bar.start("Collect garbage")
     while stack:
         oid = stack.pop()
         if oid in live:
             continue
         live.add(oid)
+        if bar is not None:
+            bar.files += 1
         for e in repo.tree(oid):
             if e.kind == DIR:
                 stack.append(e.oid)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from ..state import btrfs, failpoints
+from ..state import btrfs, failpoints, meter
 from ..state.exclude import Matcher, Rules
 from ..state.objects import LOOSE_MIN, ObjectWriter
 from ..state.repository import Repository
@@ -188,6 +188,9 @@ def take_snapshot(
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
     limits = limits or Limits()
+    progress = meter.current()
+    if progress is not None:
+        progress.start("Snapshot")
     with gc_paused(), repo.lock:
         repo.recover()
         cache = repo.load_statcache()

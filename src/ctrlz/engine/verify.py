@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CtrlzError
+from ..state import meter
 from ..state.objects import stray_files
 from ..state.repository import Repository
 from ..state.trees import DIR, Entry, decode_tree
@@ -48,6 +49,9 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
     report = VerifyReport()
     seen: set[bytes] = set()
     objects = repo.objects
+    bar = meter.current()
+    if bar is not None:
+        bar.start("Verify", 0, repo.catalog.stored_bytes()[0])
 
     def check(oid: bytes, where: str) -> bytes | None:
         try:
@@ -61,6 +65,9 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
             report.bytes += len(data)
             if progress:
                 progress(len(data))
+            if bar is not None:
+                bar.files += 1
+                bar.bytes += len(data)
         return data
 
     def open_tree(oid: bytes, where: str) -> list[Entry] | None:

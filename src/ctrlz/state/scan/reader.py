@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from ...types import Skipped
+from .. import meter
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import Sink
 
@@ -40,6 +41,7 @@ class FileReader:
         self.sink = sink
         self.pool = pool
         self.stats = stats
+        self.meter = meter.current()  # a progress bar's counters, when a face installed one
         self.skipped = skipped
         self._pending: deque[tuple[list[tuple[DirNode, list[Any]]], Future[Any]]] = deque()
         self._batch: list[tuple[DirNode, list[Any], bytes, int]] = []
@@ -117,6 +119,10 @@ class FileReader:
         status, value, payload, after = result
         stats = self.stats
         if status == "ok":
+            m = self.meter
+            if m is not None:  # counted at the size the walk found, as the totals are
+                m.files += 1
+                m.bytes += entry[SIZE]
             self.sink.accept(value, payload)
             stats.bytes += after.st_size - entry[SIZE]
             entry[OID] = value

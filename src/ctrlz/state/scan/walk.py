@@ -55,6 +55,7 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
     files = links = nbytes = 0
+    reads = read_bytes = 0
     dirty = node.dirty
     needed = sc._needed
     for de in listing:
@@ -120,10 +121,13 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
                     sc.skipped.append(Skipped(prefix + name,
                                               f"cannot read link: {exc.strerror}"))
                     continue
-            elif size >= DEFER_MIN and not limits.refuse_over_max_bytes:
-                sc.deferred.append((node, entry, de.path, size))  # type: ignore[arg-type]
             else:
-                sc._reader.queue(node, entry, de.path, size)  # type: ignore[arg-type]
+                reads += 1
+                read_bytes += size
+                if size >= DEFER_MIN and not limits.refuse_over_max_bytes:
+                    sc.deferred.append((node, entry, de.path, size))  # type: ignore[arg-type]
+                else:
+                    sc._reader.queue(node, entry, de.path, size)  # type: ignore[arg-type]
         entries.append(entry)
         if kind == FILE:
             files += 1
@@ -131,6 +135,12 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
         else:
             links += 1
     node.dirty = dirty
+    m = sc._reader.meter
+    if m is not None:  # a progress bar: what was found, and what the stat cache settled
+        m.files_total += files
+        m.bytes_total += nbytes
+        m.files += files - reads
+        m.bytes += nbytes - read_bytes
     stats = sc.stats
     stats.files += files
     stats.symlinks += links
@@ -163,6 +173,9 @@ def release_deferred(sc: ScanContext) -> None:
             node.entries.remove(entry)
             stats.files -= 1
             stats.bytes -= size
+            if sc._reader.meter is not None:
+                sc._reader.meter.files_total -= 1
+                sc._reader.meter.bytes_total -= size
             rel = node.rel + b"/" + entry[NAME] if node.rel else entry[NAME]
             sc.skipped.append(Skipped(rel, (
                 f"new or changed file of {size:,} bytes, left out: the workspace holds "
