@@ -193,3 +193,24 @@ def test_a_snapshot_manager_session_never_clones(xfs: Path) -> None:
     state = manifest.files[str(xfs / "ws" / "big.bin")]
     assert state.hash.digest == hashlib.sha256((xfs / "ws" / "big.bin").read_bytes()).digest()
     assert not any(r[5] == CLONE for r in mgr.repo.catalog.object_rows())
+
+
+def test_block_maps_of_a_fragmented_file(cow: Path) -> None:
+    """More extents than one FIEMAP call returns; a clone maps alike until one side writes."""
+    path = cow / "sparse.bin"
+    with open(path, "wb") as f:
+        for i in range(300):  # 300 written blocks with holes between them
+            f.seek(i * 8192)
+            f.write(b"x" * 4096)
+    mine = file_map(path)
+    assert mine is not None and len(mine) == 300  # more than one FIEMAP call returns
+    copy = cow / "copy.bin"
+    src, dst = os.open(path, os.O_RDONLY), os.open(copy, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert cowlib.clone(dst, src)
+        assert cowlib.same_blocks(mine, cowlib.extent_map(dst, sync=True))
+        os.pwrite(dst, b"y", 8192 * 150)
+        assert not cowlib.same_blocks(mine, cowlib.extent_map(dst, sync=True))
+    finally:
+        os.close(src)
+        os.close(dst)

@@ -9,8 +9,10 @@ flushes the source's dirty pages first, so a ``write(2)`` or a page fault on the
 entirely before or entirely after the clone: the clone is the file at one instant.
 
 Content addressing wants a hash, and a hash wants a read. A clone is named instead by its
-*block map*: the (offset, physical address, length, written-or-not) of every extent, merged
-where contiguous, plus the size. Two files whose maps are equal *at the same instant* read the
+*block map*: the (offset, physical address, length) of every written extent, merged where
+contiguous, plus the size. Holes and unwritten (preallocated) extents both read as zeros, so
+neither is part of the map: XFS leaves unwritten extents in a file it preallocated for, and a
+clone of it does not share them. Two files whose maps are equal *at the same instant* read the
 same bytes, because they are the same blocks — a copy-on-write filesystem never writes a
 shared block in place. That is the only fact this module relies on, and it is why
 :func:`extent_map` refuses (returns ``None``) any extent whose physical address does not stand
@@ -50,7 +52,7 @@ _EXTENT = struct.Struct("=QQQQQIIII")  # fe_logical, fe_physical, fe_length, res
 #                                        fe_flags, reserved[3]
 _BATCH = 128  # extents asked for per FIEMAP call
 EXTENT_LAST = 0x1
-EXTENT_UNWRITTEN = 0x800  # allocated, reads as zeros: kept in the map, it is part of "same"
+EXTENT_UNWRITTEN = 0x800  # allocated, reads as zeros: left out of the map, like a hole
 EXTENT_MERGED = 0x1000
 EXTENT_SHARED = 0x2000
 #: flags that say nothing about whether the physical address stands for the bytes
@@ -69,7 +71,7 @@ MARKER = b"\xc1\x0e" * 4
 SEAL = "user.ctrlz.content"  # extended attribute: b"<algorithm>:<hex digest>"
 PROBE = "clone-probe"  # in the store directory: "<1|0> <st_dev>" once probed
 
-Extent = tuple[int, int, int, int]  # logical offset, physical address, length, UNWRITTEN or 0
+Extent = tuple[int, int, int]  # logical offset, physical address, length
 BlockMap = tuple[Extent, ...]
 
 
@@ -113,13 +115,14 @@ def extent_map(fd: int, *, sync: bool = False) -> BlockMap | None:
                 buf, _HEAD.size + _EXTENT.size * i)
             if fl & ~_NEUTRAL:
                 return None
-            kind = fl & EXTENT_UNWRITTEN
+            if fl & EXTENT_UNWRITTEN:
+                continue  # reads as zeros, as a hole does
             if out:
-                lo, ph, ln, kd = out[-1]
-                if lo + ln == logical and ph + ln == physical and kd == kind:
-                    out[-1] = (lo, ph, ln + length, kd)
+                lo, ph, ln = out[-1]
+                if lo + ln == logical and ph + ln == physical:
+                    out[-1] = (lo, ph, ln + length)
                     continue
-            out.append((logical, physical, length, kind))
+            out.append((logical, physical, length))
         if fl & EXTENT_LAST:  # the flags of the batch's last extent
             return tuple(out)
         start = logical + length
@@ -148,7 +151,7 @@ def clone_id(digest: Callable[[bytes], bytes], size: int, blocks: BlockMap,
     """The name of a clone with this size and block map: a digest of both, ending in
     :data:`MARKER`. ``salt`` (random) gives a fresh name when the natural one is taken by an
     object whose blocks have since moved."""
-    body = b"".join(struct.pack(">QQQI", *e) for e in blocks)
+    body = b"".join(struct.pack(">QQQ", *e) for e in blocks)
     return digest(b"ctrlz-clone 1\0" + size.to_bytes(8, "big") + salt + body)[:24] + MARKER
 
 
