@@ -16,7 +16,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -109,24 +108,31 @@ def _fresh(root: Path) -> None:
     root.mkdir(parents=True)
 
 
-def source_tree(out: Path, package: str = "django==5.1.4") -> Tree:
-    """A real source tree: a pure-Python sdist that pip downloads (cached) and we unpack."""
+#: git's own source as Debian ships it (what ``apt-get source git`` unpacks first), from the
+#: Debian archive that apt uses: a real C/shell/Perl tree with 37 .gitignore files
+GIT_SOURCE = ("https://deb.debian.org/debian/pool/main/g/git/git_2.39.5.orig.tar.xz",
+              "git_2.39.5.orig.tar.xz")
+
+
+def source_tree(out: Path) -> Tree:
+    """A real source tree: git 2.39.5's source, downloaded once (cached) and unpacked."""
+    url, name = GIT_SOURCE
     root = out / "trees" / "source"
-    params: dict[str, object] = {"package": package}
+    params: dict[str, object] = {"archive": name}
     if (tree := _reuse(root, params)) is not None:
         return tree
     cache = out / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    name = package.split("==")[0].lower()
-    archives = [p for p in cache.iterdir() if p.name.lower().startswith(name)
-                and p.name.endswith((".tar.gz", ".tgz"))]
-    if not archives:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--no-binary", ":all:", "-d", str(cache), package], check=True)
-        archives = [p for p in cache.iterdir() if p.name.lower().startswith(name)
-                    and p.name.endswith((".tar.gz", ".tgz"))]
+    archive = cache / name
+    if not archive.exists():
+        import urllib.request
+
+        tmp = archive.with_suffix(".part")
+        with urllib.request.urlopen(url, timeout=120) as resp, open(tmp, "wb") as f:
+            shutil.copyfileobj(resp, f)
+        tmp.rename(archive)
     _fresh(root)
-    with tarfile.open(sorted(archives)[-1]) as tar:
+    with tarfile.open(archive) as tar:
         tar.extractall(root, filter="data")
     return _finish("source", root, params)
 

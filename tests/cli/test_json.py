@@ -63,10 +63,13 @@ def test_json_keeps_messages_off_stdout(ws: Path) -> None:
 
 
 def test_json_is_declared_identically() -> None:
+    import click
+
     from ctrlz.cli.app import cli
 
+    ctx = click.Context(cli)
     for command in sorted(SCHEMAS):
-        options = [p for p in cli.commands[command].params if p.name == "as_json"]
+        options = [p for p in cli.get_command(ctx, command).params if p.name == "as_json"]
         assert len(options) == 1, command
         assert options[0].opts == ["--json"] and options[0].is_flag
         assert options[0].help == "Print machine-readable JSON on stdout (messages go to stderr)."

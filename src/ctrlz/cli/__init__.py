@@ -41,11 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         from ..hooks.runner import run
 
         sys.exit(run(args[1] if len(args) > 1 else ""))
-    import sqlite3
-
     import click
 
-    from ..errors import CtrlzError
     from .app import cli
 
     try:
@@ -60,12 +57,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
-    except (CtrlzError, sqlite3.DatabaseError, OSError) as exc:
-        code, message = exit_code_for(exc)
-        print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
-        sys.exit(code)
-    except Exception as exc:  # a bug: still one line, unless asked for the traceback
-        import os
+    except Exception as exc:
+        if _expected(exc):
+            code, message = exit_code_for(exc)
+            print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
+            sys.exit(code)
+        import os  # a bug: still one line, unless asked for the traceback
 
         if os.environ.get("CTRLZ_DEBUG"):
             raise
@@ -73,3 +70,14 @@ def main(argv: list[str] | None = None) -> None:
               "rerun with CTRLZ_DEBUG=1 for the traceback and report it.", file=sys.stderr)
         sys.exit(70)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _expected(exc: BaseException) -> bool:
+    """A ctrlz error, an OS error or an unreadable catalog: a one-line message and its exit
+    code. Checked after the fact, so that ``ctrlz --version`` loads neither the error classes
+    nor sqlite3."""
+    from ..errors import CtrlzError
+
+    sqlite3 = sys.modules.get("sqlite3")
+    return isinstance(exc, CtrlzError | OSError) or (
+        sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError))

@@ -1,0 +1,101 @@
+"""Snapshot cost against the length of the history: one snapshot kept, or a thousand.
+
+Two private copies of the source tree: one store holds one snapshot, the other 1,000 (taken
+in one process beforehand, untimed; the pools are raised so that all of them stay). Then, in
+each, a no-change snapshot and a snapshot after 10 edits + 10 new files, each as its own
+process (as ``make bench`` times ctrlz), ``repeat`` times. Target: within 10% of each other.
+Run alone with ``.venv/bin/python bench/history.py [--snapshots N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OP = """
+import sys
+from pathlib import Path
+from ctrlz import Workspace
+from ctrlz.config import Config
+c = Config()
+for key in ("manual_max", "max_count"):
+    c.set(key, 1_000_000, "bench")
+ws = Workspace.init(sys.argv[1], home=Path(sys.argv[2]), config=c)
+for i in range(int(sys.argv[3])):
+    ws.snapshot(label=f"h{i}")
+"""
+
+
+def _snap(tree: Path, home: Path, n: int = 1) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", OP, str(tree), str(home), str(n)], check=True)
+    return time.perf_counter() - t0
+
+
+def history_bench(tree: Path, work: Path, snapshots: int = 1000, repeat: int = 5
+                  ) -> dict[str, object]:
+    from trees import ChangeSet
+
+    out: dict[str, object] = {"snapshots": snapshots, "repeat": repeat}
+    for kept in (1, snapshots):
+        ws, home = work / f"history-ws-{kept}", work / f"history-home-{kept}"
+        for p in (ws, home):
+            shutil.rmtree(p, ignore_errors=True)
+        shutil.copytree(tree, ws, symlinks=True)
+        t0 = time.perf_counter()
+        _snap(ws, home, kept)
+        build = time.perf_counter() - t0
+        cs = ChangeSet.choose(ws)
+        nochange, change = [], []
+        for r in range(repeat):
+            nochange.append(_snap(ws, home))
+            cs.apply(r)
+            change.append(_snap(ws, home))
+            cs.undo()
+            _snap(ws, home)  # untimed: back to a no-change state
+        out[str(kept)] = {"nochange": statistics.median(nochange),
+                          "change": statistics.median(change), "build_seconds": build}
+        for p in (ws, home):
+            shutil.rmtree(p, ignore_errors=True)
+    return out
+
+
+def history_table(res: dict[str, object]) -> str:
+    n = res["snapshots"]
+    one, many = res["1"], res[str(n)]
+    lines = [f"### snapshot cost against history (source tree, 1 vs {n:,} snapshots kept)", "",
+             f"Median seconds of {res['repeat']} runs, each its own process.", "",
+             f"| operation | 1 snapshot | {n:,} snapshots | ratio | target | |",
+             "|---|---:|---:|---:|---:|---|"]
+    for op, label in (("nochange", "no-change snapshot"),
+                      ("change", "snapshot after 10 edits + 10 new files")):
+        ratio = many[op] / one[op]  # type: ignore[index]
+        lines.append(f"| {label} | {one[op]:.3f} | {many[op]:.3f} | {ratio:.2f}x | "  # type: ignore[index]
+                     f"<= 1.10x | **{'PASS' if ratio <= 1.10 else 'MISS'}** |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--snapshots", type=int, default=1000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--out", type=Path, default=HERE / "out")
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    from trees import source_tree
+
+    res = history_bench(source_tree(args.out).root, args.out, args.snapshots, args.repeat)
+    (args.out / "history.json").write_text(json.dumps(res, indent=2))
+    print(history_table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
