@@ -54,14 +54,17 @@ TARGETS: dict[str, dict[str, float]] = {
     "small": {"first": 0.2, "nochange": 1.0, "change": 1.0, "restore": 0.5, "store": 0.4},
 }
 LARGE_TARGET = 1.0  # ctrlz first snapshot <= 1.0x rsync --link-dest's first copy
+#: sections beside the three trees' tables: cold start and hook latency, snapshot cost against
+#: history (both on the source tree), over-the-cap snapshots of the large tree, copy-on-write
+EXTRAS = ("coldstart", "history", "overcap", "cow")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
                    help="small trees (20,000 files, 200 MB of large files), 1 repetition")
-    p.add_argument("--only", choices=("small", "source", "large"), action="append",
-                   help="run only this tree (repeatable)")
+    p.add_argument("--only", choices=("small", "source", "large", *EXTRAS), action="append",
+                   help="run only this tree or section (repeatable)")
     p.add_argument("--tools", default=",".join(TOOLS),
                    help=f"comma-separated subset of {', '.join(TOOLS)}")
     p.add_argument("--repeat", type=int, default=None,
@@ -110,7 +113,11 @@ def machine_info(out: Path) -> dict[str, str]:
 
 
 def build_trees(args: argparse.Namespace) -> list[Tree]:
-    which = args.only or ["source", "small", "large"]
+    which = [w for w in args.only or ["source", "small", "large"] if w not in EXTRAS]
+    if args.only and {"coldstart", "history"} & set(args.only) and "source" not in which:
+        which.append("source")
+    if args.only and "overcap" in args.only and "large" not in which:
+        which.append("large")
     small_n = args.small_files or (20_000 if args.quick else 100_000)
     large_b = args.large_bytes or (200_000_000 if args.quick else 2_000_000_000)
     builders: dict[str, Callable[[], Tree]] = {
@@ -293,6 +300,50 @@ def report(results: dict[str, object], info: dict[str, str], command: str, total
              ""]
     for name, data in trees.items():
         parts.append(table(name, data))
+    parts.append(extras_tables(results.get("extras", {})))  # type: ignore[arg-type]
+    return "\n".join(parts)
+
+
+def run_extras(tree: Tree, wanted: list[str], args: argparse.Namespace) -> dict[str, object]:
+    """The extra sections that run on ``tree``."""
+    out: dict[str, object] = {}
+    if tree.name == "source" and "coldstart" in wanted:
+        from coldstart import coldstart_bench
+
+        print("[coldstart] cold start and hook latency...", flush=True)
+        out["coldstart"] = coldstart_bench(tree.root, args.out, 10 if args.quick else 40)
+    if tree.name == "source" and "history" in wanted:
+        from history import history_bench
+
+        n = 100 if args.quick else 1000
+        print(f"[history] 1 vs {n} snapshots kept...", flush=True)
+        out["history"] = history_bench(tree.root, args.out, n, 1 if args.quick else 5)
+    if tree.name == "large" and "overcap" in wanted:
+        from overcap import overcap_bench
+
+        print("[overcap] a snapshot over max_bytes...", flush=True)
+        out["overcap"] = overcap_bench(tree, args.out)
+    return out
+
+
+def extras_tables(extras: dict[str, object]) -> str:
+    parts = []
+    if "coldstart" in extras:
+        from coldstart import coldstart_table
+
+        parts.append(coldstart_table(extras["coldstart"]))  # type: ignore[arg-type]
+    if "history" in extras:
+        from history import history_table
+
+        parts.append(history_table(extras["history"]))  # type: ignore[arg-type]
+    if "overcap" in extras:
+        from overcap import overcap_table
+
+        parts.append(overcap_table(extras["overcap"]))  # type: ignore[arg-type]
+    if "cow" in extras:
+        from cow import cow_table
+
+        parts.append(cow_table(extras["cow"]))  # type: ignore[arg-type]
     return "\n".join(parts)
 
 
@@ -316,8 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown tools: {', '.join(sorted(unknown))}")
     info = machine_info(args.out)
     results: dict[str, object] = {"machine": info, "argv": sys.argv[1:], "trees": {}}
+    wanted = args.only or ["source", "small", "large", *EXTRAS]
+    extras: dict[str, object] = {}
+    results["extras"] = extras
     for tree in build_trees(args):
-        results["trees"][tree.name] = bench_tree(tree, tools, args)  # type: ignore[index]
+        if tree.name in wanted:
+            results["trees"][tree.name] = bench_tree(tree, tools, args)  # type: ignore[index]
+        extras.update(run_extras(tree, wanted, args))
+    if "cow" in wanted:
+        from cow import cow_bench
+
+        print("[cow] XFS and btrfs loop images...", flush=True)
+        extras["cow"] = cow_bench(args.out / "cow", quick=args.quick)
     total = time.perf_counter() - t_start
     command = ("make bench" if not sys.argv[1:]
                else f"python bench/run.py {shlex.join(sys.argv[1:])}")
