@@ -144,7 +144,7 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         label = req.label or (f"before restoring {req.target.id}" if req.target else None)
         safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
                                   label=label, numbered=req.numbered_safety,
-                                  include=req.explicit, included_keys=keys)
+                                  include=req.explicit, included_keys=keys, keep_decoded=True)
         target = req.target if req.target is not None else _build(repo, req, safety)
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)

@@ -175,6 +175,7 @@ def take_snapshot(
     dirty: Sequence[set[bytes] | None] | None = None,
     include: Sequence[bytes] = (),
     included_keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None = None,
+    keep_decoded: bool = False,
 ) -> tuple[Snapshot, ScanStats]:
     """Scan and store the roots; returns the committed snapshot and the scan's statistics.
 
@@ -183,7 +184,9 @@ def take_snapshot(
     since the stat cache was written; the others are reused without being listed.
     ``include`` names virtual paths (files or links) to capture even where the rules exclude
     them: a restore's capture step passes the paths it was asked to touch by name. Their stat
-    keys go into ``included_keys``.
+    keys go into ``included_keys``. ``keep_decoded`` leaves the trees the scan built decoded
+    in the repository's tree cache, for a caller about to compare them (a restore's plan
+    reads its safety snapshot's side of every changed directory).
     """
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
@@ -250,6 +253,8 @@ def take_snapshot(
             catalog.add_snapshot(snap)
         failpoints.hit("after-commit")
         repo.remember_tree_data({oid: sink.blobs[oid] for oid in state.trees} | state.patched)
+        if keep_decoded:
+            repo.remember_trees(state.trees)
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans]))
         return snap, state.stats
