@@ -336,8 +336,9 @@ def test_the_import_reader_sees_what_python_sees() -> None:
     """The rules above are only as good as the reader: check it on modules whose imports are
     known (relative, function-local, TYPE_CHECKING-only, a package and its submodule)."""
     graph = import_graph()
-    # cli/app.py registers the command modules; they take cli/context.py, not the group
-    assert {"ctrlz.cli.snapshots", "ctrlz.cli.context"} <= graph["ctrlz.cli.app"]
+    # cli/app.py names the command modules and loads one when its command runs (a computed
+    # name, tests/cli/test_lazy_commands.py); they take cli/context.py, never the group
+    assert "ctrlz.cli.context" in graph["ctrlz.cli.app"]
     assert "ctrlz.cli.app" not in graph["ctrlz.cli.snapshots"]
     # a function-local import (main() loads the group only when it runs)
     assert "ctrlz.cli.app" in graph["ctrlz.cli"]
