@@ -41,7 +41,7 @@ bench-quick: $(STAMP)
 clean:
 	rm -rf $(VENV) bench/out .pytest_cache
 
-# Pre-install the real agents tests/agents/real drives (npm, ~1.4 GB, into .cache/agents)
+# Pre-install the real agents tests/agents/real drives (npm, ~1.7 GB, into .cache/agents)
 # Remote benchmark (bench/remote.py): ctrlz against restic's S3 backend on a local moto server.
 # Installs Debian's restic first when it is missing and apt-get can be used.
 .PHONY: bench-remote
