@@ -94,8 +94,8 @@ def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Pat
     page.click("[data-testid=diff-working]")
     page.wait_for_selector("[data-testid=diff-files] li[data-path='src/app.py']")
     page.click("[data-testid=diff-files] li[data-path='src/app.py']")
-    page.wait_for_selector("[data-testid=patch] .d2h-wrapper")
-    assert "return 2" in page.inner_text("[data-testid=patch]")
+    page.locator("[data-testid=patch]", has_text="return 2").wait_for()
+    assert page.locator("[data-testid=patch] .d2h-wrapper").count() == 1
     _shoot(page, tmp_path, "dashboard-diff")
     # the session view: the run's file events and the agent's tool calls by turn
     page.click("[data-testid=tab-sessions]")

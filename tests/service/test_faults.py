@@ -39,7 +39,10 @@ def test_kill9_mid_rollback_recovers_through_the_journal(fresh_svc: Service) -> 
     store = svc.home / "workspaces" / ws
     assert (store / "restore-journal").exists()  # interrupted between journal and commit
     svc.start()  # a new service; opening the workspace runs the journal's recovery
-    ops = svc.ok("GET", f"{base}/operations")
+    # (whoever opens it first does: this request, or the watcher the new service starts; a
+    # reader that comes while another process recovers sees the state before, so wait)
+    ops = wait_for(lambda: (lambda o: o if o["operations"] else None)(
+        svc.ok("GET", f"{base}/operations")), what="the recovered undo entry")
     assert ops["operations"][-1]["status"] == "interrupted"
     assert not (store / "restore-journal").exists()
     leftovers = [p for p in root.rglob("*") if ".ctrlz-tmp-" in p.name]

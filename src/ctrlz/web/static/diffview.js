@@ -78,9 +78,10 @@ export class DiffView {
     try {
       p = await api("GET", `${this.base()}/patch${qs({ old: d.old, new: d.new === "working tree" ? "working" : d.new, path: change.path })}`);
     } catch (err) {
-      this.view.replaceChildren(el("p.muted", { text: err.message }));
+      if (this.current === change) this.view.replaceChildren(el("p.muted", { text: err.message }));
       return;
     }
+    if (this.current !== change) return;  // another file was picked while this one loaded
     const head = el("div.diff-head", {}, el("b", { text: change.path }), el("span.muted", { text: `${change.change}` }),
       el("div.spacer"),
       el("button.small.ghost", { "data-testid": "revert-path", onclick: () => this.app.actions.revert(change.path, d.old) }, `Revert to ${d.old}`));
