@@ -177,10 +177,11 @@ def test_gc_racing_pushes_never_removes_what_a_push_names(s3: S3, tmp_path: Path
         snap = ws.snapshot(type="auto")
         remotes.push_snapshots(ws)
         remotes.forget(ws, None, [snap.id])
-    first = remotes.gc(ws, None)  # condemns the forgotten snapshots' packs
-    assert first.condemned
     import time
 
+    time.sleep(1.5)  # only packs older than the grace period (1 s) may be condemned
+    first = remotes.gc(ws, None)  # condemns the forgotten snapshots' packs
+    assert first.condemned
     time.sleep(2.5)  # past the grace period: the next gc may delete them
     errors: list[BaseException] = []
     pushed: list[str] = []

@@ -5,6 +5,12 @@ bytes as they sit in a pack or a loose file. Sending them as they are costs no c
 work; receiving them costs one decode and one hash, which is exactly the check every received
 object must pass before it may enter a store: its decoded bytes must hash to its id.
 
+A copy-on-write clone (codec ``CLONE``) is named by its blocks, not by a hash of its bytes,
+so its bytes alone cannot be checked against its id. It travels as its seal (the content hash,
+computed now if the clone has none) followed by its raw bytes; the receiver checks the bytes
+against the seal, keeps the object under the same id as a plain file with codec ``CLONE`` and
+records the seal on it, so that every later read there is checked as it is here.
+
 :func:`stored_object` reads an object's stored form out of a store; :class:`ObjectSink` checks
 and adds objects to an :class:`~ctrlz.state.objects.ObjectWriter`, so that nothing is visible
 until the caller commits the writer inside its catalog transaction (and a crash before that
@@ -21,8 +27,9 @@ from typing import BinaryIO
 import zstandard
 
 from ..errors import CorruptObject
+from . import cow
 from .atomic import fsync_dir, temp_name
-from .objects import CHUNK, LOOSE_MIN, RAW, ZSTD, ObjectStore, ObjectWriter
+from .objects import CHUNK, CLONE, LOOSE_MIN, RAW, ZSTD, ObjectStore, ObjectWriter
 
 
 def open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterator[bytes]]:
@@ -43,6 +50,14 @@ def _open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterato
         raise CorruptObject(f"object {oid.hex()[:16]} is missing from the store; "
                             "run `ctrlz verify`")
     _, pack, offset, length, size, codec = row
+    if codec == CLONE:  # sent as seal + raw bytes (see the module docstring)
+        seal = store.content_id(oid)
+        try:
+            f = open(store.loose_path(oid), "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
+                                "run `ctrlz verify`") from None
+        return size, CLONE, len(seal) + size, _prefixed(seal, _file_chunks(f, size, oid))
     if pack is not None:
         data = store.read_stored(pack, offset, length)
         if len(data) != length:
@@ -69,6 +84,11 @@ def _file_chunks(f: BinaryIO, length: int, oid: bytes) -> Iterator[bytes]:
             yield chunk
 
 
+def _prefixed(first: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from chunks
+
+
 def stored_object(store: ObjectStore, oid: bytes) -> tuple[int, int, bytes]:
     """(raw size, codec, stored bytes) of ``oid``, whole."""
     size, codec, _length, chunks = open_stored(store, oid)
@@ -79,6 +99,8 @@ def decode_stored(oid: bytes, size: int, codec: int, stored: bytes) -> bytes:
     """The raw bytes of a stored object, checked against its size (not its id)."""
     if codec == RAW:
         data = stored
+    elif codec == CLONE:
+        data = stored[len(oid):]
     elif codec == ZSTD:
         try:
             # a streaming frame (large objects) has no content size: decode it as a stream
@@ -109,11 +131,14 @@ class ObjectSink:
         """Check and stage one object; returns its raw bytes (trees are decoded from them).
         Raises :class:`CorruptObject` when the bytes do not hash to ``oid``."""
         data = decode_stored(oid, size, codec, stored)
-        if self.store.digest(data) != oid:
+        seal = _check_clone(oid, size, codec, stored[:len(oid)])
+        if self.store.digest(data) != (seal or oid):
             raise CorruptObject(f"object {oid.hex()[:16]} does not match its id")
         if self.writer.contains(oid):
             return data
-        if size >= LOOSE_MIN:
+        if seal is not None:
+            self._add_loose(oid, size, codec, data, seal)
+        elif size >= LOOSE_MIN:
             self._add_loose(oid, size, codec, stored)
         else:
             self.writer.put_encoded(oid, size, codec, stored)
@@ -127,13 +152,18 @@ class ObjectSink:
         tmp = self._temp_path()
         hasher = self.store.new_hasher()
         total = 0
+        head = len(oid) if codec == CLONE else 0  # a clone's seal comes first
+        seal = b""
         try:
             with open(tmp, "wb") as out:
                 dec = zstandard.ZstdDecompressor().decompressobj() if codec == ZSTD else None
                 got = 0
                 for chunk in chunks:
-                    out.write(chunk)
                     got += len(chunk)
+                    if len(seal) < head:
+                        take = head - len(seal)
+                        seal, chunk = seal + chunk[:take], chunk[take:]
+                    out.write(chunk)
                     raw = dec.decompress(chunk) if dec is not None else chunk
                     hasher.update(raw)
                     total += len(raw)
@@ -141,24 +171,31 @@ class ObjectSink:
                     raise CorruptObject(f"object {oid.hex()[:16]} is truncated")
                 out.flush()
                 os.fsync(out.fileno())
-            if codec not in (RAW, ZSTD):
+            if codec not in (RAW, ZSTD, CLONE):
                 raise CorruptObject(f"object {oid.hex()[:16]} has unknown codec {codec}")
-            if total != size or hasher.digest() != oid:
+            expected = _check_clone(oid, size, codec, seal) or oid
+            if total != size or hasher.digest() != expected:
                 raise CorruptObject(f"object {oid.hex()[:16]} does not match its id")
+            if codec == CLONE:
+                cow.write_seal(tmp, self.store.algorithm, expected)
         except BaseException:
             _unlink(tmp)
             raise
-        self.writer.adopt_large(oid, tmp, size, length, codec)
+        self.writer.adopt_large(oid, tmp, size, size if codec == CLONE else length, codec)
         self.added += 1
         self.bytes += size
 
-    def _add_loose(self, oid: bytes, size: int, codec: int, stored: bytes) -> None:
+    def _add_loose(self, oid: bytes, size: int, codec: int, stored: bytes,
+                   seal: bytes | None = None) -> None:
+        """A loose object from its stored bytes (a clone: its raw bytes, with its seal)."""
         tmp = self._temp_path()
         try:
             with open(tmp, "wb") as out:
                 out.write(stored)
                 out.flush()
                 os.fsync(out.fileno())
+            if seal is not None:
+                cow.write_seal(tmp, self.store.algorithm, seal)
         except BaseException:
             _unlink(tmp)
             raise
@@ -171,6 +208,22 @@ class ObjectSink:
             loose.mkdir(exist_ok=True)
             fsync_dir(loose.parent)  # the new directory's entry, before anything relies on it
         return loose / temp_name("large")
+
+
+def clone_seal(oid: bytes, size: int, codec: int, stored: bytes) -> bytes | None:
+    """The seal a received clone's bytes must hash to (the first ``len(oid)`` bytes of its
+    stored form), or ``None`` for any other object."""
+    return _check_clone(oid, size, codec, stored[:len(oid)])
+
+
+def _check_clone(oid: bytes, size: int, codec: int, seal: bytes) -> bytes | None:
+    """A received clone's seal (the hash its bytes must have), or ``None`` for any other
+    object. Only a large object named like a clone may arrive as one."""
+    if codec != CLONE:
+        return None
+    if not cow.is_clone_id(oid) or size < LOOSE_MIN or len(seal) != len(oid):
+        raise CorruptObject(f"object {oid.hex()[:16]} is not a valid clone")
+    return seal
 
 
 def _unlink(path: os.PathLike[str]) -> None:

@@ -331,12 +331,13 @@ def check_stored(digest: Callable[[bytes], bytes], oid: bytes, size: int, codec:
                  stored: bytes) -> bytes:
     """Decode and check one fetched object (the raw bytes, or :class:`RemoteError`)."""
     from ...errors import CorruptObject
-    from ..transfer import decode_stored
+    from ..transfer import clone_seal, decode_stored
 
     try:
         data = decode_stored(oid, size, codec, stored)
+        expected = clone_seal(oid, size, codec, stored) or oid  # a clone: its seal
     except CorruptObject as exc:
         raise RemoteError(str(exc)) from None
-    if digest(data) != oid:
+    if digest(data) != expected:
         raise RemoteError(f"object {oid.hex()[:16]} does not match its id")
     return data
