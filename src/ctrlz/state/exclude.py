@@ -11,8 +11,17 @@ Order of evaluation for one path (the first that decides wins):
 3. ``exclude_patterns``: same matching, excludes;
 4. ``exclude_globs``: ``fnmatch`` against the file name;
 5. ``.gitignore`` files at every level, each relative to its own directory, deeper files taking
-   precedence, then ``.git/info/exclude``. Like git, ``.git`` itself is never ignored and no
-   ignore file applies inside it.
+   precedence, then ``.git/info/exclude``, matched exactly as git matches them (see
+   :mod:`ctrlz.state.wildmatch`; ``tests/test_gitignore_git.py`` checks it against git). The
+   last matching pattern of a file decides, and nothing below an excluded directory is looked
+   at, so, as in git, a negation cannot re-include a file whose directory is excluded. Like
+   git, ``.git`` itself is never ignored and no ignore file applies inside it.
+
+Exclusion runs for every entry of every scan, so it is built to cost little: ignore files are
+compiled without regexes where possible (and cached by content for the process), and each
+directory gets, on its first entry check, the few patterns that can match there
+(:class:`_DirCheck`), with a union of their literal names, prefixes and suffixes that lets most
+entries through after one set lookup.
 
 The rules in force are recorded in every snapshot (:meth:`Rules.to_json`), and a restore judges
 coverage with the snapshot's own rules and the ignore files captured in it, never with today's.
@@ -29,9 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pathspec
-
 from .atomic import TEMP_PREFIX
+from .wildmatch import IgnoreFile, NameRules, compile_ignore
 
 _TEMP = TEMP_PREFIX.encode()
 GITIGNORE = b".gitignore"
@@ -83,41 +91,84 @@ class _PatternSet:
         return any(s in rel for s in self.substrings)
 
 
-class _IgnoreFile:
-    """One ignore file's patterns; a combined regex answers the common 'no match' case fast."""
+class _Ignore:
+    """An ignore file in force: its compiled patterns and the directory they are relative to."""
 
-    def __init__(self, base: bytes, text: bytes) -> None:
+    __slots__ = ("base", "file")
+
+    def __init__(self, base: bytes, file: IgnoreFile) -> None:
         self.base = base  # directory it applies to, relative to the root ('' for the root)
-        lines = text.decode("utf-8", "surrogateescape").splitlines()
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        self.patterns = [(p.regex, bool(p.include)) for p in spec.patterns
-                         if p.include is not None and p.regex is not None]
-        if self.patterns:
-            joined = "|".join(
-                "(?:" + r.pattern.replace("(?P<ps_d>", "(?:") + ")" for r, _ in self.patterns)
-            self.any = re.compile(joined)
-        else:
-            self.any = None
+        self.file = file
 
-    def decide(self, rel: str) -> bool | None:
-        """True: ignored, False: re-included by a negation, None: no pattern matches."""
-        if self.any is None or self.any.match(rel) is None:
-            return None
-        for regex, include in reversed(self.patterns):
-            if regex.match(rel) is not None:
-                return include
+
+_Layer = tuple[NameRules | None, NameRules | None, re.Pattern[bytes] | None, int]
+
+
+class _DirCheck:
+    """The ignore patterns that can match an entry of one directory, and a cheap union of
+    them (literal names, suffixes, prefixes) that rules out most entries with one set lookup
+    and two ``bytes`` calls before any per-file evaluation."""
+
+    __slots__ = ("layers", "lits", "suffixes", "prefixes", "always")
+
+    def __init__(self, layers: list[_Layer]) -> None:
+        #: per ignore file, deepest first: its basename patterns, its patterns for this very
+        #: directory, a regex of its other path patterns that can match here, and where the
+        #: path relative to the file's directory starts in a root-relative path
+        self.layers = tuple(layers)
+        lits: set[bytes] = set()
+        suffixes: set[bytes] = set()
+        prefixes: set[bytes] = set()
+        always = False
+        for names, local, prx, _ in layers:
+            always = always or prx is not None
+            for rules in (names, local):
+                if rules is not None:
+                    lits.update(rules.lit_dir)
+                    suffixes.update(rules.suffixes)
+                    prefixes.update(rules.prefixes)
+                    always = always or rules.always
+        self.lits = frozenset(lits)
+        self.suffixes = tuple(suffixes)
+        self.prefixes = tuple(prefixes)
+        self.always = always
+
+    def decide(self, name: bytes, rel: bytes, is_dir: bool) -> bool | None:
+        """True: ignored, False: re-included by a negation, None: no pattern matches. The
+        first file (deepest) with a matching pattern decides, by its last matching one."""
+        for names, local, prx, cut in self.layers:
+            best = names.best(name, is_dir) if names is not None else -1
+            if local is not None:
+                code = local.best(name, is_dir)
+                if code > best:
+                    best = code
+            if prx is not None:
+                sub = rel[cut:]
+                m = prx.fullmatch(sub + b"\0" if is_dir else sub)
+                if m is not None:
+                    code = int(m.lastgroup[1:])  # type: ignore[index]
+                    if code > best:
+                        best = code
+            if best >= 0:
+                return not best & 1
         return None
 
 
-@dataclass
+#: the check of a directory no ignore pattern can reach
+_NOTHING = _DirCheck([])
+
+
+@dataclass(eq=False)
 class DirRules:
     """The rules in force inside one directory: inherited ignore files plus its own."""
 
     rel: bytes  # the directory, relative to the root, '' for the root
-    ignores: tuple[_IgnoreFile, ...] = ()  # deepest first
+    ignores: tuple[_Ignore, ...] = ()  # deepest first
     forced: bool = False  # an ancestor matched force_include
     in_git: bool = False  # inside a .git directory: ignore files do not apply
     children: dict[bytes, DirRules] = field(default_factory=dict)
+    #: what the ignore files say in this directory, built on its first entry check
+    check: _DirCheck | None = field(default=None, repr=False)
 
 
 GitignoreReader = Callable[[bytes], bytes | None]
@@ -135,17 +186,21 @@ class Matcher:
         self.exclude = _PatternSet(rules.exclude_patterns)
         globs = [g for g in rules.exclude_globs if g]
         self.glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+        #: no internal dirs, force-includes, patterns or globs: only ignore files can exclude
+        self._ignores_only = (not internal_dirs and self.force.empty and self.exclude.empty
+                              and self.glob is None)
+        self._shared: dict[tuple[_Ignore, ...], _DirCheck] = {}
         self.root_rules = self._make_root()
 
     def _make_root(self) -> DirRules:
-        ignores: list[_IgnoreFile] = []
+        ignores: list[_Ignore] = []
         if self.rules.use_gitignore:
-            info = self.read_ignore(b".git/info/exclude")
-            if info:
-                ignores.append(_IgnoreFile(b"", info))
-            own = self.read_ignore(GITIGNORE)
-            if own:
-                ignores.insert(0, _IgnoreFile(b"", own))
+            for path in (GITIGNORE, b".git/info/exclude"):
+                text = self.read_ignore(path)
+                if text:
+                    compiled = compile_ignore(text)
+                    if not compiled.empty:
+                        ignores.append(_Ignore(b"", compiled))
         return DirRules(b"", tuple(ignores))
 
     def enter(self, parent: DirRules, name: bytes, rel: bytes,
@@ -160,7 +215,9 @@ class Matcher:
         if self.rules.use_gitignore and not in_git and has_ignore is not False:
             text = self.read_ignore(rel + b"/" + GITIGNORE)
             if text:
-                ignores = (_IgnoreFile(rel, text), *ignores)
+                compiled = compile_ignore(text)
+                if not compiled.empty:
+                    ignores = (_Ignore(rel, compiled), *ignores)
         return DirRules(rel, ignores, forced, in_git)
 
     def may_exclude(self, d: DirRules) -> bool:
@@ -169,27 +226,63 @@ class Matcher:
         if d.forced:
             return False
         return bool(not self.exclude.empty or self.glob is not None or self.internal_dirs
-                    or (d.ignores and not d.in_git))
+                    or self._check(d) is not _NOTHING)
+
+    def _check(self, d: DirRules) -> _DirCheck:
+        """Build ``d.check``: for each ignore file in force, the patterns that can match in
+        this directory. Directories that no file's path patterns single out share one check
+        per stack of ignore files."""
+        check = d.check
+        if check is not None:
+            return check
+        if d.in_git or not d.ignores:
+            d.check = _NOTHING
+            return _NOTHING
+        layers = []
+        own = False  # some layer is particular to this directory
+        for ign in d.ignores:
+            f = ign.file
+            base = ign.base
+            dsub = d.rel if not base else (b"" if d.rel == base else d.rel[len(base) + 1:])
+            local = f.dirs.get(dsub)
+            prx = f.path_regex(dsub)
+            names = None if f.names.empty else f.names
+            if local is not None or prx is not None:
+                own = True
+            if names is not None or local is not None or prx is not None:
+                layers.append((names, local, prx, len(base) + 1 if base else 0))
+        if not layers:
+            check = _NOTHING
+        elif own:
+            check = _DirCheck(layers)
+        else:
+            check = self._shared.get(d.ignores)
+            if check is None:
+                check = self._shared[d.ignores] = _DirCheck(layers)
+        d.check = check
+        return check
 
     def excluded(self, d: DirRules, name: bytes, rel: bytes, is_dir: bool) -> bool:
+        """Whether entry ``name`` (path ``rel``) of the directory ruled by ``d`` is left out.
+        Called for every entry of a scan: with only ignore files in play (the usual case) it
+        costs a set lookup and two ``bytes`` calls unless a pattern may match."""
         if name.startswith(_TEMP):
             return True
-        if is_dir and rel in self.internal_dirs:
-            return True
-        if d.forced or (not self.force.empty and self.force.matches(name, rel)):
+        if not self._ignores_only:
+            if is_dir and rel in self.internal_dirs:
+                return True
+            if d.forced or (not self.force.empty and self.force.matches(name, rel)):
+                return False
+            if not self.exclude.empty and self.exclude.matches(name, rel):
+                return True
+            if self.glob is not None and self.glob.match(os.fsdecode(name)):
+                return True
+        elif d.forced:
             return False
-        if not self.exclude.empty and self.exclude.matches(name, rel):
-            return True
-        if self.glob is not None and self.glob.match(os.fsdecode(name)):
-            return True
-        if d.ignores and not d.in_git and name != GIT:
-            text = os.fsdecode(rel)
-            for ign in d.ignores:
-                sub = text[len(ign.base) + 1:] if ign.base else text
-                verdict = ign.decide(sub + "/" if is_dir else sub)
-                if verdict is not None:
-                    return verdict
-        return False
+        check = d.check or self._check(d)
+        return bool((check.always or name in check.lits or name.endswith(check.suffixes)
+                     or name.startswith(check.prefixes))
+                    and name != GIT and check.decide(name, rel, is_dir))
 
     def covers(self, rel: bytes, is_dir: bool = False) -> bool:
         """Whether ``rel`` (and each of its parents) falls inside the rules. Used by restores,
