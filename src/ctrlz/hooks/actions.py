@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
 
 from .context import HookContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:

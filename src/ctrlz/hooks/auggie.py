@@ -20,10 +20,12 @@ process it launched earlier), each snapshotted first.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
 from .codex import patch_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("save-file", "str-replace-editor", "remove-files", "apply_patch", "write", "edit")
 SHELL_TOOLS = ("launch-process", "bash", "write-process")

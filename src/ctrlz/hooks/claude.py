@@ -14,9 +14,11 @@ under their own name instead of being missed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 SHELL_TOOLS = ("Bash", "PowerShell")

@@ -9,9 +9,11 @@ workspace snapshot. Codex has no failure event: PostToolUse fires for failed pat
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PATCH_TOOLS = ("apply_patch", "Edit", "Write")  # Edit/Write: aliases a matcher accepts
 SHELL_TOOLS = ("Bash", "shell", "local_shell", "exec_command")

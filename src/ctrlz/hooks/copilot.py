@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from . import actions
 from .codex import patch_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("create", "edit", "str_replace_editor", "write", "apply_patch", "Write", "Edit",
               "MultiEdit")

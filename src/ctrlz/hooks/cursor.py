@@ -11,9 +11,11 @@ shell is Shell. With third-party hooks on, Cursor also runs the Claude hook with
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("Write", "StrReplace", "Delete", "EditNotebook", "Edit", "MultiEdit")
 SHELL_TOOLS = ("Shell", "Bash")

@@ -17,10 +17,12 @@ is snapshotted like a shell command, so whatever it does can be rewound.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
 from .codex import patch_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("Create", "Edit", "MultiEdit", "ApplyPatch")
 SHELL_TOOLS = ("Execute", "Script")

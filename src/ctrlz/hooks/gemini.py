@@ -9,9 +9,12 @@ prompt was submitted) starts a turn. File tools are ``write_file`` and ``replace
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from . import actions
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("write_file", "replace")
 SHELL_TOOLS = ("run_shell_command",)

@@ -12,10 +12,12 @@ child session is already mapped to its parent by the plugin), ``tool_use_id`` (O
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import actions
 from .codex import patch_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_TOOLS = ("write", "edit", "multiedit", "apply_patch", "patch")
 SHELL_TOOLS = ("bash",)

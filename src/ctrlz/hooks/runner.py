@@ -18,9 +18,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, BinaryIO
 
 from .context import HookContext
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 MAX_INPUT = 16 << 20

@@ -14,9 +14,12 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, StoreFull
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from ..types import Snapshot

@@ -23,11 +23,12 @@ unaware of it:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from ..errors import CorruptObject
 from . import cow
 from .packs import CHUNK, CLONE, RAW, full_disk
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -9,7 +9,6 @@ GIL; SHA-256 exists because the SnapshotManager API documents ``ContentHash`` as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import blake3
 
@@ -21,10 +20,14 @@ DIGEST_SIZE = 32  # both algorithms give 32 bytes, so ids have one width everywh
 _BLAKE3_THREADED_MIN = 1 << 20
 
 
-class Hasher(Protocol):
-    def update(self, data: bytes | memoryview, /) -> object: ...
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a type for checkers only: ``typing`` costs every agent hook milliseconds
+    from typing import Protocol
 
-    def digest(self) -> bytes: ...
+    class Hasher(Protocol):
+        def update(self, data: bytes | memoryview, /) -> object: ...
+
+        def digest(self) -> bytes: ...
 
 
 def hasher_factory(algorithm: str) -> Callable[[], Hasher]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import TYPE_CHECKING
 
 from ..errors import StoreLocked
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -28,9 +28,6 @@ from __future__ import annotations
 import _thread
 import os
 from functools import cached_property
-from typing import TYPE_CHECKING, BinaryIO
-
-import zstandard
 
 from ..errors import CorruptObject
 from . import failpoints
@@ -60,12 +57,15 @@ from .packs import (
     full_disk,
     make_dir,
     write_all,
+    zstd,
 )
 from .sweep import Sweep, stray_files, sweep
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+    from typing import BinaryIO
 
 __all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MAX", "RAW",
            "RECORD", "RECORD_MAGIC", "ZSTD", "ZSTD_LEVEL", "ObjectStore", "ObjectWriter",
@@ -199,7 +199,7 @@ class ObjectStore(CloneObjects):
         elif codec == ZSTD:
             try:
                 data = decompressor().decompress(stored, max_output_size=size)
-            except zstandard.ZstdError as exc:
+            except zstd().ZstdError as exc:
                 raise CorruptObject(f"object {oid.hex()[:16]} cannot be decompressed: "
                                     f"{exc}") from exc
         else:
@@ -310,11 +310,12 @@ class ObjectWriter:
                     self._known = self.store.catalog.all_oids() | self._new
         return self._known
 
-    def put(self, data: bytes) -> bytes:
-        """Hash, compress and store a small object; returns its id."""
+    def put(self, data: bytes, compress: bool = True) -> bytes:
+        """Hash, compress (unless ``compress`` is false: stored raw) and store a small object;
+        returns its id."""
         oid = self.store.digest(data)
         if not self.contains(oid):
-            codec, stored = encode_small(data)
+            codec, stored = encode_small(data) if compress else (RAW, data)
             self.put_encoded(oid, len(data), codec, stored)
         return oid
 
@@ -417,7 +418,7 @@ class ObjectWriter:
         size = 0
         try:
             with open(tmp, "wb") as out:
-                sink = (zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False)
+                sink = (zstd().ZstdCompressor(level=1).stream_writer(out, closefd=False)
                         if compress else out)
                 chunk = first
                 while chunk:
@@ -426,7 +427,7 @@ class ObjectWriter:
                     size += len(chunk)
                     chunk = os.read(fd, CHUNK)
                 if compress:
-                    sink.flush(zstandard.FLUSH_FRAME)
+                    sink.flush(zstd().FLUSH_FRAME)
                 out.flush()
                 os.fsync(out.fileno())
                 stored = out.tell()

@@ -16,12 +16,13 @@ import errno
 import os
 import struct
 from collections.abc import Iterator
-from typing import BinaryIO
-
-import zstandard
 
 from ..errors import StoreError, StoreFull
 from .catalog import ObjectRow
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 #: codecs of the ``objects.codec`` column. ``CLONE``: a loose file that is a copy-on-write
 #: clone, raw bytes, named by its blocks rather than its hash (see :mod:`ctrlz.state.cow`)
@@ -41,18 +42,27 @@ MAX_PACK_FDS = 16  # open pack files a reader keeps; fits under `ulimit -n 64` w
 _local = _thread._local()
 
 
-def compressor() -> zstandard.ZstdCompressor:
+def zstd() -> Any:
+    """The zstandard module, imported on first use: on Python 3.11 it brings ``typing`` and
+    ``platform`` with it, milliseconds that a command reading only the catalog (`ctrlz
+    list`) or writing a tiny pre-image should not pay."""
+    import zstandard
+
+    return zstandard
+
+
+def compressor() -> Any:
     """This thread's compressor (contexts are not thread-safe, and costly to make per object)."""
     c = getattr(_local, "cctx", None)
     if c is None:
-        c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        c = _local.cctx = zstd().ZstdCompressor(level=ZSTD_LEVEL)
     return c
 
 
-def decompressor() -> zstandard.ZstdDecompressor:
+def decompressor() -> Any:
     d = getattr(_local, "dctx", None)
     if d is None:
-        d = _local.dctx = zstandard.ZstdDecompressor()
+        d = _local.dctx = zstd().ZstdDecompressor()
     return d
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container
-from typing import TYPE_CHECKING
 
 from . import failpoints
 from .atomic import TEMP_PREFIX
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
 
 from .atomic import fsync_dir
 from .catalog import Catalog
 from .lock import StoreLock
 from .objects import ObjectStore, sweep
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from pathlib import Path

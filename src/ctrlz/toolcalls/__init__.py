@@ -10,7 +10,10 @@ Submodules load lazily, so a hook that only needs ``fs_snapshot`` never imports 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS = {
     "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api",

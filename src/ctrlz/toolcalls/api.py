@@ -14,7 +14,6 @@ import contextvars
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from . import records
 from .core import (
@@ -32,6 +31,10 @@ from .core import (
     require,
 )
 from .images import write_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PathArg = str | os.PathLike[str] | bytes
 

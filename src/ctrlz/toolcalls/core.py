@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from ..errors import SnapshotNotFound, UsageError
 from ..paths import workspace_relative
@@ -18,7 +17,12 @@ from . import records
 from .images import Image, UnsafePath, capture, fingerprint
 from .store import ToolcallStore, locate
 
-WorkspaceLike = Any  # a ctrlz.Workspace, a path inside one, or None (the cwd)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# a ctrlz.Workspace, a path inside one, or None (the cwd); only annotations use it
+WorkspaceLike = Any if TYPE_CHECKING else object
 
 
 class Place:

@@ -68,6 +68,13 @@ class UnsafePath(Exception):
     """A path that must not be touched (reason in the message)."""
 
 
+#: Pre-images smaller than this are stored raw. A hook captures them on every tool call of an
+#: agent, in a fresh interpreter, and loading the compressor (with the ``typing`` and
+#: ``platform`` modules zstandard imports on Python 3.11) costs a hook ~6 ms, more than a few
+#: kilobytes are worth in a store that ``preimage_cap`` bounds and gc empties.
+RAW_BELOW = 64 << 10
+
+
 def check_rel(root: bytes, rel: bytes) -> bytes:
     """The absolute path for ``rel``, refusing traversal and symlinked parents."""
     if not rel or rel.startswith(b"/") or b"\0" in rel:
@@ -110,7 +117,7 @@ def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
             writer.adopt_large(oid, tmp, size, stored, codec)
         else:
             data = _read_all(fd)
-            oid, size = writer.put(data), len(data)
+            oid, size = writer.put(data, compress=len(data) >= RAW_BELOW), len(data)
     finally:
         os.close(fd)
     return Image(FILE, oid, size, stat.S_IMODE(st.st_mode))

@@ -10,7 +10,6 @@ import json
 import os
 import sqlite3
 import time
-from typing import Any
 
 from ..state.toolcall_store import (  # noqa: F401 (re-exported)
     DEFAULT_PREIMAGE_CAP,
@@ -18,6 +17,10 @@ from ..state.toolcall_store import (  # noqa: F401 (re-exported)
     preimage_cap,
 )
 from .images import Image
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_BYTE_CAP = 1 << 30  # per session (tc_sessions.byte_cap)
 

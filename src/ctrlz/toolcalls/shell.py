@@ -13,12 +13,15 @@ setting is off). Both produce the same snapshot.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..session import daemon_client
 from . import records
 from .api import _register_rows
 from .core import check_id, opened
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = None) -> str:

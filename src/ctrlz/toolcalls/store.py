@@ -7,10 +7,11 @@ Kept as one import for the API, the hooks and the tests; it adds only :func:`fin
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from ..locator import default_home, home_dir, locate, store_path_for
 from ..state.toolcall_store import ToolcallStore, sync_preimage_cap
+
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from pathlib import Path
