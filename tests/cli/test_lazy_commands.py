@@ -3,6 +3,7 @@ be what the commands say themselves."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import import_module
@@ -38,20 +39,42 @@ def test_the_registry_names_every_command_of_every_module() -> None:
 @pytest.mark.parametrize("width", [60, 80, 100, 140])
 def test_top_level_help_is_the_eager_groups(width: int) -> None:
     def render(group: click.Group) -> str:
+        # the group's own settings (click caches the help option a first context makes)
         ctx = click.Context(group, info_name="ctrlz", terminal_width=width,
-                            max_content_width=100)
+                            **cli.context_settings)
         return group.get_help(ctx)
 
     assert render(cli) == render(eager_group())
 
 
-def test_version_and_help_load_no_command_module() -> None:
+def _loaded(*args: str, columns: int = 80) -> tuple[str, list[str]]:
+    """stdout of ``ctrlz ARGS`` run in process, and the modules it loaded (click's first)."""
     code = ("import sys\nfrom ctrlz.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('ctrlz')), file=sys.stderr)")
-    for args in (["--version"], ["--help"]):
-        err = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                             text=True).stderr
-        loaded = eval(err.strip().splitlines()[-1])  # noqa: S307 - our own output
-        assert loaded == ["ctrlz", "ctrlz.cli", "ctrlz.cli.app", "ctrlz.cli.context"], args
+            "print(sorted(m for m in sys.modules if m.startswith(('ctrlz', 'click'))),"
+            " file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": str(columns)})
+    return proc.stdout, eval(proc.stderr.strip().splitlines()[-1])  # noqa: S307 - ours
+
+
+def test_version_and_help_load_neither_click_nor_a_command() -> None:
+    from ctrlz import __version__
+
+    out, loaded = _loaded("--version")
+    assert out == f"ctrlz, version {__version__}\n" and loaded == ["ctrlz", "ctrlz.cli"]
+    for columns in (80, 100, 160):
+        out, loaded = _loaded("--help", columns=columns)
+        assert loaded == ["ctrlz", "ctrlz.cli", "ctrlz.cli.help_text"]
+        assert out == _click_help(columns), f"run scripts/gen_help_text.py ({columns} columns)"
+    out, loaded = _loaded("--help", columns=90)  # a width not pre-rendered: click renders it
+    assert "click" in loaded and out == _click_help(90)
     assert app.LazyGroup  # the group class the docstring describes
+
+
+def _click_help(columns: int) -> str:
+    """`ctrlz --help` as click itself renders it for a terminal of ``columns`` columns."""
+    ctx = click.Context(cli, info_name="ctrlz", terminal_width=min(columns, 100) - 2,
+                        **{k: v for k, v in cli.context_settings.items()
+                           if k != "max_content_width"})
+    return cli.get_help(ctx) + "\n"

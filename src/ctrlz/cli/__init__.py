@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> None:
         from ..hooks.runner import run
 
         sys.exit(run(args[1] if len(args) > 1 else ""))
+    if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
+        return
     import click
 
     from .app import cli
@@ -70,6 +72,31 @@ def main(argv: list[str] | None = None) -> None:
               "rerun with CTRLZ_DEBUG=1 for the traceback and report it.", file=sys.stderr)
         sys.exit(70)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fast(option: str) -> bool:
+    """``ctrlz --version`` and ``ctrlz --help`` without loading click (half of a cold
+    start): the version string, and the help click renders at the widths terminals usually
+    give, 80 columns or 100 and more (pre-rendered: ``scripts/gen_help_text.py``, checked by
+    ``tests/cli/test_lazy_commands.py``). Other widths fall through to click."""
+    import os
+
+    if option == "--version":
+        from .. import __version__
+
+        sys.stdout.write(f"ctrlz, version {__version__}\n")
+        return True
+    try:
+        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(1).columns
+    except (ValueError, OSError):
+        columns = 80
+    from .help_text import HELP
+
+    text = HELP.get(100 if columns >= 100 else columns)
+    if text is None:
+        return False
+    sys.stdout.write(text)
+    return True
 
 
 def _expected(exc: BaseException) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from importlib import import_module
-from pathlib import Path
 
 import click
 
@@ -131,7 +130,7 @@ def cli(ctx: click.Context, directory: str | None) -> None:
         from ..errors import UsageError
 
         try:
-            os.chdir(Path(directory).expanduser())
+            os.chdir(os.path.expanduser(directory))
         except OSError as exc:
             raise UsageError(f"cannot change to {directory}: {exc.strerror}") from exc
     state = ctx.ensure_object(State)

@@ -30,7 +30,6 @@ coverage with the snapshot's own rules and the ignore files captured in it, neve
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -72,6 +71,8 @@ class Rules:
 
     def fingerprint(self) -> str:
         raw = json.dumps(self.to_json(), sort_keys=True).encode()
+        import hashlib  # OpenSSL: only when a fingerprint is asked for
+
         return hashlib.sha256(raw).hexdigest()[:16]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno as errnos
 import os
-import signal
 from collections.abc import Callable
 
 _armed: dict[str, tuple[str, object, list[int]]] = {}
@@ -48,6 +47,8 @@ def hit(name: str) -> None:
         left[0] -= 1
         return
     if action == "kill":
+        import signal
+
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "error":
         code = int(arg)  # type: ignore[call-overload]
