@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import stat as st
 from dataclasses import dataclass
-from typing import Any
 
-from ...types import Skipped
-from ..exclude import DirRules
-from ..statcache import DirCache
 from ..trees import DIR, FILE, SYMLINK
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it light
+    from typing import Any
+
+    from ...types import Skipped
+    from ..exclude import DirRules
+    from ..statcache import DirCache
 
 
 @dataclass(frozen=True)
