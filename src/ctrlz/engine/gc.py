@@ -1,7 +1,7 @@
 """Garbage collection: drop objects no snapshot reaches, and repack what is left.
 
 This module decides what is live (every object some snapshot's tree reaches);
-:func:`ctrlz.state.objects.sweep` reclaims the rest, the same sweep the tool-call store uses.
+:func:`ctrlz.state.sweep.sweep` reclaims the rest, the same sweep the tool-call store uses.
 Safe against crashes at any point: live objects are copied into a new pack and fsynced; one
 catalog transaction then points the index at the new pack and forgets the dead rows; only after
 that commit are old packs and dead loose files deleted. A crash before the commit leaves a stray
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..state import meter
-from ..state.objects import sweep
 from ..state.repository import Repository
+from ..state.sweep import sweep
 from ..state.trees import DIR
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..errors import CtrlzError
 from ..state import meter
-from ..state.objects import stray_files
 from ..state.repository import Repository
+from ..state.sweep import stray_files
 from ..state.trees import DIR, Entry, decode_tree
 
 

@@ -8,13 +8,11 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from .routing import KeyedLocks
 
 if TYPE_CHECKING:
     from .events import EventBus
@@ -112,3 +110,19 @@ class ServiceState:
                 "gateway": {"port": self.port,
                             "url": f"http://127.0.0.1:{self.port}" if self.port else None},
                 "watchers": watchers, "event_subscribers": self.events.subscriber_count}
+
+
+class KeyedLocks:
+    """One lock per key, made on first use (a workspace's changes run one at a time inside
+    the service, so they queue here instead of polling the store's file lock)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    def get(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def keys(self) -> Iterator[str]:
+        return iter(list(self._locks))

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -283,19 +282,3 @@ def routes(state: ServiceState) -> list[Route]:
             return json_response(result, ep.status)
         out.append(Route(ep.path, handle, methods=[ep.method], name=ep.handler.__name__))
     return out
-
-
-class KeyedLocks:
-    """One lock per key, made on first use (a workspace's changes run one at a time inside
-    the service, so they queue here instead of polling the store's file lock)."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    def get(self, key: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def keys(self) -> Iterator[str]:
-        return iter(list(self._locks))

@@ -59,7 +59,6 @@ from .packs import (
     write_all,
     zstd,
 )
-from .sweep import Sweep, stray_files, sweep
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MAX", "RAW",
            "RECORD", "RECORD_MAGIC", "ZSTD", "ZSTD_LEVEL", "ObjectStore", "ObjectWriter",
-           "Sweep", "encode_small", "stray_files", "sweep"]
+           "encode_small"]
 
 
 def _corrupt(oid: bytes, what: str = "does not match its id") -> CorruptObject:

@@ -31,7 +31,8 @@ from .atomic import fsync_dir
 from .catalog import Catalog
 from .hashing import ALGORITHMS, DEFAULT_ALGORITHM
 from .lock import StoreLock
-from .objects import ObjectStore, stray_files
+from .objects import ObjectStore
+from .sweep import stray_files
 from .trees import Entry, decode_tree
 
 FORMAT = "ctrlz-store 1"

@@ -40,7 +40,8 @@ import sqlite3
 from .atomic import fsync_dir
 from .catalog import Catalog
 from .lock import StoreLock
-from .objects import ObjectStore, sweep
+from .objects import ObjectStore
+from .sweep import sweep
 
 TYPE_CHECKING = False
 
@@ -158,7 +159,7 @@ class ToolcallStore:
     def compact(self) -> int:
         """Forget bodies no entry references and reclaim their bytes; returns how many.
 
-        The workspace gc's sweep (:func:`ctrlz.state.objects.sweep`): a pack holding a dead body
+        The workspace gc's sweep (:func:`ctrlz.state.sweep.sweep`): a pack holding a dead body
         is rewritten with only its live ones, so the bytes on disk follow the budgets even when
         a body captured by an evicted tool call shares its pack with one a later call still
         references."""
