@@ -156,17 +156,18 @@ class Workspace(ProtectedWorkspace):
 
         return restores.restore_to(self, ref, dest, paths, dry_run=dry_run)
 
-    def undo(self) -> UndoResult:
-        """Take back the newest rollback, revert or rewind that is not undone yet."""
+    def undo(self, dry_run: bool = False) -> UndoResult:
+        """Take back the newest rollback, revert or rewind that is not undone yet
+        (``dry_run``: only say what that would do)."""
         from .session import restores
 
-        return restores.undo(self)
+        return restores.undo(self, dry_run)
 
-    def redo(self) -> UndoResult:
-        """Apply again the oldest undone one."""
+    def redo(self, dry_run: bool = False) -> UndoResult:
+        """Apply again the oldest undone one (``dry_run``: only say what it would do)."""
         from .session import restores
 
-        return restores.redo(self)
+        return restores.redo(self, dry_run)
 
     # -- maintenance -------------------------------------------------------------------------
 

@@ -104,6 +104,9 @@ def test_rollback_undo_redo_revert_on_disk(svc: Service) -> None:
     check("rollback", done)
     assert done["safety_snapshot"] and not done["dry_run"]
     assert (root / "a.txt").read_text() == "one\n" and (root / "b.txt").read_text() == "bee\n"
+    dry_undo = svc.ok("POST", f"{base}/undo", {"dry_run": True})
+    check("undo", dry_undo)
+    assert dry_undo["restore"]["dry_run"] and (root / "a.txt").read_text() == "one\n"
     undo = svc.ok("POST", f"{base}/undo")
     check("undo", undo)
     assert (root / "a.txt").read_text() == "two\n" and not (root / "b.txt").exists()

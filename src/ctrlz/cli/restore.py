@@ -139,6 +139,12 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
     what = f"the {op.kind} to {op.target}"
     if op.paths:
         what += " of " + ", ".join(p.decode(errors="surrogateescape") for p in op.paths)
+    if res.restore.dry_run:
+        render.out(f"Would {res.action} {what}: "
+                   f"{render.plan_summary(res.restore.plan.counts())}")
+        _actions(res.restore)
+        render.note("Nothing was changed (dry run).")
+        return
     counts = render.done_summary(res.restore.plan.counts())
     if res.action == "undo":
         render.out(f"Undid {what}: {counts}")
@@ -149,35 +155,39 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
 
 
 @click.command("undo")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @render.json_option
 @pass_state
-def undo_cmd(state: State, as_json: bool) -> None:
+def undo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
     """Undo the last rollback or revert (from its safety snapshot). Repeat to go further back.
 
     \b
     Examples:
       ctrlz undo
+      ctrlz undo --dry-run         what it would put back
       ctrlz undo && ctrlz undo     two steps back
     """
     ws = state.workspace()
     with progress.shown():
-        result = ws.undo()
+        result = ws.undo(dry_run=dry_run)
     _undo_report(result, as_json)
 
 
 @click.command("redo")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @render.json_option
 @pass_state
-def redo_cmd(state: State, as_json: bool) -> None:
+def redo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
     """Redo the last undone rollback or revert. A new rollback or revert clears the redo list.
 
     \b
     Examples:
       ctrlz redo
+      ctrlz redo --dry-run
     """
     ws = state.workspace()
     with progress.shown():
-        result = ws.redo()
+        result = ws.redo(dry_run=dry_run)
     _undo_report(result, as_json)
 
 

@@ -3,9 +3,9 @@ undo, redo, verify, gc, prune.
 
 Each is the CLI command of the same name over HTTP: the same library call (so every change to
 a workspace goes through the one restore engine, with its safety snapshot and undo entry) and
-the same JSON. ``dry_run: true`` on rollback, revert and rewind returns the plan and changes
-nothing (``GET .../plan`` is the same as a read). Changes to one workspace run one at a time
-(:meth:`ServiceState.workspace_lock`).
+the same JSON. ``dry_run: true`` on rollback, revert, rewind, undo and redo returns the plan
+and changes nothing (``GET .../plan`` is the same as a read). Changes to one workspace run one
+at a time (:meth:`ServiceState.workspace_lock`).
 """
 
 from __future__ import annotations
@@ -148,18 +148,20 @@ def rewind(call: Call) -> Any:
     return {"type": "rewind", **result.to_json()}
 
 
-@endpoint("POST", "/v1/workspaces/{ws}/undo", "Undo the newest rollback, revert or rewind.",
+@endpoint("POST", "/v1/workspaces/{ws}/undo", "Undo the newest rollback, revert or rewind; "
+          "`dry_run` returns the plan.", body=_schema((), dry_run=BOOL),
           changes=True, returns="as `ctrlz undo --json`", tag="restore")
 def undo(call: Call) -> Any:
-    _check_fields(call, ())
-    return call.workspace().undo().to_json()
+    _check_fields(call, ("dry_run",))
+    return call.workspace().undo(dry_run=call.flag("dry_run")).to_json()
 
 
-@endpoint("POST", "/v1/workspaces/{ws}/redo", "Redo the newest undone operation.",
+@endpoint("POST", "/v1/workspaces/{ws}/redo", "Redo the newest undone operation; `dry_run` "
+          "returns the plan.", body=_schema((), dry_run=BOOL),
           changes=True, returns="as `ctrlz redo --json`", tag="restore")
 def redo(call: Call) -> Any:
-    _check_fields(call, ())
-    return call.workspace().redo().to_json()
+    _check_fields(call, ("dry_run",))
+    return call.workspace().redo(dry_run=call.flag("dry_run")).to_json()
 
 
 @endpoint("POST", "/v1/workspaces/{ws}/verify", "Check the store end to end (`ok` says "

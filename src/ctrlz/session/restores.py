@@ -93,37 +93,38 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
     return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run)
 
 
-def undo(ws: ProtectedWorkspace) -> UndoResult:
+def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
     """Take back the newest operation that is not undone yet: restore the state captured just
-    before it, over the same paths."""
+    before it, over the same paths. ``dry_run``: the plan only; the log is untouched."""
     with ws.repo.lock:
         recover(ws.repo)  # an interrupted restore leaves its undo entry first
         op = ws.oplog.next_undo()
         if op is None:
             raise UsageError("nothing to undo: no rollback, revert or rewind since the log "
                              "began")
-        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone")
+        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone", dry_run)
 
 
-def redo(ws: ProtectedWorkspace) -> UndoResult:
+def redo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
     """Apply again the oldest undone operation: restore the state it had produced (captured
-    by its undo), or else its target."""
+    by its undo), or else its target. ``dry_run``: the plan only."""
     with ws.repo.lock:
         recover(ws.repo)
         op = ws.oplog.next_redo()
         if op is None:
             raise UsageError("nothing to redo")
         ref = op.after if op.after and ws.repo.catalog.snapshot(op.after) else op.target
-        return _replay(ws, "redo", op, ref, "its snapshot is gone")
+        return _replay(ws, "redo", op, ref, "its snapshot is gone", dry_run)
 
 
 def _replay(ws: ProtectedWorkspace, action: str, op: Operation, ref: str | None,
-            gone: str) -> UndoResult:
+            gone: str, dry_run: bool = False) -> UndoResult:
     target = ws.repo.catalog.snapshot(ref) if ref else None
     if target is None:
         raise RestoreError(f"cannot {action} the {op.kind} to {op.target}: {gone}")
     result = run(ws, Request(
         kind=action, target=target, paths=[ws.vpath(p) for p in op.paths] or None,
         explicit=[ws.vpath(p) for p in op.explicit], undo={f"{action}_of": op.seq},
+        dry_run=dry_run,
         label=f"before {action}ing the {op.kind} to {op.target}"))
     return UndoResult(action, op, result)

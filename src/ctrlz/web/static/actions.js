@@ -101,9 +101,10 @@ export class Actions {
     const op = ops && ops.next_undo;
     if (!op) return toast("Nothing to undo.", { error: true });
     if (!skipConfirm) {
-      const body = el("div", {}, el("p", { text: `Undo the ${op.kind} to ${op.target}${op.paths.length ? ` of ${op.paths.join(", ")}` : ""}: put back the state from its safety snapshot ${op.before}.` }),
-        el("p.muted", { text: "Redo takes it forward again." }));
-      if (!(await ask("Undo?", body, "Undo"))) return null;
+      let dry;
+      try { dry = await api("POST", `${this.base()}/undo`, { dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
+      const intro = el("p", { text: `Undo the ${op.kind} to ${op.target}${op.paths.length ? ` of ${op.paths.join(", ")}` : ""}: put back the state from its safety snapshot ${op.before}. Redo takes it forward again.` });
+      if (!(await ask("Undo?", planView(dry.restore, intro), "Undo"))) return null;
     }
     return this.run(() => api("POST", `${this.base()}/undo`), (r) => {
       const c = r.restore.counts;
@@ -115,7 +116,11 @@ export class Actions {
     const ops = await api("GET", `${this.base()}/operations`).catch(() => null);
     const op = ops && ops.next_redo;
     if (!op) return toast("Nothing to redo.", { error: true });
-    if (!skipConfirm && !(await ask("Redo?", el("p", { text: `Apply the ${op.kind} to ${op.target} again.` }), "Redo"))) return null;
+    if (!skipConfirm) {
+      let dry;
+      try { dry = await api("POST", `${this.base()}/redo`, { dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
+      if (!(await ask("Redo?", planView(dry.restore, el("p", { text: `Apply the ${op.kind} to ${op.target} again.` })), "Redo"))) return null;
+    }
     return this.run(() => api("POST", `${this.base()}/redo`), (r) => {
       toast(`Redid the ${r.operation.kind} to ${r.operation.target}.`, { action: this.undoAction() });
     });
