@@ -56,7 +56,7 @@ TARGETS: dict[str, dict[str, float]] = {
 LARGE_TARGET = 1.0  # ctrlz first snapshot <= 1.0x rsync --link-dest's first copy
 #: sections beside the three trees' tables: cold start and hook latency, snapshot cost against
 #: history (both on the source tree), over-the-cap snapshots of the large tree, copy-on-write
-EXTRAS = ("coldstart", "history", "overcap", "cow")
+EXTRAS = ("coldstart", "history", "overcap", "cow", "service")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -344,7 +344,26 @@ def extras_tables(extras: dict[str, object]) -> str:
         from cow import cow_table
 
         parts.append(cow_table(extras["cow"]))  # type: ignore[arg-type]
+    if "service" in extras:
+        parts.append(service_table(extras["service"]))  # type: ignore[arg-type]
     return "\n".join(parts)
+
+
+def service_table(res: dict[str, object]) -> str:
+    """bench/service.py's figures: the API on its Unix socket under concurrent clients."""
+    if "error" in res:
+        return f"### the service under load\n\nnot measured: {res['error']}\n"
+    ops: dict[str, dict[str, object]] = res["ops"]  # type: ignore[assignment]
+    lines = ["### the service under load (bench/service.py)", "",
+             f"{res['clients']} API clients over the Unix socket for {res['seconds']} s, "
+             f"{res['streams']} event streams open, two workspaces: {res['requests']} requests "
+             f"({res['per_second']}/s), {res['failures']} failed, {res['client_errors']} 4xx, "
+             f"{res['lost_or_duplicated']} snapshots lost or duplicated, verify "
+             f"{'ok' if res['verify_ok'] else 'FAILED'}.", "",
+             "| request | count | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
+    for op, o in ops.items():
+        lines.append(f"| {op} | {o['count']} | {o['p50_ms']} | {o['p95_ms']} |")
+    return "\n".join(lines) + "\n"
 
 
 def write_doc(body: str) -> None:
@@ -379,6 +398,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print("[cow] XFS and btrfs loop images...", flush=True)
         extras["cow"] = cow_bench(args.out / "cow", quick=args.quick)
+    if "service" in wanted:
+        print("[service] the API under load...", flush=True)
+        proc = subprocess.run([sys.executable, str(REPO / "bench" / "service.py"), "--json",
+                               *(["--quick"] if args.quick else [])],
+                              capture_output=True, text=True)
+        extras["service"] = (json.loads(proc.stdout) if proc.returncode == 0
+                             else {"error": proc.stderr[-500:]})
     total = time.perf_counter() - t_start
     command = ("make bench" if not sys.argv[1:]
                else f"python bench/run.py {shlex.join(sys.argv[1:])}")
