@@ -210,7 +210,9 @@ def test_gc_racing_pushes_never_removes_what_a_push_names(s3: S3, tmp_path: Path
         t.start()
     for t in threads:
         t.join()
-    assert not errors, errors
+    import traceback
+
+    assert not errors, "".join(traceback.format_exception(errors[0]))
     time.sleep(2.5)
     final = remotes.gc(ws, None)
     assert final.live_packs > 0

@@ -66,10 +66,12 @@ def _draw(bar: Meter, stop: threading.Event) -> None:
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as p:
         task = p.add_task("", total=None, files="")
         while True:
+            stopping = stop.wait(0.1)
             unit = "trees" if bar.phase == "Collect garbage" else "files"
             files = (f"{bar.files:,}/{bar.files_total:,} {unit}" if bar.files_total
                      else f"{bar.files:,} {unit}")
             p.update(task, description=bar.phase, completed=bar.bytes,
                      total=bar.bytes_total or None, files=files)
-            if stop.wait(0.1):
+            if stopping:  # the last phase is drawn once at least, however short it was
+                p.refresh()
                 break

@@ -332,8 +332,10 @@ def gc(ws: ProtectedWorkspace, name: str | None, dry_run: bool = False) -> rgc.R
     def local_tree(oid: bytes) -> Any:
         return ws.repo.tree(oid) if ws.repo.catalog.lookup(oid) is not None else None
 
-    report = rgc.gc_remote(remote, remote.load_index(_cache(ws, spec.name)), local_tree,
-                           dry_run=dry_run)
+    def index() -> Any:
+        return remote.load_index(_cache(ws, spec.name))
+
+    report = rgc.gc_remote(remote, index(), local_tree, dry_run=dry_run, reload=index)
     report.remote = spec.name
     return report
 

@@ -60,7 +60,25 @@ class RemoteGcReport:
 
 def gc_remote(remote: RemoteRepo, index: RemoteIndex,
               local_tree: Callable[[bytes], list[Entry] | None] | None = None,
-              dry_run: bool = False) -> RemoteGcReport:
+              dry_run: bool = False,
+              reload: Callable[[], RemoteIndex] | None = None) -> RemoteGcReport:
+    """One gc pass (module docstring). ``reload`` reads the index again: a push that lands
+    between the caller's index read and this pass's read of the refs names objects that
+    index does not know yet, so the pass starts over with a fresh index (twice at most)
+    before it calls them missing and does nothing."""
+    for attempt in range(3):
+        report, lost = _gc_pass(remote, index, local_tree, dry_run, final=attempt == 2
+                                or reload is None)
+        if not lost:
+            return report
+        assert reload is not None
+        index = reload()
+    raise AssertionError("unreachable")
+
+
+def _gc_pass(remote: RemoteRepo, index: RemoteIndex,
+             local_tree: Callable[[bytes], list[Entry] | None] | None, dry_run: bool,
+             final: bool) -> tuple[RemoteGcReport, list[bytes]]:
     report = RemoteGcReport(remote.url, grace_seconds=remote.grace, dry_run=dry_run)
     state, _etag = remote.read_gc()
     now = remote.backend.server_time()  # before the refs are read: see the module docstring
@@ -70,6 +88,8 @@ def gc_remote(remote: RemoteRepo, index: RemoteIndex,
                                remote_tree_fetcher(remote, index, None, local_tree))
     reached = trees | set(blobs)
     lost = [o for o in reached if o not in index.objects]
+    if lost and not final:
+        return report, lost
     if lost:
         raise RemoteError(f"{remote.url}: {len(lost)} objects the snapshots name are missing "
                           f"(first: {lost[0].hex()[:16]}); gc did nothing — run "
@@ -91,14 +111,14 @@ def gc_remote(remote: RemoteRepo, index: RemoteIndex,
     report.forgiven = [k for k in condemned if _id(k) in live or _id(k) not in known]
     if dry_run:
         report.deleted = [pack_key(p) for p in delete]
-        return report
+        return report, []
     for pack in delete:
         remote.backend.delete(index_key(pack))
         remote.backend.delete(pack_key(pack))
         report.deleted.append(pack_key(pack))
         report.deleted_bytes += listing.get(pack, (0, 0.0))[0]
     _record(remote, report, {p.hex() for p in delete})
-    return report
+    return report, []
 
 
 def _id(key: str) -> bytes:

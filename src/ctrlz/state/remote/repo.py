@@ -32,7 +32,7 @@ from typing import Any
 import zstandard
 
 from ...errors import RemoteError
-from ..atomic import atomic_write_bytes
+from ..atomic import TEMP_PREFIX, atomic_write_bytes
 from ..hashing import ALGORITHMS, digest_function
 from .backend import Backend, Missing
 from .crypto import Sealer, new_encryption, open_encryption
@@ -238,19 +238,24 @@ class RemoteRepo:
         def load(name: str) -> tuple[bytes, bytes, list[tuple[bytes, int, int, int, int]]]:
             path = cache / name if cache is not None else None
             raw = None
-            if path is not None and path.is_file():
-                raw = path.read_bytes()
+            if path is not None:
                 try:
+                    raw = path.read_bytes()
                     return self.parse_index(name, raw)
-                except RemoteError:
-                    raw = None  # a damaged cache entry: fetch it again
+                except (OSError, RemoteError):
+                    # absent, damaged, or removed just now by another process that found
+                    # it stale: the cache is only a copy, fetch it again
+                    raw = None
             try:
                 raw, _ = self.backend.get(f"index/{name}")
             except Missing:
                 return b"", b"", []  # gc removed it after the listing
             parsed = self.parse_index(name, raw)
             if path is not None:
-                atomic_write_bytes(path, raw)
+                try:
+                    atomic_write_bytes(path, raw)
+                except FileNotFoundError:
+                    pass  # its temp file went with another process's clean-up: no copy
             return parsed
 
         index = RemoteIndex()
@@ -261,6 +266,8 @@ class RemoteRepo:
                     index.add(pack, kind, entries)
         if cache is not None:
             for stale in set(os.listdir(cache)) - set(names):
+                if stale.startswith(TEMP_PREFIX) and not _older_than(cache / stale, 3600):
+                    continue  # another process writing its copy (or a crash's, kept an hour)
                 try:
                     os.unlink(cache / stale)
                 except OSError:
@@ -341,3 +348,12 @@ def check_stored(digest: Callable[[bytes], bytes], oid: bytes, size: int, codec:
     if digest(data) != expected:
         raise RemoteError(f"object {oid.hex()[:16]} does not match its id")
     return data
+
+
+def _older_than(path: os.PathLike[str], seconds: float) -> bool:
+    import time
+
+    try:
+        return os.lstat(path).st_mtime < time.time() - seconds
+    except OSError:
+        return False
