@@ -212,6 +212,10 @@ def test_over_max_bytes_the_largest_new_files_are_left_out(ws_dir: Path,
     snap2 = ws.snapshot()
     assert sorted(k.path for k in snap2.skipped) == [b"0/a.bin", b"0/new.bin"]
     assert sorted(entries(ws)) == ["b.bin", "c.bin", "src.txt"]
+    # a diff stores nothing, so nothing is left out of it: what the snapshot left out is
+    # on disk and not in the snapshot, and everything else is unchanged
+    changed = {c.path: c.change_type for c in ws.diff(snap2.id).changes}
+    assert changed == {b"a.bin": "created", b"new.bin": "created"}
     (ws_dir / "src.txt").write_text("edited")
     ws.rollback(snap2.id)
     assert (ws_dir / "new.bin").stat().st_size == 10 * mib  # kept: never captured

@@ -121,6 +121,7 @@ class Applier:
         writes = sum(1 for a in plan.writes if a.op in (WRITE, SYMLINK_OP))
         self.fsync_each = writes < _FSYNC_EACH_BELOW
         self._meter: meter.Meter | None = None
+        self._written: list[int] = []  # temp files written, open until the batch's fsync
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -165,6 +166,9 @@ class Applier:
             assert self._current is not None
             raise ApplyFailed(self._current, exc, self.result) from exc
         finally:
+            for f in self._written:  # an error before the batch's fsync
+                os.close(f)
+            self._written = []
             self.dirs.close()
             for fd in self._devices.values():
                 os.close(fd)
@@ -298,14 +302,21 @@ class Applier:
             if a.op == WRITE:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
                 f = os.open(tmp, flags, 0o600, dir_fd=fd)
+                keep = False
                 try:
                     # a clone object goes back by cloning it (no byte copied), where it can
                     if not self.objects.clone_to(entry.oid, f):
                         self.objects.write_to(entry.oid, f)
                     os.fchmod(f, restored_mode(entry))
                     os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
+                    # kept open for the batch's fsync: once its mode is restored, the file
+                    # may be one its owner cannot open (0o200, 0o000)
+                    keep = self.fsync_each
+                    if keep:
+                        self._written.append(f)
                 finally:
-                    os.close(f)
+                    if not keep:
+                        os.close(f)
             else:
                 os.symlink(self.objects.read(entry.oid), tmp, dir_fd=fd)
                 os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd,
@@ -345,8 +356,12 @@ class Applier:
         if not self._pending:
             return
         if self.fsync_each:
-            self._fsync_all([(parent, tmp) for a, parent, tmp in self._pending
-                             if a.op == WRITE])
+            written, self._written = self._written, []
+            try:
+                _fsync_fds(written)
+            finally:
+                for f in written:
+                    os.close(f)
         else:
             for dev in {self._dev_of[parent] for _, parent, _ in self._pending}:
                 syncfs(self._devices[dev])
@@ -365,26 +380,14 @@ class Applier:
             self._fsync_all([(parent, None) for parent in touched])
 
     def _fsync_all(self, targets: list[tuple[bytes, bytes | None]]) -> None:
-        """fsync each ``(directory, name)`` (``name`` None: the directory itself),
-        concurrently. Each gets its own descriptor first, on this thread: the directory
-        handles are an LRU whose fds a later lookup may close."""
+        """fsync each directory of ``targets`` (``(directory, None)`` pairs), concurrently.
+        Each gets its own descriptor first, on this thread: the directory handles are an
+        LRU whose fds a later lookup may close."""
         fds: list[int] = []
         try:
-            for parent, name in targets:
-                dir_fd = self.dirs.get(parent)
-                if name is None:
-                    fds.append(os.dup(dir_fd))
-                else:
-                    fds.append(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                       dir_fd=dir_fd))
-            if len(fds) == 1:
-                os.fsync(fds[0])
-            elif fds:
-                from concurrent.futures import ThreadPoolExecutor
-
-                with ThreadPoolExecutor(min(len(fds), _FSYNC_THREADS)) as pool:
-                    for _ in pool.map(os.fsync, fds):
-                        pass
+            for parent, _ in targets:
+                fds.append(os.dup(self.dirs.get(parent)))
+            _fsync_fds(fds)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -466,6 +469,18 @@ class Applier:
         assert a.entry is not None
         os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
+
+
+def _fsync_fds(fds: list[int]) -> None:
+    """fsync every descriptor, from a few threads at once (see the module docstring)."""
+    if len(fds) == 1:
+        os.fsync(fds[0])
+    elif fds:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(len(fds), _FSYNC_THREADS)) as pool:
+            for _ in pool.map(os.fsync, fds):
+                pass
 
 
 def require_empty_destination(path: bytes) -> None:

@@ -348,7 +348,12 @@ def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]],
 def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
                  limits: Limits | None = None) -> WorkingState:
     """Scan the working tree without writing to the store or taking the lock; its trees are
-    in ``WorkingState.trees`` (read them with :func:`overlay_reader`)."""
+    in ``WorkingState.trees`` (read them with :func:`overlay_reader`). ``max_bytes`` does not
+    apply: it bounds what a snapshot stores, and a scan that stores nothing must not leave a
+    file out (a diff would call it deleted)."""
+    import dataclasses
+
     sink = HashSink(repo.objects.digest, repo.objects.new_hasher, repo.objects.known_clone)
-    return _scan_all(repo, roots, rules, sink, limits or Limits(), repo.load_statcache(),
-                     time.time_ns())
+    limits = dataclasses.replace(limits or Limits(), max_bytes=1 << 62,
+                                 refuse_over_max_bytes=False)
+    return _scan_all(repo, roots, rules, sink, limits, repo.load_statcache(), time.time_ns())
