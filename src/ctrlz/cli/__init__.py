@@ -86,10 +86,15 @@ def _fast(option: str) -> bool:
 
         sys.stdout.write(f"ctrlz, version {__version__}\n")
         return True
-    try:
-        columns = int(os.environ.get("COLUMNS", "0")) or os.get_terminal_size(1).columns
-    except (ValueError, OSError):
-        columns = 80
+    try:  # as shutil.get_terminal_size, which click uses, decides it
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
     from .help_text import HELP
 
     text = HELP.get(100 if columns >= 100 else columns)
