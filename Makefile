@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench bench-quick clean help
+.PHONY: demo test test-all lint bench bench-quick bench-tools clean help
 
 help:
 	@echo "make demo    run ctrlz end to end on a scratch workspace"
@@ -32,16 +32,27 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
-bench: $(STAMP)
+# the tools make bench compares with (git, tar, zstd, rsync) and the filesystems of its
+# copy-on-write rows: installed from Debian when missing and apt-get can be used
+BENCH_TOOLS = git tar zstd rsync mkfs.xfs mkfs.btrfs
+bench-tools:
+	@missing=""; for t in $(BENCH_TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && apt-get install -y -qq git tar zstd rsync xfsprogs btrfs-progs) >/dev/null 2>&1 \
+	    || echo "note: could not install$$missing; their rows are skipped or fail"; \
+	  else echo "note:$$missing missing (install them as root); their rows are skipped or fail"; fi; \
+	fi
+
+bench: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py
 
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf $(VENV) bench/out .pytest_cache
 
-# Pre-install the real agents tests/agents/real drives (npm, ~1.7 GB, into .cache/agents)
 # Remote benchmark (bench/remote.py): ctrlz against restic's S3 backend on a local moto server.
 # Installs Debian's restic first when it is missing and apt-get can be used.
 .PHONY: bench-remote
@@ -51,6 +62,7 @@ bench-remote: $(STAMP)
 	  || echo "note: restic not installed; its columns are skipped"
 	$(BIN)/python bench/remote.py $(ARGS)
 
+# Pre-install the real agents tests/agents/real drives (npm, ~1.7 GB, into .cache/agents)
 .PHONY: agents
 agents: $(STAMP)
 	$(BIN)/python -m tests.agents.real.conftest
