@@ -87,7 +87,10 @@ def coldstart_bench(tree: Path, work: Path, runs: int = 40) -> dict[str, object]
         times["python -c pass (floor)"] = _time([sys.executable, "-c", "pass"], env, ws, runs)
         for args in (["--version"], ["--help"], ["list"]):
             times["ctrlz " + " ".join(args)] = _time([CTRLZ, *args], env, ws, runs)
-        target = ws / "README.md"
+        # a source file agents edit: README.md wherever the tree keeps it (git's tarball
+        # unpacks into git-2.39.5/), else the first regular file
+        target = next(iter(sorted(ws.rglob("README.md"))), None) or next(
+            p for p in sorted(ws.rglob("*")) if p.is_file() and not p.is_symlink())
         original = target.read_bytes()
 
         def rewrite(i: int) -> None:
