@@ -190,22 +190,6 @@ def test_auggie_settings_match_auggies_hook_schema(project: Path, home: Path) ->
         jsonschema.validate(bad, AUGGIE_HOOKS_SCHEMA)
 
 
-@pytest.mark.skipif(not DROID_BINARY.exists(), reason="the Droid package is not in "
-                    ".cache/agents (make agents, or run tests/agents/real/test_droid.py)")
-def test_droid_schema_transcription_is_the_packages() -> None:
-    data = DROID_BINARY.read_bytes()
-    for source in (DROID_SOURCE, DROID_MCP_SOURCE):
-        assert source.encode() in data, source
-
-
-@pytest.mark.skipif(not AUGGIE_BUNDLE.exists(), reason="the Auggie package is not in "
-                    ".cache/agents (make agents, or run tests/agents/real/test_auggie.py)")
-def test_auggie_schema_transcription_is_the_packages() -> None:
-    text = AUGGIE_BUNDLE.read_text()
-    for source in (AUGGIE_SOURCE, AUGGIE_EVENTS_SOURCE, AUGGIE_MCP_SOURCE):
-        assert source in text, source
-
-
 # -- installers ----------------------------------------------------------------------------------
 
 DROID_SETTINGS = """{

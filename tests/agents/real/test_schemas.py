@@ -247,3 +247,30 @@ def test_codex_hooks_json_against_codex_schema(agent_bin, sandbox) -> None:  # n
     doc = json.loads((sb.project / ".codex" / "hooks.json").read_text())
     problems = errors(for_file[0], doc)
     assert not problems, "\n".join(problems) + "\n" + json.dumps(doc, indent=1)
+
+
+# The transcriptions of Droid's and Auggie's hook schemas (tests/agents/test_more_agents.py)
+# must still be the packages' own text; here, beside the real agents, so the packages are
+# installed first (agent_bin) rather than skipped when this runs before the real-agent tests.
+
+def test_droid_schema_transcription_is_the_packages(agent_bin) -> None:  # noqa: ANN001
+    from tests.agents.test_more_agents import DROID_BINARY, DROID_MCP_SOURCE, DROID_SOURCE
+
+    agent_bin("droid")
+    data = DROID_BINARY.read_bytes()
+    for source in (DROID_SOURCE, DROID_MCP_SOURCE):
+        assert source.encode() in data, source
+
+
+def test_auggie_schema_transcription_is_the_packages(agent_bin) -> None:  # noqa: ANN001
+    from tests.agents.test_more_agents import (
+        AUGGIE_BUNDLE,
+        AUGGIE_EVENTS_SOURCE,
+        AUGGIE_MCP_SOURCE,
+        AUGGIE_SOURCE,
+    )
+
+    agent_bin("auggie")
+    text = AUGGIE_BUNDLE.read_text()
+    for source in (AUGGIE_SOURCE, AUGGIE_EVENTS_SOURCE, AUGGIE_MCP_SOURCE):
+        assert source in text, source
