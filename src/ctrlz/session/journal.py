@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import time
 
-from ..engine.plan import DIRMODE, MKDIR, RMDIR
-from ..engine.restore import RestoreResult
-from ..state.sessiondb import SessionDB
-from ..types import Snapshot, iso_utc, text_path
+from ..types import iso_utc, text_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a snapshot records its event here: it must not load the restore engine
+    from ..engine.restore import RestoreResult
+    from ..state.sessiondb import SessionDB
+    from ..types import Snapshot
 
 _UNIQUE_SLOT_BASE = 1_000_000  # non-auto snapshots: slot = base + snapshot number
 
@@ -35,6 +38,8 @@ def record_snapshot(db: SessionDB, snap: Snapshot, *, auto_max: int,
 
 def record_restored(db: SessionDB, result: RestoreResult) -> int:
     """One ``restored`` event per file or link the restore wrote or removed."""
+    from ..engine.plan import DIRMODE, MKDIR, RMDIR
+
     now = iso_utc(time.time_ns())
     rows = []
     for a in result.applied:
