@@ -14,7 +14,6 @@ that the next writer's recovery removes. So an import is all or nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from ..errors import CorruptObject, RemoteError
 from ..state.archive import ArchiveReader, ArchiveWriter
 from ..state.portable import from_record, to_record
 from ..state.repository import Repository
-from ..state.transfer import ObjectSink, open_stored
+from ..state.transfer import ObjectSink, commit_received, open_stored, receiving
 from ..state.trees import HEADER, Entry, decode_tree
 from ..types import Snapshot
 from .reach import needed_objects, reachable
@@ -94,22 +93,12 @@ def import_archive(repo: Repository, src: BinaryIO, name: str) -> ImportReport:
             snaps = [from_record(r) for r in manifest.get("snapshots", [])]
         except CorruptObject as exc:
             raise RemoteError(f"{name} is damaged: {exc}") from None
-        writer = repo.objects.writer()
-        sink = ObjectSink(repo.objects, writer)
         report = ImportReport()
-        try:
+        with receiving(repo) as sink:
             trees = _stage_objects(reader, sink, name, int(manifest.get("objects", -1)))
             fresh = _new_snapshots(repo, snaps, name, report)
             _check_complete(repo, fresh, trees, sink, manifest, name)
-            with repo.catalog.transaction():
-                writer.commit(repo.catalog)
-                for s in sorted(fresh, key=lambda s: s.created_ns):
-                    repo.catalog.add_snapshot(
-                        dataclasses.replace(s, number=repo.catalog.next_number()))
-        except BaseException:
-            writer.abort()
-            repo.recover()  # what was staged goes now, not at the next writer
-            raise
+            commit_received(repo, sink, fresh)
         report.imported = [s.id for s in fresh]
         report.objects, report.bytes = sink.added, sink.bytes
         if snaps:

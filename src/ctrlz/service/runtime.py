@@ -100,13 +100,7 @@ def gateway_url() -> str | None:
 @contextlib.contextmanager
 def socket_address(directory: Path | None = None) -> Iterator[str]:
     """The service socket's address, short enough for ``bind``/``connect``."""
-    directory = directory or run_dir()
-    path = os.path.join(os.fspath(directory), SOCKET)
-    if len(os.fsencode(path)) < 100:
-        yield path
-        return
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{fd}/{SOCKET}"
-    finally:
-        os.close(fd)
+    from ..session.daemon_client import unix_address
+
+    with unix_address(directory or run_dir(), SOCKET) as address:
+        yield address

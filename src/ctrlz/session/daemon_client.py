@@ -44,15 +44,23 @@ class DaemonUnavailable(Exception):
 
 @contextlib.contextmanager
 def socket_address(store: Path) -> Iterator[str]:
-    """The socket's address. A Unix socket path is limited to ~108 bytes and stores can live
-    deeper than that, so long paths go through ``/proc/self/fd/<store fd>/daemon.sock``."""
-    path = os.path.join(os.fsdecode(store), SOCKET_NAME)
+    """The daemon socket's address in ``store`` (see :func:`unix_address`)."""
+    with unix_address(store, SOCKET_NAME) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def unix_address(directory: str | os.PathLike[str], name: str) -> Iterator[str]:
+    """The address of socket ``name`` in ``directory``, for ``bind``/``connect``. A Unix
+    socket path is limited to ~108 bytes and stores can live deeper than that, so long paths
+    go through ``/proc/self/fd/<directory fd>/<name>``."""
+    path = os.path.join(os.fsdecode(directory), name)
     if len(os.fsencode(path)) < 100:
         yield path
         return
-    fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        yield f"/proc/self/fd/{fd}/{SOCKET_NAME}"
+        yield f"/proc/self/fd/{fd}/{name}"
     finally:
         os.close(fd)
 

@@ -20,8 +20,10 @@ pack; large ones (``LOOSE_MIN`` and up) become loose files, as a snapshot would 
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import BinaryIO
 
 import zstandard
@@ -30,6 +32,11 @@ from ..errors import CorruptObject
 from . import cow
 from .atomic import fsync_dir, temp_name
 from .objects import CHUNK, CLONE, LOOSE_MIN, RAW, ZSTD, ObjectStore, ObjectWriter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..types import Snapshot
+    from .repository import Repository
 
 
 def open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterator[bytes]]:
@@ -113,6 +120,29 @@ def decode_stored(oid: bytes, size: int, codec: int, stored: bytes) -> bytes:
     if len(data) != size:
         raise CorruptObject(f"object {oid.hex()[:16]} has the wrong length")
     return data
+
+
+@contextmanager
+def receiving(repo: Repository) -> Iterator[ObjectSink]:
+    """An :class:`ObjectSink` on a new writer of ``repo``'s store. On any error what it
+    staged is removed at once (not left for the next writer's recovery) and the error goes
+    on; nothing is visible until :func:`commit_received`."""
+    writer = repo.objects.writer()
+    try:
+        yield ObjectSink(repo.objects, writer)
+    except BaseException:
+        writer.abort()
+        repo.recover()
+        raise
+
+
+def commit_received(repo: Repository, sink: ObjectSink, snaps: Iterable[Snapshot]) -> None:
+    """Make the staged objects and the snapshots that name them visible in one catalog
+    transaction (an archive's import, a pull): oldest first, each with a new local number."""
+    with repo.catalog.transaction():
+        sink.writer.commit(repo.catalog)
+        for s in sorted(snaps, key=lambda s: s.created_ns):
+            repo.catalog.add_snapshot(dataclasses.replace(s, number=repo.catalog.next_number()))
 
 
 class ObjectSink:

@@ -11,7 +11,6 @@ writer's recovery removes.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from ...errors import CorruptObject, RemoteError
 from ...state.portable import from_record
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, pack_key
 from ...state.repository import Repository
-from ...state.transfer import ObjectSink
+from ...state.transfer import ObjectSink, commit_received, receiving
 from ...state.trees import Entry, decode_tree
 from ...types import Snapshot
 from .walk import walk_levels
@@ -88,19 +87,9 @@ def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]]
         if not fresh:
             return report
         index = remote.load_index(cache)
-        writer = repo.objects.writer()
-        sink = ObjectSink(repo.objects, writer)
-        try:
+        with receiving(repo) as sink:
             _fetch_all(repo, remote, index, sink, fresh, progress)
-            with repo.catalog.transaction():
-                writer.commit(repo.catalog)
-                for s in sorted(fresh, key=lambda s: s.created_ns):
-                    repo.catalog.add_snapshot(
-                        dataclasses.replace(s, number=repo.catalog.next_number()))
-        except BaseException:
-            writer.abort()
-            repo.recover()
-            raise
+            commit_received(repo, sink, fresh)
         report.pulled = sorted(fresh, key=lambda s: s.created_ns)
         report.objects, report.bytes = sink.added, sink.bytes
         return report
