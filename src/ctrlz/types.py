@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 SNAPSHOT_TYPES = ("pre-run", "post-run", "auto", "manual", "git", "build", "idle", "tool", "safety")
@@ -16,6 +15,8 @@ SNAPSHOT_TYPES = ("pre-run", "post-run", "auto", "manual", "git", "build", "idle
 
 def iso_utc(ns: int) -> str:
     """ISO 8601 UTC with millisecond precision and a trailing Z."""
+    from datetime import UTC, datetime
+
     dt = datetime.fromtimestamp(ns / 1e9, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 

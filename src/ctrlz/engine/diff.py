@@ -7,7 +7,6 @@ edit that keeps a file's length is still a modification.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +147,8 @@ def unified_diff(path: str, old: bytes | None, new: bytes | None, *, context: in
     a_lines = old.decode("utf-8").splitlines(keepends=True) if old else []
     b_lines = new.decode("utf-8").splitlines(keepends=True) if new else []
     out = []
+    import difflib
+
     for line in difflib.unified_diff(a_lines, b_lines, a_name, b_name, n=context):
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)

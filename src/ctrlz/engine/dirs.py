@@ -13,7 +13,6 @@ filesystem refuses them, :func:`renameat2` raises :class:`Unsupported` and the c
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat as st
@@ -27,19 +26,36 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _syncfs = _libc.syncfs
-    _syncfs.argtypes = [ctypes.c_int]
-except (OSError, AttributeError):  # pragma: no cover - not Linux
-    _libc, _syncfs = None, None
-try:
-    _renameat2 = _libc.renameat2 if _libc is not None else None
-    if _renameat2 is not None:
-        _renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                               ctypes.c_uint]
-except AttributeError:  # pragma: no cover - glibc older than 2.28
-    _renameat2 = None
+_libc_calls: tuple[Any, Any] | None = None
+
+
+def _libc() -> tuple[Any, Any]:
+    """(syncfs, renameat2) from the C library, either None where missing. Loaded on first
+    use: ctypes costs a snapshot's process more start-up than the calls it never makes."""
+    global _libc_calls
+    if _libc_calls is None:
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:  # pragma: no cover - not Linux
+            libc = None
+        sync = rename = None
+        try:
+            sync = libc.syncfs if libc is not None else None
+            if sync is not None:
+                sync.argtypes = [ctypes.c_int]
+        except AttributeError:  # pragma: no cover - not Linux
+            sync = None
+        try:
+            rename = libc.renameat2 if libc is not None else None
+            if rename is not None:
+                rename.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                                   ctypes.c_char_p, ctypes.c_uint]
+        except AttributeError:  # pragma: no cover - glibc older than 2.28
+            rename = None
+        _libc_calls = (sync, rename)
+    return _libc_calls
 
 
 class Unsupported(Exception):
@@ -47,9 +63,12 @@ class Unsupported(Exception):
 
 
 def renameat2(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> None:
-    if _renameat2 is None:
+    rename = _libc()[1]
+    if rename is None:
         raise Unsupported
-    if _renameat2(src_fd, src, dst_fd, dst, flags) != 0:
+    if rename(src_fd, src, dst_fd, dst, flags) != 0:
+        import ctypes
+
         err = ctypes.get_errno()
         if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
             raise Unsupported
@@ -58,7 +77,8 @@ def renameat2(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> N
 
 def syncfs(fd: int) -> None:
     """Flush the whole filesystem that holds ``fd``: one call instead of an fsync per file."""
-    if _syncfs is None or _syncfs(fd) != 0:
+    sync = _libc()[0]
+    if sync is None or sync(fd) != 0:
         os.sync()
 
 

@@ -52,7 +52,13 @@ from .check import verify_applied
 from .diff import TreeReader
 from .graft import DiskCapture, graft
 from .plan import SYMLINK_OP, WRITE, Action, Planner, RestorePlan
-from .snapshot import new_snapshot_id, overlay_reader, scan_working, take_snapshot
+from .snapshot import (
+    DirtySource,
+    new_snapshot_id,
+    overlay_reader,
+    scan_working,
+    take_snapshot,
+)
 
 
 @dataclass
@@ -134,7 +140,10 @@ class Request:
 # -- in place ----------------------------------------------------------------------------------
 
 def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
-                     req: Request, limits: Limits | None = None) -> RestoreResult:
+                     req: Request, limits: Limits | None = None,
+                     dirty_source: DirtySource | None = None) -> RestoreResult:
+    """``dirty_source``: what changed since the stat cache, from a file watcher, for the
+    capture step (:func:`~ctrlz.engine.snapshot.take_snapshot`)."""
     dest_roots = [os.fsencode(r) for r in roots]
     with repo.lock:
         recover(repo)
@@ -144,7 +153,8 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         label = req.label or (f"before restoring {req.target.id}" if req.target else None)
         safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
                                   label=label, numbered=req.numbered_safety,
-                                  include=req.explicit, included_keys=keys, keep_decoded=True)
+                                  include=req.explicit, included_keys=keys, keep_decoded=True,
+                                  dirty_source=dirty_source)
         target = req.target if req.target is not None else _build(repo, req, safety)
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)

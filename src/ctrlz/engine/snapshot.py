@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import secrets
-import string
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..state import btrfs, failpoints, meter
@@ -32,8 +30,12 @@ from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
 from .graft import DiskCapture, graft
 
-_ALPHABET = string.ascii_lowercase + string.digits
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 WORKERS = max(2, min(4, os.cpu_count() or 2))
+
+#: what a file watcher in another process reports before a scan: the directories of each
+#: root that changed since the stat cache was written, or None (scan fully)
+DirtySource = Callable[[], "Sequence[set[bytes] | None] | None"]
 
 
 _gc_lock = threading.Lock()
@@ -70,7 +72,34 @@ def gc_paused() -> Iterator[None]:
 
 
 def new_snapshot_id() -> str:
-    return "snap_" + "".join(secrets.choice(_ALPHABET) for _ in range(8))
+    """``snap_`` and eight random letters or digits, uniform (bytes of 252 and up, which
+    would favour the first characters, are drawn again)."""
+    chars: list[str] = []
+    while len(chars) < 8:
+        chars += [_ALPHABET[b % 36] for b in os.urandom(12) if b < 252]
+    return "snap_" + "".join(chars[:8])
+
+
+class _Pool:
+    """The scan's reader threads, started by the first file big enough to need them: a
+    snapshot that reads nothing (most are) pays neither the threads nor the import."""
+
+    def __init__(self) -> None:
+        self._pool: Any = None
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read")
+        return self._pool.submit(fn, *args)
+
+    def __enter__(self) -> _Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def root_name(index: int) -> bytes:
@@ -134,7 +163,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
     trees: dict[bytes, list[Entry]] = {}
     patched: dict[bytes, bytes] = {}
     cached_snap = repo.catalog.snapshot(cache.snapshot_id) if cache.snapshot_id else None
-    with ThreadPoolExecutor(WORKERS, thread_name_prefix="ctrlz-read") as pool:
+    with _Pool() as pool:
         for index, (root, rule) in enumerate(zip(roots, rules, strict=True)):
             if not root.is_dir() or root.is_symlink():
                 raise UsageError(f"tracked path {root} is not a directory")
@@ -176,6 +205,7 @@ def take_snapshot(
     include: Sequence[bytes] = (),
     included_keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None = None,
     keep_decoded: bool = False,
+    dirty_source: DirtySource | None = None,
 ) -> tuple[Snapshot, ScanStats]:
     """Scan and store the roots; returns the committed snapshot and the scan's statistics.
 
@@ -186,7 +216,10 @@ def take_snapshot(
     them: a restore's capture step passes the paths it was asked to touch by name. Their stat
     keys go into ``included_keys``. ``keep_decoded`` leaves the trees the scan built decoded
     in the repository's tree cache, for a caller about to compare them (a restore's plan
-    reads its safety snapshot's side of every changed directory).
+    reads its safety snapshot's side of every changed directory). ``dirty_source``, when no
+    ``dirty`` is given, is asked for it once the lock is held, before the stat cache is read
+    (a file watcher in another process, which may write that cache first); it returns None
+    when it cannot vouch for the cache, and the scan is then a full one.
     """
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
@@ -196,6 +229,8 @@ def take_snapshot(
         progress.start("Snapshot")
     with gc_paused(), repo.lock:
         repo.recover()
+        if dirty is None and dirty_source is not None:
+            dirty = dirty_source()
         cache = repo.load_statcache()
         writer = repo.objects.writer()
         scan_ns = time.time_ns()

@@ -60,6 +60,8 @@ log = logging.getLogger("ctrlz.daemon")
 #: Seconds without requests before the deferred stat cache is written for other processes.
 FLUSH_AFTER_S = 2.0
 LOG_MAX = 1 << 20
+#: More changed directories than this are not worth sending: the caller scans fully.
+HAND_OUT_MAX = 20_000
 
 
 class Daemon:
@@ -67,6 +69,7 @@ class Daemon:
 
     def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None) -> None:
         self.ws = ws
+        ws.use_daemon = False  # we are the daemon
         self.config_json = ws.config.to_json()
         #: the supervising service; None for a daemon a hook started
         self.parent_pid = parent_pid
@@ -76,7 +79,7 @@ class Daemon:
         self.since_ns = 0  # the dirty set holds every change after this moment
         self._carry: set[bytes] = set()  # taken by a snapshot that failed
         self._carry_rescan = False
-        self.served = {"dirty": 0, "full": 0}
+        self.served = {"dirty": 0, "full": 0, "handed": 0}
         self.primed = False
         from .autopush import AutoPusher
 
@@ -153,6 +156,8 @@ class Daemon:
             return {"ok": True, "pid": os.getpid()}
         if op == "snapshot":
             return self.snapshot(message)
+        if op == "dirty":
+            return self.hand_out_dirty(message)
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def info(self) -> dict[str, Any]:
@@ -163,13 +168,28 @@ class Daemon:
                 "supervised": self.parent_pid is not None,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
 
-    def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _refusal(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """Why this request must be served in the caller's process, if it must: the
+        workspace's configuration changed since we started (we stop, and the next hook starts
+        a daemon with the new rules), or the caller runs with other settings than the files
+        say (a library caller may pass its own ``Config``)."""
         from ..config import load_config
 
-        ws, repo = self.ws, self.ws.repo
-        if load_config(ws.root).to_json() != self.config_json:
+        current = load_config(self.ws.root)
+        if current.to_json() != self.config_json:
             self.stop_reason = "the workspace configuration changed"
-            return {"ok": False, "error": "the configuration changed; snapshot in-process"}
+            return {"ok": False, "error": "the configuration changed; work in-process"}
+        wanted = message.get("config")
+        if wanted is not None and wanted != json.loads(json.dumps(current.values)):
+            return {"ok": False, "error": "the caller's configuration differs from the "
+                                          "workspace's files; work in-process"}
+        return None
+
+    def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
+        ws, repo = self.ws, self.ws.repo
+        refusal = self._refusal(message)
+        if refusal is not None:
+            return refusal
         self.last_request = time.monotonic()  # only snapshots keep the daemon alive
         kind = str(message.get("type") or "tool")
         label = message.get("label")
@@ -201,6 +221,39 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "snapshot": snap.to_json(), "scan": scan,
                 "dirty_dirs": len(dirty) if dirty is not None else None}
+
+    def hand_out_dirty(self, message: dict[str, Any]) -> dict[str, Any]:
+        """What changed since the stat cache was written, for a process about to snapshot
+        in-process under the store lock it already holds (a restore's capture step): the
+        fsmonitor query of git, answered from the watcher's dirty set.
+
+        The caller holds the lock and waits for this reply, so this writes our deferred stat
+        cache without taking the lock: the caller's scan then starts from the very cache the
+        answer is about. The dirty set is handed over and cleared, and ``since_ns`` moves to
+        now. If the caller's snapshot fails, its stat cache is never written, so the next
+        request finds the cache older than ``since_ns`` and scans fully: nothing handed out
+        can be lost."""
+        repo = self.ws.repo
+        refusal = self._refusal(message)
+        if refusal is not None:
+            return refusal
+        self.last_request = time.monotonic()
+        repo.flush_statcache()
+        repo.defer_statcache_writes = True
+        cache = repo.load_statcache()
+        sync_ns = time.time_ns()
+        taken = self.watcher.take_dirty()
+        dirs = self._carry | taken.dirs
+        trusted = (not taken.rescan_all and not self._carry_rescan
+                   and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns
+                   and len(dirs) <= HAND_OUT_MAX)
+        self._carry, self._carry_rescan = set(), False
+        self.since_ns = sync_ns
+        self._flushed = True
+        self.served["handed"] += 1
+        log.info("dirty set handed out (%s)",
+                 f"{len(dirs)} dirs" if trusted else "untrusted: full scan")
+        return {"ok": True, "dirty": sorted(d.hex() for d in dirs) if trusted else None}
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -18,12 +18,14 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
@@ -104,7 +106,7 @@ def request(store: Path, message: dict[str, Any], *,
             s.settimeout(timeout)
             send_message(s, message)
             reply = read_message(s)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError) as exc:  # TypeError: nothing JSON can carry
         raise DaemonUnavailable(f"no daemon answered: {exc}") from None
     if reply.get("ok") is not True:
         raise DaemonUnavailable(str(reply.get("error") or "the daemon refused the request"))
@@ -112,11 +114,28 @@ def request(store: Path, message: dict[str, Any], *,
 
 
 def snapshot(store: Path, *, type: str, label: str | None = None,
-             session_id: str | None = None, pinned: bool = False) -> dict[str, Any]:
+             session_id: str | None = None, pinned: bool = False,
+             config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ask the daemon for a snapshot; returns its reply (``snapshot``: id, number, root, ...;
-    ``scan``: ``dirty`` or ``full``; ``dirty_dirs``)."""
+    ``scan``: ``dirty`` or ``full``; ``dirty_dirs``). ``config``: the caller's settings,
+    which the daemon refuses to serve unless they are the ones it runs with."""
     return request(store, {"op": "snapshot", "type": type, "label": label,
-                           "session_id": session_id, "pinned": pinned})
+                           "session_id": session_id, "pinned": pinned, "config": config})
+
+
+def dirty(store: Path, config: dict[str, Any] | None = None) -> set[bytes] | None:
+    """The directories (workspace-relative) that changed since the store's stat cache was
+    written, from the daemon's watcher; None when it cannot vouch for that (a full scan is
+    needed). Only for a caller that holds the store lock and snapshots right after: the
+    daemon hands the set over and forgets it (see ``Daemon.hand_out_dirty``)."""
+    reply = request(store, {"op": "dirty", "config": config})
+    dirs = reply.get("dirty")
+    if dirs is None:
+        return None
+    try:
+        return {bytes.fromhex(d) for d in dirs}
+    except (TypeError, ValueError):
+        raise DaemonUnavailable("the daemon sent a malformed dirty set") from None
 
 
 def running(store: Path) -> bool:
@@ -154,6 +173,8 @@ def spawn(root: Path, store: Path) -> bool:
     close must never wait for the daemon."""
     if running(store) or recent_failure(store) is not None:
         return False
+    import subprocess
+
     subprocess.Popen(  # noqa: S603 - our own interpreter and module
         [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -165,6 +186,8 @@ def spawn_supervised(root: Path, store: Path, parent_pid: int) -> subprocess.Pop
     """Start a daemon owned by the ctrlz service (``parent_pid``): its child, so the service
     sees it exit and restarts it; it never idles out and exits when the service is gone. In
     its own session, so a Ctrl+C meant for the service reaches the service alone."""
+    import subprocess
+
     return subprocess.Popen(  # noqa: S603 - our own interpreter and module
         [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store),
          "--parent-pid", str(parent_pid)],

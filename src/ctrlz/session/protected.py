@@ -31,6 +31,7 @@ from ..state.trees import DIR, Entry
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..engine import retention
+    from ..engine.snapshot import DirtySource
     from ..state.oplog import OpLog
     from ..state.scan import ScanStats
     from ..state.sessiondb import SessionDB
@@ -59,6 +60,11 @@ def _inside(path: Path, root: Path) -> bool:
 
 class ProtectedWorkspace:
     """A workspace ctrlz protects, opened: root, store, configuration, snapshot policy."""
+
+    #: Whether a running workspace daemon is asked first: it takes snapshots from its
+    #: watcher's dirty set, and tells a restore's capture what changed, so neither lists the
+    #: whole tree (see :mod:`ctrlz.session.daemon`). The daemon turns it off for itself.
+    use_daemon = True
 
     def __init__(self, root: Path, repo: Repository, config: Config, home: Path) -> None:
         self.root = root
@@ -141,7 +147,16 @@ class ProtectedWorkspace:
                  pinned: bool = False, dirty: set[bytes] | None = None,
                  session_id: str | None = None) -> Snapshot:
         """Take a snapshot, obeying the pools: a full manual pool is an error; rings and the
-        byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``)."""
+        byte cap drop the oldest droppable snapshots afterwards (see ``engine.retention``).
+
+        When the workspace daemon runs, it takes the snapshot from its watcher's dirty set
+        (the same snapshot, without listing the whole tree); ``dirty`` is given by a caller
+        that watches the tree itself."""
+        if dirty is None and self.use_daemon:
+            snap = self._snapshot_by_daemon(type, label, pinned, session_id)
+            if snap is not None:
+                self.last_scan = None
+                return snap
         from ..engine import retention
         from ..engine.snapshot import gc_paused
         from . import journal
@@ -156,6 +171,43 @@ class ProtectedWorkspace:
                                     session_id=session_id)
             self.enforce_pools()
         return snap
+
+    def _snapshot_by_daemon(self, type: str, label: str | None, pinned: bool,
+                            session_id: str | None) -> Snapshot | None:
+        """The snapshot taken by the workspace daemon, when one answers; None otherwise, and
+        on any refusal (a full manual pool, a changed configuration, a snapshot over
+        ``max_bytes``...), so that the caller takes it here and meets the error itself.
+
+        Not while this process holds the store lock: the daemon needs it to commit."""
+        if self.repo.lock.held:
+            return None
+        from . import daemon_client
+
+        try:
+            reply = daemon_client.snapshot(self.store_path, type=type, label=label,
+                                           session_id=session_id, pinned=pinned,
+                                           config=self.config.values)
+            return self.repo.catalog.snapshot(str(reply["snapshot"]["id"]))
+        except (daemon_client.DaemonUnavailable, KeyError, TypeError):
+            return None
+
+    @property
+    def dirty_source(self) -> DirtySource | None:
+        """What a restore's capture step asks, under the store lock, for the directories that
+        changed since the stat cache was written: the daemon's watcher, when one runs."""
+        if not self.use_daemon:
+            return None
+        store, config = self.store_path, self.config.values
+
+        def from_daemon() -> list[set[bytes] | None] | None:
+            from . import daemon_client
+
+            try:
+                return [daemon_client.dirty(store, config)]
+            except daemon_client.DaemonUnavailable:
+                return None
+
+        return from_daemon
 
     def _take(self, type: str, label: str | None, pinned: bool,
               dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:

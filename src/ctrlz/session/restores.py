@@ -34,7 +34,7 @@ def run(ws: ProtectedWorkspace, req: Request) -> RestoreResult:
     with gc_paused(), ws.repo.lock:
         try:
             result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req,
-                                      ws.config.limits)
+                                      ws.config.limits, dirty_source=ws.dirty_source)
         except RestoreError as exc:
             partial = getattr(exc, "result", None)
             if partial is not None:

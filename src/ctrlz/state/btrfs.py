@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
 import re
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 
@@ -41,7 +40,11 @@ if TYPE_CHECKING:
 
     from .repository import Repository
 
-log = logging.getLogger(__name__)
+
+def _log() -> Any:
+    import logging  # only when something goes wrong: a snapshot's process never needs it
+
+    return logging.getLogger(__name__)
 
 META_KEY = "snapshot_backend"
 FROZEN = "frozen"
@@ -95,7 +98,7 @@ class Frozen:
                 _destroy(self.directory, name)
             except OSError as exc:
                 self.failed.append(f"cannot delete {self.directory / name}: {exc.strerror}")
-                log.warning("btrfs backend: %s", self.failed[-1])
+                _log().warning("btrfs backend: %s", self.failed[-1])
         self.made = []
 
 
@@ -112,7 +115,7 @@ def freeze(repo: Repository, roots: Sequence[Path], *, force: bool = False) -> F
         for leftover in os.listdir(directory):  # a crash's; we hold the lock
             _destroy(directory, leftover)
     except OSError as exc:
-        log.warning("btrfs backend: %s", exc)
+        _log().warning("btrfs backend: %s", exc)
         return Frozen(directory, sources, made)
     token = os.urandom(4).hex()
     for index, root in enumerate(roots):
@@ -122,7 +125,7 @@ def freeze(repo: Repository, roots: Sequence[Path], *, force: bool = False) -> F
         try:
             _snapshot(root, directory, name)
         except OSError as exc:
-            log.info("btrfs backend: %s scanned live: %s", root, exc.strerror)
+            _log().info("btrfs backend: %s scanned live: %s", root, exc.strerror)
             continue
         made.append(name)
         sources[index] = directory / name

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...types import Skipped
 from ..exclude import Matcher
@@ -21,6 +20,9 @@ from ..trees import Entry
 from .model import Changes, DirNode, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
+
+if TYPE_CHECKING:
+    from .reader import Pool
 
 
 def needed_dirs(dirty: set[bytes]) -> tuple[set[bytes], dict[bytes, list[bytes]]]:
@@ -48,7 +50,7 @@ class ScanContext:
     root: Path
     matcher: Matcher
     sink: Sink
-    pool: ThreadPoolExecutor
+    pool: Pool
     limits: Limits = field(default_factory=Limits)
     cache: dict[bytes, DirCache] = field(default_factory=dict)
     #: when this scan started; entries whose mtime or ctime are this recent are cached as

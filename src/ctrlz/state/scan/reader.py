@@ -11,13 +11,23 @@ from __future__ import annotations
 import os
 import stat as st
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...types import Skipped
 from .. import meter
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import Sink
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+
+class Pool(Protocol):
+    """Where large files are read: a ``ThreadPoolExecutor``, or the snapshot engine's
+    wrapper that starts one only when a file is big enough to need it."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]: ...
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_INFLIGHT = 256
@@ -36,7 +46,7 @@ class FileReader:
     ``stats`` and ``skipped`` are the scan's own: a read that fails takes its file back out
     of the counts and says why it was skipped."""
 
-    def __init__(self, sink: Sink, pool: ThreadPoolExecutor, stats: ScanStats,
+    def __init__(self, sink: Sink, pool: Pool, stats: ScanStats,
                  skipped: list[Skipped]) -> None:
         self.sink = sink
         self.pool = pool

@@ -1,0 +1,145 @@
+"""Other processes using a running daemon: snapshots it takes for them, and the dirty set it
+hands to a restore's capture step (the fsmonitor query).
+
+The property that matters is the same as for the daemon itself: whatever route a snapshot
+takes, it is exactly the snapshot a full scan would take, and a restore's safety snapshot holds
+every later edit, so ``undo`` brings it back. A capture that fails after the hand-out must not
+lose the changes it was told about.
+"""
+
+# ruff: noqa: F811 - the daemon and ws fixtures come from test_daemon
+
+from __future__ import annotations
+
+import errno
+import json
+import random
+import subprocess
+
+import pytest
+
+from ctrlz.config import Config, load_config
+from ctrlz.session import daemon_client
+from ctrlz.state import failpoints
+from ctrlz.workspace import Workspace
+
+from .test_daemon import CTRLZ, daemon, edit_randomly, full_root, ws  # noqa: F401 - fixtures
+
+
+def served(ws: Workspace) -> dict[str, int]:
+    return daemon_client.status(ws.store_path)["served"]
+
+
+def test_a_library_snapshot_is_taken_by_the_running_daemon(daemon: Workspace) -> None:
+    ws = daemon
+    before = served(ws)
+    (ws.root / "pkg1" / "mod" / "f1.py").write_text("edited\n")
+    (ws.root / "pkg2" / "new.txt").write_text("new\n")
+    snap = ws.snapshot(type="auto", label="through the daemon")
+    after = served(ws)
+    assert after["dirty"] == before["dirty"] + 1
+    assert snap.label == "through the daemon" and snap.type == "auto"
+    assert snap.root == full_root(ws)
+    assert ws.entry_at(snap.id, "pkg2/new.txt") is not None
+
+
+def test_the_cli_snapshot_is_taken_by_the_running_daemon(daemon: Workspace) -> None:
+    ws = daemon
+    before = served(ws)
+    (ws.root / "README.md").write_text("from the CLI\n")
+    out = subprocess.run([CTRLZ, "snapshot", "-m", "cli", "--json"], cwd=ws.root, check=True,
+                         capture_output=True, text=True).stdout
+    assert served(ws)["dirty"] == before["dirty"] + 1
+    assert json.loads(out)["label"] == "cli"
+    assert ws.resolve("latest").root == full_root(ws)
+
+
+def test_a_caller_with_its_own_settings_is_not_served_by_the_daemon(daemon: Workspace) -> None:
+    ws = daemon
+    values = dict(load_config(ws.root).values)
+    values["exclude_patterns"] = ["pkg0"]
+    own = Workspace.init(ws.root, config=Config(values, {k: "test" for k in values}))
+    try:
+        before = served(ws)
+        snap = own.snapshot(type="auto")
+        assert served(ws) == before
+        assert own.entry_at(snap.id, "pkg0") is None
+        assert own.entry_at(snap.id, "pkg1") is not None
+    finally:
+        own.close()
+
+
+def test_a_refused_snapshot_fails_in_the_callers_process_with_the_real_error(
+        daemon: Workspace) -> None:
+    from ctrlz.errors import LimitExceeded
+
+    ws = daemon
+    manual = sum(1 for s in ws.snapshots() if s.type == "manual")
+    for _ in range(ws.config["manual_max"] - manual):
+        ws.snapshot()
+    with pytest.raises(LimitExceeded, match="manual pool is full"):
+        ws.snapshot()
+
+
+def test_a_rollback_captures_through_the_daemon_and_undo_brings_edits_back(
+        daemon: Workspace) -> None:
+    ws = daemon
+    base = ws.resolve("latest")
+    rng = random.Random(99)
+    for _ in range(6):
+        edit_randomly(ws.root, rng)
+        edited = full_root(ws)
+        handed = served(ws)["handed"]
+        result = ws.rollback(base.id)
+        assert served(ws)["handed"] == handed + 1
+        assert result.safety is not None and result.safety.root == edited
+        assert full_root(ws) == base.root
+        ws.undo()
+        assert full_root(ws) == edited, "undo did not bring back the edits made after base"
+
+
+def test_the_daemons_unwritten_stat_cache_is_written_before_the_hand_out(
+        daemon: Workspace) -> None:
+    """The daemon writes its stat cache only when idle; a dirty set is relative to its newest
+    one, so the caller must scan from that one, not from an older file."""
+    ws = daemon
+    base = ws.resolve("latest")
+    (ws.root / "pkg0" / "mod" / "f0.py").write_text("seen by a daemon snapshot\n")
+    daemon_client.snapshot(ws.store_path, type="tool")  # its cache is now only in memory
+    (ws.root / "pkg4" / "mod" / "f4.py").write_text("seen only through the hand-out\n")
+    edited = full_root(ws)
+    result = ws.rollback(base.id)
+    assert result.safety is not None and result.safety.root == edited
+    assert full_root(ws) == base.root
+    ws.undo()
+    assert (ws.root / "pkg0" / "mod" / "f0.py").read_text() == "seen by a daemon snapshot\n"
+
+
+def test_a_capture_that_fails_after_the_hand_out_loses_nothing(daemon: Workspace) -> None:
+    ws = daemon
+    base = ws.resolve("latest")
+    (ws.root / "pkg3" / "mod" / "f2.py").write_text("a later edit\n")
+    failpoints.arm_error("before-commit", errno.EIO)
+    try:
+        with pytest.raises(OSError):
+            ws.rollback(base.id)
+    finally:
+        failpoints.disarm_all()
+    assert served(ws)["handed"] == 1
+    assert (ws.root / "pkg3" / "mod" / "f2.py").read_text() == "a later edit\n"
+    reply = daemon_client.snapshot(ws.store_path, type="tool")
+    assert reply["scan"] == "full"  # the handed-out set was never confirmed by a stat cache
+    snap = ws.resolve(reply["snapshot"]["id"])
+    assert snap.root == full_root(ws)
+    assert ws.entry_at(snap.id, "pkg3/mod/f2.py").size == len("a later edit\n")
+    (ws.root / "pkg3" / "mod" / "f2.py").write_text("and another\n")
+    assert daemon_client.snapshot(ws.store_path, type="tool")["scan"] == "dirty"
+
+
+def test_without_a_daemon_everything_is_taken_in_process(ws: Workspace) -> None:
+    (ws.root / "README.md").write_text("no daemon\n")
+    snap = ws.snapshot(type="auto")
+    assert snap.root == full_root(ws)
+    assert ws.last_scan is not None  # the scan ran here
+    ws.rollback(ws.snapshots()[0].id)
+    assert (ws.root / "README.md").read_text() == "hello\n"
