@@ -103,6 +103,25 @@ class Ctrlz(Tool):
         return self._op("restore", snap)[0]
 
 
+class CtrlzDaemon(Ctrlz):
+    """ctrlz with its workspace daemon running (as agent hooks start it, or ``ctrlz daemon
+    start``): the same ``ctrlz_op.py`` processes, which hand snapshots to the daemon and ask
+    it what changed before a restore's capture. The daemon starts, untimed, right after the
+    first snapshot, which is therefore the same as ctrlz's own."""
+
+    name = "ctrlz+daemon"
+
+    def reset(self) -> None:
+        if (self.work / "home").exists():
+            self._op("daemon-stop", "-")
+        super().reset()
+
+    def first(self) -> float:
+        dt = self.snapshot()
+        self._op("daemon-start", "-")
+        return dt
+
+
 class Git(Tool):
     """git with GIT_DIR outside the tree: ``add -A`` + ``commit``; restore with read-tree + clean.
 
@@ -183,4 +202,4 @@ class Rsync(Tool):
         return run(["rsync", "-a", "--delete", f"{snap}/", f"{self.tree}/"])[0]
 
 
-TOOLS: dict[str, type[Tool]] = {t.name: t for t in (Ctrlz, Git, TarZstd, Rsync)}
+TOOLS: dict[str, type[Tool]] = {t.name: t for t in (Ctrlz, CtrlzDaemon, Git, TarZstd, Rsync)}

@@ -20,7 +20,8 @@ def _show(info: dict[str, Any]) -> None:
         served = info.get("served") or {}
         age = render.ago(info["started_ns"], time.time_ns())
         render.out(f"daemon: running, pid {info['pid']}, started {age}")
-        render.out(f"  watching {info['watched_dirs']:,} directories; snapshots served: "
+        dirs = info["watched_dirs"]
+        render.out(f"  watching {dirs:,} director{'y' if dirs == 1 else 'ies'}; snapshots served: "
                    f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full; "
                    f"changes handed to {served.get('handed', 0)} other snapshot(s)")
         render.out(f"  stops after {info['idle_seconds']} s without requests "
