@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import random
 import subprocess
 
@@ -23,7 +24,7 @@ from ctrlz.session import daemon_client
 from ctrlz.state import failpoints
 from ctrlz.workspace import Workspace
 
-from .test_daemon import CTRLZ, daemon, edit_randomly, full_root, ws  # noqa: F401 - fixtures
+from .test_daemon import CTRLZ, daemon, edit_randomly, full_root, until, ws  # noqa: F401
 
 
 def served(ws: Workspace) -> dict[str, int]:
@@ -143,3 +144,34 @@ def test_without_a_daemon_everything_is_taken_in_process(ws: Workspace) -> None:
     assert ws.last_scan is not None  # the scan ran here
     ws.rollback(ws.snapshots()[0].id)
     assert (ws.root / "README.md").read_text() == "hello\n"
+
+
+def test_a_daemon_stuck_behind_the_callers_lock_does_not_stall_its_restore(
+        daemon: Workspace) -> None:
+    """The daemon serves one request at a time: while it waits for the store lock that a
+    restore holds, it cannot answer that restore's question. The restore scans fully instead
+    of waiting for the daemon's lock timeout, and the late answer is never trusted."""
+    import threading
+
+    ws = daemon
+    base = ws.resolve("latest")
+    (ws.root / "pkg5" / "mod" / "f3.py").write_text("edited while the daemon waits\n")
+    edited = full_root(ws)
+    pid = daemon_client.status(ws.store_path)["pid"]
+    lock = os.path.realpath(ws.store_path / "lock")
+
+    def daemon_waits_for_the_lock() -> bool:  # it opens the lock file only to take it
+        fds = f"/proc/{pid}/fd"
+        return any(os.path.realpath(os.path.join(fds, fd)) == lock for fd in os.listdir(fds))
+
+    with ws.repo.lock:
+        waiting = threading.Thread(target=lambda: daemon_client.snapshot(ws.store_path,
+                                                                         type="tool"))
+        waiting.start()
+        assert until(daemon_waits_for_the_lock)
+        result = ws.rollback(base.id)
+    waiting.join(timeout=120)
+    assert result.safety is not None and result.safety.root == edited
+    assert full_root(ws) == base.root
+    reply = daemon_client.snapshot(ws.store_path, type="tool")
+    assert ws.resolve(reply["snapshot"]["id"]).root == full_root(ws)

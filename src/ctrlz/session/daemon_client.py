@@ -38,6 +38,10 @@ FAILED_BACKOFF_S = 600
 #: snapshot after the daemon started on a changed tree) or for another writer's store lock.
 CONNECT_TIMEOUT_S = 2.0
 REPLY_TIMEOUT_S = 300.0
+#: The caller of :func:`dirty` holds the store lock, so a daemon busy with a snapshot that
+#: waits for that lock cannot answer until its wait times out; rather than stall, the caller
+#: scans fully (the answer, if it comes late, is then never confirmed; see ``hand_out_dirty``).
+DIRTY_TIMEOUT_S = 3.0
 
 
 class DaemonUnavailable(Exception):
@@ -128,7 +132,7 @@ def dirty(store: Path, config: dict[str, Any] | None = None) -> set[bytes] | Non
     written, from the daemon's watcher; None when it cannot vouch for that (a full scan is
     needed). Only for a caller that holds the store lock and snapshots right after: the
     daemon hands the set over and forgets it (see ``Daemon.hand_out_dirty``)."""
-    reply = request(store, {"op": "dirty", "config": config})
+    reply = request(store, {"op": "dirty", "config": config}, timeout=DIRTY_TIMEOUT_S)
     dirs = reply.get("dirty")
     if dirs is None:
         return None
