@@ -18,8 +18,13 @@ from typing import Any
 
 from .errors import ConfigError
 from .locator import user_dir
-from .state.exclude import Rules
-from .state.scan import Limits
+
+# the rules and limits load with the engine that uses them: opening a workspace to list its
+# snapshots, or to hand a snapshot to its daemon, never matches a path
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .state.exclude import Rules
+    from .state.scan import Limits
 
 WORKSPACE_FILE = ".ctrlz.toml"
 ENV_PREFIX = "CTRLZ_"
@@ -143,6 +148,8 @@ class Config:
 
     @property
     def rules(self) -> Rules:
+        from .state.exclude import Rules
+
         return Rules(
             use_gitignore=self["use_gitignore"],
             exclude_patterns=tuple(self["exclude_patterns"]),
@@ -152,6 +159,8 @@ class Config:
 
     @property
     def limits(self) -> Limits:
+        from .state.scan import Limits
+
         return Limits(self["max_entries"], self["max_bytes"], self["max_file_size"],
                       self["refuse_over_max_bytes"])
 

@@ -175,3 +175,21 @@ def test_a_daemon_stuck_behind_the_callers_lock_does_not_stall_its_restore(
     assert full_root(ws) == base.root
     reply = daemon_client.snapshot(ws.store_path, type="tool")
     assert ws.resolve(reply["snapshot"]["id"]).root == full_root(ws)
+
+
+def test_a_snapshot_handed_to_the_daemon_loads_no_scanning_code(daemon: Workspace) -> None:
+    """What keeps that path cheap for a fresh process: it opens the workspace and asks; the
+    walk, the exclusion rules and the snapshot engine stay unloaded."""
+    import sys
+
+    code = ("import sys\nfrom ctrlz import Workspace\n"
+            f"ws = Workspace.open({str(daemon.root)!r})\nws.snapshot(type='auto')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ctrlz')))")
+    before = served(daemon)["dirty"]
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env={**os.environ}).stdout
+    loaded = eval(out.strip().splitlines()[-1])  # noqa: S307 - ours
+    assert served(daemon)["dirty"] == before + 1
+    for heavy in ("ctrlz.engine.snapshot", "ctrlz.state.exclude", "ctrlz.state.scan",
+                  "ctrlz.engine.retention", "ctrlz.engine.restore"):
+        assert heavy not in loaded, f"{heavy} was loaded"
