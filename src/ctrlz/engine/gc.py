@@ -59,7 +59,7 @@ def reachable(repo: Repository) -> set[bytes]:
 def collect_garbage(repo: Repository) -> GcReport:
     report = GcReport()
     with repo.lock:
-        report.strays_removed = len(repo.recover())
+        report.strays_removed = len(repo.recover(force=True))
         done = sweep(repo.objects, reachable(repo))
         report.removed_objects = done.removed_objects
         report.removed_bytes = done.removed_bytes

@@ -141,6 +141,8 @@ def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
 class Catalog:
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
         self.path = path
+        #: run with True once the current transaction has committed, with False if it did not
+        self._on_end: list[Callable[[bool], None]] = []
         try:
             if readonly:
                 uri = f"file:{path}?mode=ro"
@@ -183,7 +185,13 @@ class Catalog:
     # -- transactions -------------------------------------------------------------------------
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self.db)
+        return _Transaction(self.db, self._on_end)
+
+    def on_end(self, fn: Callable[[bool], None]) -> None:
+        """Call ``fn(committed)`` when the transaction in progress ends: for what may only
+        happen once its rows are durable (forgetting that a writer's files might be strays),
+        and its opposite when it rolls back."""
+        self._on_end.append(fn)
 
     # -- meta -------------------------------------------------------------------------------
 
@@ -276,6 +284,30 @@ class Catalog:
             f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots {where}ORDER BY created_ns, rowid",
             args)]
 
+    def summaries(self) -> list[tuple[Any, ...]]:
+        """Every snapshot, oldest first, as ``(id, type, label, pinned, created_ns, files,
+        bytes, added_bytes, created, modified, deleted)``: what a timeline of thousands of
+        snapshots, or a look for what changed, needs, without decoding each one's rules and
+        skipped paths (most of :meth:`snapshots`' cost)."""
+        return self.db.execute(
+            "SELECT id, type, label, pinned, created_ns, files, bytes, added_bytes, created, "
+            "modified, deleted FROM snapshots ORDER BY created_ns, rowid").fetchall()
+
+    def snapshots_before(self, limit: int, before: str | None = None) -> list[Snapshot] | None:
+        """Up to ``limit`` snapshots, newest first, older than snapshot ``before`` (by the
+        order of :meth:`snapshots`; from the newest when None): one page of a long list.
+        None when ``before`` names no snapshot."""
+        where, args = "", ()
+        if before is not None:
+            found = self.db.execute("SELECT created_ns, rowid FROM snapshots WHERE id = ?",
+                                    (before,)).fetchone()
+            if found is None:
+                return None
+            where, args = "WHERE (created_ns, rowid) < (?, ?) ", tuple(found)
+        return [_row_to_snapshot(r) for r in self.db.execute(
+            f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots {where}"
+            "ORDER BY created_ns DESC, rowid DESC LIMIT ?", (*args, limit))]
+
     def latest(self) -> Snapshot | None:
         """The newest snapshot, by the order of :meth:`snapshots`, without reading the rest."""
         row = self.db.execute(f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots "
@@ -326,21 +358,30 @@ def _retry_locked(step: Callable[[], object], deadline_s: float = 30.0) -> None:
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, on_end: list[Callable[[bool], None]]) -> None:
         self.db = db
+        self.on_end = on_end
 
     def __enter__(self) -> sqlite3.Connection:
         self.db.execute("BEGIN IMMEDIATE")
         return self.db
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if exc is None:
-            try:
-                self.db.execute("COMMIT")
-            except sqlite3.OperationalError as err:
-                self.db.execute("ROLLBACK")
-                if "full" in str(err).lower():
-                    raise StoreFull(f"the store's disk is full ({err}); free some space") from err
-                raise StoreError(f"could not commit to the catalog: {err}") from err
-        else:
+        if exc is not None:
             self.db.execute("ROLLBACK")
+            self._ended(False)
+            return
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as err:
+            self.db.execute("ROLLBACK")
+            self._ended(False)
+            if "full" in str(err).lower():
+                raise StoreFull(f"the store's disk is full ({err}); free some space") from err
+            raise StoreError(f"could not commit to the catalog: {err}") from err
+        self._ended(True)
+
+    def _ended(self, committed: bool) -> None:
+        todo, self.on_end[:] = list(self.on_end), []
+        for fn in todo:
+            fn(committed)

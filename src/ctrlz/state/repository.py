@@ -115,15 +115,24 @@ class Repository:
 
     # -- crash recovery ---------------------------------------------------------------------
 
-    def recover(self) -> list[Path]:
-        """Remove what a crashed writer left behind. Call with the lock held."""
+    def recover(self, *, force: bool = False) -> list[Path]:
+        """Remove what a crashed writer left behind. Call with the lock held.
+
+        Only when the store's "writing" marker says a writer may have died (listing every
+        pack and loose object grows with the history; see ``ObjectStore`` on strays), or when
+        ``force``d (``ctrlz gc``). Called before the caller starts writing: a writer of its
+        own that is still open would lose its files."""
         assert self.lock.held
-        strays = stray_files(self.objects)
+        objects = self.objects
+        if not (force or objects.may_have_strays()):
+            return []
+        strays = stray_files(objects)
         for p in strays:
             try:
                 p.unlink()
             except OSError:
                 pass
+        objects.swept()
         return strays
 
     # -- trees -------------------------------------------------------------------------------
