@@ -102,11 +102,17 @@ def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str,
                          "first")
 
 
+def stores_dir(home: str | None = None) -> str:
+    """The directory every store under ``home`` is in (what the service watches for stores
+    made or removed)."""
+    return os.path.join(os.path.expanduser(home or home_dir()), "workspaces")
+
+
 def stores(home: str | None = None) -> list[str]:
     """Every store under ``home`` (default :func:`home_dir`) that has a catalog, by path: the
     workspaces this user protects, for the service's overview. Unreadable entries are left
     out; reading a store's roots is its opener's business."""
-    base = os.path.join(os.path.expanduser(home or home_dir()), "workspaces")
+    base = stores_dir(home)
     try:
         names = sorted(os.listdir(base))
     except OSError:

@@ -214,11 +214,9 @@ class Workspace(ProtectedWorkspace):
         from .reports import Status
         from .types import Skipped
 
-        snaps = self.snapshots()
-        last = snaps[-1] if snaps else None
-        by_type: dict[str, int] = {}
-        for s in snaps:
-            by_type[s.type] = by_type.get(s.type, 0) + 1
+        # counts and the newest row only: a status of a long history decodes no other snapshot
+        by_type = self.repo.catalog.type_counts()
+        last = self.repo.catalog.latest()
         used, cap = self.store_disk_bytes(), self.config["store_cap"]
         problems = []
         if last is None:
@@ -251,7 +249,7 @@ class Workspace(ProtectedWorkspace):
         log = self.oplog
         return Status(
             root=str(self.root), store=str(self.store_path), rules=self.config.rules.to_json(),
-            snapshots=len(snaps), by_type=by_type, last=last,
+            snapshots=sum(by_type.values()), by_type=by_type, last=last,
             age_seconds=(time.time_ns() - last.created_ns) / 1e9 if last else None,
             store_bytes=used, store_cap=cap,
             skipped=[Skipped(k.path.partition(b"/")[2], k.reason) for k in last.skipped]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +22,17 @@ import httpx2
 import pytest
 
 CTRLZ = str(Path(sys.executable).parent / "ctrlz")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason="Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)")
 
 
 class Service:
-    def __init__(self, base: Path, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, base: Path, extra_env: dict[str, str] | None = None,
+                 home: Path | None = None) -> None:
         self.base = base
-        self.home = base / "home"
+        self.home = home or base / "home"
         self.runtime = base / "xdg-run"
         self.runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.run_dir = self.runtime / "ctrlz"
@@ -172,3 +178,61 @@ def fresh_svc(tmp_path: Path) -> Iterator[Service]:
     finally:
         with contextlib.suppress(Exception):
             s.stop()
+
+
+#: ``make screenshots`` (``CTRLZ_SCREENSHOTS=1``): the dashboard tests also write the README's
+#: pictures to docs/img; read at import, as the suite's autouse fixture clears CTRLZ_*
+UPDATE_DOCS = bool(os.environ.get("CTRLZ_SCREENSHOTS"))
+DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+#: where the pictures' workspaces live, so they show a user's paths, not pytest's
+SHOTS_HOME = Path("/home/dev")
+
+
+@contextlib.contextmanager
+def user_like_service(tmp: Path) -> Iterator[Service]:
+    """A service (not started) whose HOME holds the stores as a user's would
+    (``$HOME/.local/share/ctrlz``), workspaces to go under ``$HOME/projects/``. For the
+    README's pictures HOME is a real ``/home/dev``, made for the test and removed after it
+    (root only; it must not exist already); otherwise a directory of the test's own."""
+    made = False
+    if UPDATE_DOCS:
+        if SHOTS_HOME.exists():
+            pytest.fail(f"{SHOTS_HOME} exists: the screenshots make it and remove it after, "
+                        "so they show a user's paths; move it aside first")
+        try:
+            SHOTS_HOME.mkdir(parents=True)
+        except OSError as exc:
+            pytest.skip(f"cannot make {SHOTS_HOME} for the screenshots ({exc}); run as root")
+        base, made = SHOTS_HOME, True
+    else:
+        base = tmp / "home-dev"
+    svc = Service(base, home=base / ".local" / "share" / "ctrlz",
+                  extra_env={"HOME": str(base)})
+    try:
+        yield svc
+    finally:
+        with contextlib.suppress(Exception):
+            svc.stop()
+        if made:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def shoot(page: Any, tmp: Path, name: str) -> None:
+    """A screenshot in the test's directory, and in docs/img with ``make screenshots``."""
+    page.screenshot(path=str(tmp / f"{name}.png"))
+    if UPDATE_DOCS:
+        DOCS_IMG.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp / f"{name}.png", DOCS_IMG / f"{name}.png")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """A headless Chromium (Debian's, driven by Playwright) for a test module."""
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is not installed (pip install -e .[test])")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()

@@ -262,3 +262,38 @@ def test_register_unregister_and_watcher(svc: Service, tmp_path: Path) -> None:
         "running"] is False, what="the watcher to stop")
     listed = {x["id"]: x for x in svc.ok("GET", "/v1/workspaces")}
     assert listed[ws]["registered"] is False  # still known: its store is there
+
+
+def test_timeline_rows_and_pages(svc: Service) -> None:
+    """The compact timeline and the paged list name the same snapshots as the full list, in
+    the same order; a page starts after the ``before`` it was given."""
+    root, ws = svc.workspace("pages", {"a.txt": "0\n"})
+    base = f"/v1/workspaces/{ws}"
+    for i in range(7):
+        (root / "a.txt").write_text(f"{i}\n")
+        svc.ok("POST", f"{base}/snapshots", {"label": f"s{i}"})
+    full = svc.ok("GET", f"{base}/snapshots")
+    timeline = svc.ok("GET", f"{base}/timeline")
+    assert timeline["type"] == "timeline" and timeline["count"] == len(full) == 7
+    cols = timeline["columns"]
+    rows = [dict(zip(cols, r, strict=True)) for r in timeline["rows"]]
+    assert [r["id"] for r in rows] == [s["id"] for s in reversed(full)]  # oldest first
+    newest = rows[-1]
+    assert newest["label"] == "s6" and newest["type"] == "manual" and not newest["pinned"]
+    assert newest["modified"] == full[0]["changes"]["modified"]
+    assert newest["added_bytes"] == full[0]["added_bytes"]
+    pages, before = [], None
+    while True:
+        page = svc.ok("GET", f"{base}/snapshots?limit=3" + (f"&before={before}" if before
+                                                             else ""))
+        pages.append(page)
+        if len(page) < 3:
+            break
+        before = page[-1]["id"]
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [s for p in pages for s in p] == full  # the same records, newest first
+    r = svc.api("GET", f"{base}/snapshots?limit=3&before=snap_nothere")
+    assert r.status_code == 404 and r.json()["error"] == "SnapshotNotFound"
+    assert svc.api("GET", f"{base}/snapshots?limit=-1").status_code == 400
+    one = svc.ok("GET", f"{base}/snapshots/{full[3]['id']}")
+    assert {k: one[k] for k in full[3]} == full[3]

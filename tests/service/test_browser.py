@@ -9,44 +9,20 @@ Screenshots of the main views are written to the test's directory, and to ``docs
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .conftest import Service
+from .conftest import Service, needs_chromium, shoot, user_like_service
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
-#: read at import: the suite's autouse fixture clears CTRLZ_* from the environment of each test
-UPDATE_DOCS = bool(os.environ.get("CTRLZ_SCREENSHOTS"))
-
-pytestmark = [
-    pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                       reason="Debian's chromium is not installed (apt-get install chromium; "
-                              ".ci/run installs it)"),
-]
+pytestmark = [needs_chromium]
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="playwright is not installed (pip install -e .[test])")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-def _shoot(page: object, tmp: Path, name: str) -> None:
-    page.screenshot(path=str(tmp / f"{name}.png"))  # type: ignore[attr-defined]
-    if UPDATE_DOCS:
-        DOCS_IMG.mkdir(parents=True, exist_ok=True)
-        shutil.copy(tmp / f"{name}.png", DOCS_IMG / f"{name}.png")
+@pytest.fixture
+def dev_svc(tmp_path: Path) -> Iterator[Service]:
+    with user_like_service(tmp_path) as svc:
+        yield svc
 
 
 def _agent_history(svc: Service, root: Path) -> None:
@@ -66,9 +42,9 @@ def _agent_history(svc: Service, root: Path) -> None:
     svc.ctrlz("snapshot", "--type", "auto", cwd=root)
 
 
-def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Path) -> None:
-    svc = fresh_svc.start()
-    root, ws = svc.workspace("app", {
+def test_dashboard_end_to_end(browser: object, dev_svc: Service, tmp_path: Path) -> None:
+    svc = dev_svc.start()
+    root, ws = svc.workspace("projects/webapp", {
         "README.md": "# app\n\nA small project.\n",
         "src/app.py": "def main():\n    return 1\n\n\nprint(main())\n",
         "docs/guide.md": "# Guide\n\nStart here.\n"})
@@ -88,7 +64,7 @@ def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Pat
         svc.ok("GET", f"/v1/workspaces/{ws}/snapshots"))
     page.wait_for_selector("#live.on")
     page.wait_for_timeout(400)  # the chart's first animation
-    _shoot(page, tmp_path, "dashboard-timeline")
+    shoot(page, tmp_path, "dashboard-timeline")
     # a diff: the baseline against the working tree, one file rendered by diff2html
     page.click(f"#snap-table tr[data-id='{baseline['id']}']")
     page.click("[data-testid=diff-working]")
@@ -96,12 +72,12 @@ def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Pat
     page.click("[data-testid=diff-files] li[data-path='src/app.py']")
     page.locator("[data-testid=patch]", has_text="return 2").wait_for()
     assert page.locator("[data-testid=patch] .d2h-wrapper").count() == 1
-    _shoot(page, tmp_path, "dashboard-diff")
+    shoot(page, tmp_path, "dashboard-diff")
     # the session view: the run's file events and the agent's tool calls by turn
     page.click("[data-testid=tab-sessions]")
     page.click("#session-list li[data-key='agent:s1']")
     page.wait_for_selector("[data-testid=turn]")
-    _shoot(page, tmp_path, "dashboard-sessions")
+    shoot(page, tmp_path, "dashboard-sessions")
     # roll back to the baseline through the page: the dialog shows the dry-run plan first
     before = {p: (root / p).read_text() for p in ("src/app.py", "src/util.py", "notes.md")}
     page.click("text=Timeline")
@@ -110,7 +86,7 @@ def test_dashboard_end_to_end(browser: object, fresh_svc: Service, tmp_path: Pat
     page.wait_for_selector("[data-testid=plan-actions]")
     plan_text = page.inner_text("[data-testid=confirm]")
     assert "src/app.py" in plan_text and "README.md" in plan_text
-    _shoot(page, tmp_path, "dashboard-rollback-plan")
+    shoot(page, tmp_path, "dashboard-rollback-plan")
     assert (root / "src" / "app.py").read_text() == before["src/app.py"]  # nothing yet
     page.click("[data-testid=confirm-ok]")
     page.wait_for_selector("text=Rolled back to")

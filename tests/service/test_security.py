@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -157,3 +158,89 @@ def test_another_user_can_neither_connect_nor_read_the_token(svc: Service) -> No
     r = subprocess.run([sys.executable, "-c", CONNECT, str(sock), str(token)],
                        capture_output=True, text=True, timeout=30)
     assert r.stdout.split() == ["connected", "read"]
+
+
+REQUEST = """
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"GET /v1/service HTTP/1.1\\r\\nHost: ctrlz\\r\\n" + sys.argv[2].encode()
+          + b"\\r\\n")
+data = b""
+while chunk := s.recv(65536):
+    data += chunk
+head, _, body = data.partition(b"\\r\\n\\r\\n")
+print(json.dumps({"status": int(head.split()[1]), "body": json.loads(body)}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to become a throw-away user")
+def test_peer_uid_is_checked_even_when_the_socket_is_open(fresh_svc: Service) -> None:
+    """Permissions keep other users off the socket (above); this shows the second guard, the
+    kernel's word on who connected (SO_PEERCRED): with the permissions opened wide on purpose,
+    another user reaches the socket, and is answered 403 for every request, and the
+    connection closed, while the owner is served as before."""
+    svc = fresh_svc.start()
+    for parent in [svc.run_dir, *svc.run_dir.parents]:
+        if parent == parent.parent:
+            break
+        os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    sock = svc.run_dir / "service.sock"
+    os.chmod(sock, 0o666)  # what a careless chmod, or a wrong bind mount, would leave
+    nobody = 61_235
+    r = subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+                        sys.executable, "-c", REQUEST, str(sock), ""],
+                       capture_output=True, text=True, timeout=30)
+    # it connected and was answered, then hung up on: a keep-alive request read to the end
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["status"] == 403
+    assert answer["body"]["error"] == "PeerRefused" and answer["body"]["type"] == "error"
+    assert f"user {nobody}" in answer["body"]["message"]
+    r = subprocess.run([sys.executable, "-c", REQUEST, str(sock), "Connection: close\r\n"],
+                       capture_output=True, text=True, timeout=30)
+    mine = json.loads(r.stdout)
+    assert mine["status"] == 200 and mine["body"]["pid"] == svc.proc.pid  # type: ignore
+    assert "refused a connection to the socket from user 61235" in (
+        svc.base / "service.log").read_text()
+
+
+def _login(svc: Service) -> tuple[str, str]:
+    """A browser's login: a one-time code from the socket, redeemed at /login."""
+    code = svc.ok("POST", "/v1/ui/login")["code"]
+    r = svc.gw("GET", f"/login?code={code}", auth=False)
+    cookies = dict(c.split(";")[0].split("=", 1) for c in r.headers.get_list("set-cookie"))
+    return cookies["ctrlz_session"], cookies["ctrlz_csrf"]
+
+
+def test_browser_logins_survive_a_restart(fresh_svc: Service) -> None:
+    svc = fresh_svc.start()
+    _, ws = svc.workspace("kept")
+    session, csrf = _login(svc)
+    other, other_csrf = _login(svc)
+    saved = svc.run_dir / "ui-sessions.json"
+    assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
+    text = saved.read_text()
+    assert session not in text and other not in text  # hashes only: nothing usable as a cookie
+    jar = {"Cookie": cookie_header(session, csrf)}
+    assert svc.gw("POST", "/logout", auth=False, headers={
+        "Cookie": cookie_header(other, other_csrf), "X-CSRF-Token": other_csrf}).is_success
+    svc.stop()
+    svc.start()  # a new token, a new port: the login is still good, its CSRF token too
+    assert svc.gw("GET", "/v1/workspaces", auth=False, headers=jar).status_code == 200
+    assert svc.gw("POST", f"/v1/workspaces/{ws}/snapshots", auth=False, json={},
+                  headers={**jar, "X-CSRF-Token": csrf}).status_code == 201
+    assert svc.gw("POST", f"/v1/workspaces/{ws}/snapshots", auth=False, json={},
+                  headers={**jar, "X-CSRF-Token": "wrong"}).status_code == 403
+    # the one that logged out stays out, across the restart too
+    assert svc.gw("GET", "/v1/workspaces", auth=False, headers={
+        "Cookie": cookie_header(other, other_csrf)}).status_code == 401
+    # an expired session is not brought back
+    data = json.loads(saved.read_text())
+    for entry in data["sessions"].values():
+        entry["expires"] = 1.0
+    saved.write_text(json.dumps(data))
+    svc.stop()
+    svc.start()
+    assert svc.gw("GET", "/v1/workspaces", auth=False, headers=jar).status_code == 401

@@ -74,10 +74,42 @@ def workspace_status(call: Call) -> Any:
                                     "watcher": _watcher(call, known.id)}
 
 
-@endpoint("GET", "/v1/workspaces/{ws}/snapshots", "Snapshots, newest first.",
+@endpoint("GET", "/v1/workspaces/{ws}/snapshots", "Snapshots, newest first; with `limit`, "
+          "one page (the next starts `before` the last one's id).",
+          params=(Param("limit", "query", "At most this many (default: all).",
+                        type="integer"),
+                  Param("before", "query", "Only snapshots older than this snapshot id (the "
+                        "last one of the previous page).")),
           returns="as `ctrlz list --json`", tag="snapshots")
 def list_snapshots(call: Call) -> Any:
-    return [s.to_json() for s in reversed(call.workspace().snapshots())]
+    limit, before = call.number("limit"), call.arg("before")
+    ws = call.workspace()
+    if limit is None and before is None:
+        return [s.to_json() for s in reversed(ws.snapshots())]
+    # one page straight from the catalog: a long history is never decoded whole for it
+    page = ws.repo.catalog.snapshots_before(-1 if limit is None else limit, before)
+    if page is None:
+        raise SnapshotNotFound(f"no snapshot {before!r} (give the id of a listed snapshot)")
+    return [s.to_json() for s in page]
+
+
+#: the columns of each row of GET …/timeline, in order
+TIMELINE_COLUMNS = ("id", "time_ms", "type", "label", "pinned", "files", "bytes",
+                    "added_bytes", "created", "modified", "deleted")
+
+
+@endpoint("GET", "/v1/workspaces/{ws}/timeline", "Every snapshot, oldest first, in a compact "
+          "form for drawing a timeline: one array per snapshot, the fields named once in "
+          "`columns`.",
+          returns="`{type: timeline, count, columns: [id, time_ms, type, label, pinned, "
+                  "files, bytes, added_bytes, created, modified, deleted], rows: [[...], "
+                  "...]}`; `time_ms` is milliseconds since 1970 (UTC)", tag="snapshots")
+def timeline(call: Call) -> Any:
+    rows = [[sid, created_ns // 1_000_000, typ, label, bool(pinned), *rest]
+            for sid, typ, label, pinned, created_ns, *rest in
+            call.workspace().repo.catalog.summaries()]
+    return {"type": "timeline", "count": len(rows), "columns": list(TIMELINE_COLUMNS),
+            "rows": rows}
 
 
 @endpoint("GET", "/v1/workspaces/{ws}/snapshots/{ref}", "One snapshot's record.",
@@ -87,8 +119,11 @@ def list_snapshots(call: Call) -> Any:
 def show_snapshot(call: Call) -> Any:
     from ..toolcalls.fork import lineage
 
-    ws = call.workspace()
-    return ws.resolve(call.path_param("ref")).to_json() | {"forked_from": lineage(ws)}
+    ws, ref = call.workspace(), call.path_param("ref").strip()
+    # an exact id (what the dashboard asks for) is the first thing a ref resolves to: one
+    # catalog row, rather than every snapshot decoded to look for it
+    snap = ws.repo.catalog.snapshot(ref) if ref.startswith("snap_") else None
+    return (snap or ws.resolve(ref)).to_json() | {"forked_from": lineage(ws)}
 
 
 def _new_ref(call: Call) -> str | None:

@@ -2,10 +2,17 @@
 
 Where events come from: the service cannot see every change as it happens (the CLI, the hooks
 and the MCP server write the stores directly), so one source finds them all: the
-:class:`Poller` looks at each workspace's store once a second (its SQLite files' size and
-mtime; nothing is read unless one moved), compares what it finds with what it saw before and
-publishes the difference. A route that changed a workspace asks for a look at once
-(:meth:`Poller.kick`), so the dashboard hears of its own actions immediately, and only once.
+:class:`Poller` looks at each workspace's store (its SQLite files' size and mtime; nothing is
+read unless one moved), compares what it finds with what it saw before and publishes the
+difference. It looks when woken: by inotify on the stores' database files
+(:mod:`.storewatch`), so a CLI snapshot reaches the stream within milliseconds, and by a route
+that changed a workspace (:meth:`Poller.kick`), so the dashboard hears of its own actions at
+once, and only once. It also looks once a second whatever happens, which is all there is where
+inotify is not available (or runs out of watches).
+
+A look reads each snapshot's id, pin and label only (``Catalog.summaries``), and decodes the
+full record of the new and changed ones alone, so a store with thousands of snapshots costs
+milliseconds a look, not a decode of its whole history.
 
 Event types: ``snapshot`` (a new one, its record as in ``ctrlz show --json``),
 ``snapshot-removed``, ``snapshot-updated`` (pinned or label), ``restore`` (an operation on the
@@ -33,6 +40,9 @@ from starlette.responses import StreamingResponse
 REPLAY = 1000
 QUEUE_MAX = 1000
 KEEPALIVE_S = 15.0
+#: a store seen for the first time with more snapshots than this (an imported history) is
+#: announced by its ``workspace`` event alone, not one event per snapshot
+FRESH_MAX = 50
 DB_FILES = ("catalog.db", "catalog.db-wal", "session.db-wal", "toolcalls/catalog.db",
             "toolcalls/catalog.db-wal")
 
@@ -157,18 +167,32 @@ class _Seen:
         self.primed = False
 
 
-def _look(root: str, home: Path) -> tuple[list[Any], list[Any], list[dict[str, Any]]]:
-    """(snapshots, operations, tool calls) of a workspace; runs in a worker thread."""
+Marks = dict[str, tuple[bool, str | None]]  # snapshot id -> (pinned, label)
+
+
+def _look(root: str, home: Path, before: Marks, primed: bool
+          ) -> tuple[Marks, dict[str, dict[str, Any]], list[Any], list[dict[str, Any]]]:
+    """(every snapshot's marks, the records of the new and changed ones, operations, tool
+    calls) of a workspace; runs in a worker thread. ``before`` is what the poller last saw;
+    before the first look (not ``primed``) no record is needed, nothing being published."""
     from ..toolcalls import rewinds
     from ..workspace import Workspace
 
     with Workspace.open(root, home=home) as ws:
-        snaps = ws.snapshots()
+        catalog = ws.repo.catalog
+        marks: Marks = {row[0]: (bool(row[3]), row[2]) for row in catalog.summaries()}
+        records: dict[str, dict[str, Any]] = {}
+        if primed and (before or len(marks) <= FRESH_MAX):
+            for sid, mark in marks.items():
+                if before.get(sid) != mark:
+                    snap = catalog.snapshot(sid)
+                    if snap is not None:
+                        records[sid] = snap.to_json()
         ops = ws.oplog.operations()
         calls: list[dict[str, Any]] = []
         for s in rewinds.agent_sessions(ws):
             calls += rewinds.timeline(ws, s["session_id"])
-        return snaps, ops, calls
+        return marks, records, ops, calls
 
 
 class Poller:
@@ -182,6 +206,8 @@ class Poller:
         self.seen: dict[str, _Seen] = {}
         self.present: dict[str, tuple[bool, bool]] = {}  # id -> (registered, present)
         self.wake = asyncio.Event()
+        self.looks = 0  # stores read (not only stat'ed), for the service's report
+        self.started = False  # the first poll announces nothing: it learns what there is
 
     def kick(self, ws_id: str) -> None:
         self.wake.set()
@@ -197,19 +223,26 @@ class Poller:
             if sig == seen.signature:
                 continue
             try:
-                snaps, ops, calls = await asyncio.to_thread(_look, w.root, self.home)
+                found = await asyncio.to_thread(_look, w.root, self.home,
+                                                dict(seen.snapshots), seen.primed)
             except Exception:  # noqa: BLE001 - a store mid-way or gone: try again next time
                 continue
+            self.looks += 1
             seen.signature = sig
-            self._diff(ws_id, seen, snaps, ops, calls)
+            self._diff(ws_id, seen, *found)
 
     def _workspace_events(self, current: dict[str, Any]) -> None:
-        first = not self.present
+        first, self.started = not self.started, True
         for ws_id, w in current.items():
             state = (w.registered, w.present)
             if not first and self.present.get(ws_id) != state:
                 self.bus.publish("workspace", {"workspace": ws_id, "workspace_info":
                                                w.to_json()})
+                if ws_id not in self.present:
+                    # a store made while we run: what it already holds is news too (the
+                    # snapshot right after a `ctrlz init` would be missed otherwise)
+                    self.seen[ws_id] = _Seen()
+                    self.seen[ws_id].primed = True
             self.present[ws_id] = state
         for ws_id in set(self.present) - set(current):
             del self.present[ws_id]
@@ -217,16 +250,13 @@ class Poller:
             if not first:
                 self.bus.publish("workspace", {"workspace": ws_id, "workspace_info": None})
 
-    def _diff(self, ws_id: str, seen: _Seen, snaps: list[Any], ops: list[Any],
+    def _diff(self, ws_id: str, seen: _Seen, now_snaps: Marks,
+              records: dict[str, dict[str, Any]], ops: list[Any],
               calls: list[dict[str, Any]]) -> None:
         publish = seen.primed
-        now_snaps = {s.id: (s.pinned, s.label) for s in snaps}
-        for s in snaps:
-            if publish and s.id not in seen.snapshots:
-                self.bus.publish("snapshot", {"workspace": ws_id, "snapshot": s.to_json()})
-            elif publish and seen.snapshots.get(s.id) != now_snaps[s.id]:
-                self.bus.publish("snapshot-updated", {"workspace": ws_id,
-                                                      "snapshot": s.to_json()})
+        for sid, record in records.items():  # oldest first, as the catalog lists them
+            kind = "snapshot" if sid not in seen.snapshots else "snapshot-updated"
+            self.bus.publish(kind, {"workspace": ws_id, "snapshot": record})
         gone = [i for i in seen.snapshots if i not in now_snaps]
         if publish and gone:
             self.bus.publish("snapshot-removed", {"workspace": ws_id, "ids": gone})

@@ -10,8 +10,9 @@ process and to any web page the user visits, so each request passes these checks
 3. **Body** at most 10 MB (413), by ``Content-Length`` and by counting a chunked body.
 4. **Credentials**: ``Authorization: Bearer <gateway.token>`` (compared in constant time), or
    the ``ctrlz_session`` cookie a one-time login code became (``GET /login?code=``; the code
-   comes from ``ctrlz ui`` over the socket). The cookie is HttpOnly and SameSite=Strict.
-   Without either: 401.
+   comes from ``ctrlz ui`` over the socket). The cookie is HttpOnly and SameSite=Strict, and
+   outlives a restart of the service (its hash is kept in the run directory: see
+   :class:`.context.Logins`). Without either: 401.
 5. **CSRF**: a request that may change something (anything but GET, HEAD, OPTIONS) made with
    the cookie must carry ``X-CSRF-Token`` equal to the session's token (403 otherwise); the
    page reads that token from the non-HttpOnly ``ctrlz_csrf`` cookie, which other sites cannot.

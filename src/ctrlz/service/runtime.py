@@ -8,7 +8,9 @@ owns it or others may enter it, because everything in it is a credential:
 - ``service.lock`` — an ``flock`` held for the service's whole life: one service per user;
 - ``service.pid`` — its pid, for ``ctrlz service status`` and ``stop``;
 - ``gateway.port`` — the TCP port the web gateway listens on (127.0.0.1);
-- ``gateway.token`` — the gateway's bearer token (mode 0600), new at every start.
+- ``gateway.token`` — the gateway's bearer token (mode 0600), new at every start;
+- ``ui-sessions.json`` — the dashboard's browser logins, hashed (mode 0600), kept across
+  restarts (:class:`ctrlz.service.context.Logins`).
 
 A Unix socket path is limited to ~108 bytes; a deeper run directory is reached through
 ``/proc/self/fd/<fd of the directory>/service.sock`` (:func:`socket_address`).

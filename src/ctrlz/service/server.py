@@ -1,9 +1,10 @@
 """The service process: ``ctrlz service run`` (or ``python -m ctrlz.service``).
 
 One process, one event loop, two uvicorn servers: the API on the Unix socket and the gateway
-on 127.0.0.1. Beside them, one housekeeping loop runs once a second (or at once when a route
-changed something): it reads the registry, lets the supervisor start, restart or stop
-watchers, and lets the poller publish events. SIGTERM or SIGINT (or ``POST
+on 127.0.0.1. Beside them, one housekeeping loop runs once a second, or at once when a route changed
+something or inotify saw a store's database written (:mod:`.storewatch`): it reads the
+registry, lets the supervisor start, restart or stop watchers, and lets the poller publish
+events. SIGTERM or SIGINT (or ``POST
 /v1/service/stop``) stops the servers, closes the event streams and stops the watchers; the
 runtime files are removed last. The service's own lock (``service.lock``) is held for its
 whole life, so a second service for the same user refuses to start.
@@ -101,6 +102,20 @@ def default_port() -> int:
     return port
 
 
+def _poll_seconds() -> float:
+    """How often every store is looked at whether or not inotify woke us:
+    ``$CTRLZ_SERVICE_POLL_SECONDS``, default 1 (the safety net for changes inotify cannot
+    see, such as another machine's writes to a network filesystem; the tests raise it to
+    show that inotify alone delivers)."""
+    raw = os.environ.get("CTRLZ_SERVICE_POLL_SECONDS", "")
+    try:
+        value = float(raw) if raw else 1.0
+    except ValueError:
+        raise UsageError(f"CTRLZ_SERVICE_POLL_SECONDS must be a number of seconds, not "
+                         f"{raw!r}") from None
+    return value if value > 0 else 1.0
+
+
 def run(port: int | None = None, gateway: bool = True) -> int:
     """The whole life of the service; its exit status."""
     from ..locator import default_home
@@ -143,6 +158,8 @@ async def _serve(state: Any, uds: socket.socket, tcp: socket.socket | None) -> N
     from ..session.registry import known
     from .app import api_app, gateway_app
     from .events import Poller
+    from .peercred import checked_protocol
+    from .storewatch import StoreWatch
     from .supervisor import Supervisor
 
     loop = asyncio.get_running_loop()
@@ -155,15 +172,19 @@ async def _serve(state: Any, uds: socket.socket, tcp: socket.socket | None) -> N
     state.supervisor = Supervisor(state.home, publish)
     poller = Poller(bus, state.home)
     state.on_change = poller.kick
+    watch = StoreWatch(os.fspath(state.home), poller.wake.set)
+    state.poller, state.storewatch = poller, watch
     api = api_app(state)
     server_class = _quiet_server()
 
-    def config(app: Any) -> Any:
+    def config(app: Any, **extra: Any) -> Any:
         return uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                               timeout_graceful_shutdown=3, proxy_headers=False,
-                              server_header=False, date_header=True)
+                              server_header=False, date_header=True, **extra)
 
-    servers = [(server_class(config(api)), uds)]
+    # the socket's connections are checked against our uid (peercred.py); the gateway's
+    # are TCP, and authenticate with the token or a login instead
+    servers = [(server_class(config(api, http=checked_protocol())), uds)]
     if tcp is not None:
         servers.append((server_class(config(gateway_app(state, api))), tcp))
     stopping = asyncio.Event()
@@ -182,16 +203,31 @@ async def _serve(state: Any, uds: socket.socket, tcp: socket.socket | None) -> N
         loop.add_signal_handler(sig, stop)
     loop.add_signal_handler(signal.SIGHUP, lambda: None)
 
+    poll_every = _poll_seconds()
+    if os.environ.get("CTRLZ_SERVICE_INOTIFY", "1") != "0":
+        watch.start(loop)
+    log.info("changes found by %sa look every %gs", "inotify and " if watch.active else "",
+             poll_every)
+
     async def housekeeping() -> None:
+        woken, last_look = True, -poll_every
         while not stopping.is_set():
             try:
                 found = await asyncio.to_thread(known, state.home)
+                added = watch.track(w.store for w in found)
                 await asyncio.to_thread(state.supervisor.reconcile, found)
-                await poller.poll(found)
+                if woken or added or loop.time() - last_look >= poll_every:
+                    last_look = loop.time()
+                    await poller.poll(found)
             except Exception:  # keep the service up whatever one round met  # noqa: BLE001
                 log.exception("housekeeping failed")
+            woken = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(poller.wake.wait(), 1.0)
+                woken = True
+                # let the rest of a burst (one commit writes the WAL several times) arrive,
+                # so it makes one look rather than several
+                await asyncio.sleep(0.02)
             poller.wake.clear()
 
     tasks = [asyncio.create_task(s.serve(sockets=[sock])) for s, sock in servers]
@@ -201,6 +237,7 @@ async def _serve(state: Any, uds: socket.socket, tcp: socket.socket | None) -> N
     keeper.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await keeper
+    watch.close()
     await asyncio.to_thread(state.supervisor.stop_all)
     log.info("stopped")
 

@@ -1,10 +1,15 @@
 // The dashboard: the workspace list, the selected workspace's views, and live updates from
 // /v1/events. Everything it shows comes from the API in the shapes of the CLI's --json.
+//
+// A workspace may have thousands of snapshots, so they are never all fetched as records: the
+// picture draws compact rows (GET …/timeline), the table pages through full records
+// (GET …/snapshots?limit=&before=), the detail fetches the one it shows, and a new snapshot
+// announced on the event stream is added to what is loaded instead of reloading it all.
 
 import { Actions } from "./actions.js";
 import { DiffView } from "./diffview.js";
 import { SessionsView } from "./sessions.js";
-import { Timeline } from "./timeline.js";
+import { COL, Timeline } from "./timeline.js";
 import { TYPE_COLORS, ago, api, clock, debounce, el, size, toast } from "./util.js";
 
 const PAGE = 200;
@@ -13,7 +18,9 @@ class App {
   constructor() {
     this.wsId = null;
     this.workspaces = [];
-    this.snapshots = [];
+    this.rows = [];        // every snapshot, oldest first, as GET …/timeline rows
+    this.snapshots = [];   // the table's full records, newest first (the pages loaded so far)
+    this.records = new Map();  // id -> full record (table pages, details, events)
     this.selected = null;
     this.shown = PAGE;
     this.tab = "timeline";
@@ -22,6 +29,8 @@ class App {
     this.diff = new DiffView(this);
     this.sessions = new SessionsView(this);
     this.refresh = debounce(() => this.reload(), 150);
+    this.refreshSide = debounce(() => this.reloadSide(), 200);
+    this.redraw = debounce(() => { this.drawTimeline(); this.renderTable(); }, 150);
     this.refreshList = debounce(() => this.loadWorkspaces(), 400);
     this.bind();
   }
@@ -32,7 +41,7 @@ class App {
     document.getElementById("btn-undo").addEventListener("click", () => this.actions.undo());
     document.getElementById("btn-redo").addEventListener("click", () => this.actions.redo());
     document.getElementById("btn-verify").addEventListener("click", () => this.actions.verify());
-    document.getElementById("more-snaps").addEventListener("click", () => { this.shown += PAGE; this.renderTable(); });
+    document.getElementById("more-snaps").addEventListener("click", () => this.moreSnapshots());
     document.getElementById("register").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const input = document.getElementById("register-path");
@@ -89,7 +98,7 @@ class App {
   }
 
   open(id) {
-    if (this.wsId !== id) { this.selected = null; this.shown = PAGE; this.sessions.active = null; }
+    if (this.wsId !== id) { this.selected = null; this.shown = PAGE; this.sessions.active = null; this.records.clear(); this.timeline.select(null); }
     this.wsId = id;
     if (location.hash !== `#${id}`) history.replaceState(null, "", `#${id}`);
     document.querySelectorAll(".ws-item").forEach((n) => n.classList.toggle("active", n.dataset.id === id));
@@ -128,33 +137,106 @@ class App {
     const id = this.wsId;
     if (!id) return;
     const base = `/v1/workspaces/${encodeURIComponent(id)}`;
-    let snapshots, runSessions, agent, ops;
+    let timeline, snapshots, runSessions, agent, ops;
+    this.loading = true;
     try {
-      [snapshots, runSessions, agent, ops] = await Promise.all([
-        api("GET", `${base}/snapshots`), api("GET", `${base}/sessions`),
+      [timeline, snapshots, runSessions, agent, ops] = await Promise.all([
+        api("GET", `${base}/timeline`), api("GET", `${base}/snapshots?limit=${this.shown}`), api("GET", `${base}/sessions`),
         api("GET", `${base}/toolcalls`).catch(() => ({ tool_calls: [], sessions: [] })),
         api("GET", `${base}/operations`)]);
     } catch (err) {
       toast(err.message, { error: true });
       return;
+    } finally {
+      this.loading = false;
     }
     if (id !== this.wsId) return;
+    this.rows = timeline.rows;
+    this.index = new Map(this.rows.map((r, i) => [r[COL.id], i]));
     this.snapshots = snapshots;
-    this.toolCalls = agent.tool_calls;
-    this.timeline.render({ snapshots, sessions: runSessions, toolCalls: agent.tool_calls, operations: ops.operations });
+    this.records = new Map(snapshots.map((s) => [s.id, s]));
+    if (this.selected && !this.index.has(this.selected)) this.selected = null;
+    this.applySide(runSessions, agent, ops);
+    this.drawTimeline();
     this.renderTable();
     this.renderDetail();
-    this.diff.fill(snapshots);
+    this.diff.stale = true;
+    if (this.tab === "diff") this.diff.fill();
+    this.refreshList();
+  }
+
+  /** Sessions, tool calls and the undo stack only (a tool call or a restore was announced):
+   * small answers, and the snapshots already loaded stay as they are. */
+  async reloadSide() {
+    const id = this.wsId;
+    if (!id || !this.index) return;
+    const base = `/v1/workspaces/${encodeURIComponent(id)}`;
+    let runSessions, agent, ops;
+    try {
+      [runSessions, agent, ops] = await Promise.all([api("GET", `${base}/sessions`),
+        api("GET", `${base}/toolcalls`).catch(() => ({ tool_calls: [], sessions: [] })), api("GET", `${base}/operations`)]);
+    } catch (err) {
+      toast(err.message, { error: true });
+      return;
+    }
+    if (id !== this.wsId) return;
+    this.applySide(runSessions, agent, ops);
+    this.redraw();
+  }
+
+  applySide(runSessions, agent, ops) {
+    this.toolCalls = agent.tool_calls;
+    this.runSessions = runSessions;
+    this.operations = ops.operations;
     this.sessions.render(runSessions, agent);
     this.renderOps(ops);
     document.getElementById("btn-undo").disabled = !ops.next_undo;
     document.getElementById("btn-redo").disabled = !ops.next_redo;
-    this.refreshList();
+  }
+
+  drawTimeline() {
+    this.timeline.selected = this.selected;
+    this.timeline.render({ rows: this.rows, sessions: this.runSessions || [], toolCalls: this.toolCalls || [], operations: this.operations || [] });
+  }
+
+  /** The next page of the table: the snapshots older than the last one shown. */
+  async moreSnapshots() {
+    const last = this.snapshots[this.snapshots.length - 1];
+    if (!last) return;
+    const id = this.wsId;
+    let page;
+    try { page = await api("GET", `/v1/workspaces/${encodeURIComponent(id)}/snapshots?limit=${PAGE}&before=${encodeURIComponent(last.id)}`); } catch (err) { toast(err.message, { error: true }); return; }
+    if (id !== this.wsId) return;
+    const have = new Set(this.snapshots.map((s) => s.id));
+    for (const s of page) if (!have.has(s.id)) { this.snapshots.push(s); this.records.set(s.id, s); }
+    this.shown = this.snapshots.length;
+    this.renderTable();
+  }
+
+  /** Snapshots as the diff view's choices, newest first: from the timeline rows (all of them). */
+  choices() {
+    return this.rows.map((r) => ({ id: r[COL.id], type: r[COL.type], label: r[COL.label] })).reverse();
+  }
+
+  /** A new snapshot from the event stream: add it to the picture, the table and the header
+   * without fetching the rest again. */
+  addSnapshot(s) {
+    if (!this.index || this.index.has(s.id)) return;
+    const row = [s.id, Date.parse(s.created_at), s.type, s.label, s.pinned, s.files, s.bytes, s.added_bytes,
+      s.changes.created, s.changes.modified, s.changes.deleted];
+    this.rows.push(row);
+    if (this.rows.length > 1 && this.rows[this.rows.length - 2][COL.time] > row[COL.time]) this.rows.sort((a, b) => a[COL.time] - b[COL.time]);
+    this.index = new Map(this.rows.map((r, i) => [r[COL.id], i]));
+    this.records.set(s.id, s);
+    if (!this.snapshots.length || Date.parse(this.snapshots[0].created_at) <= row[COL.time]) this.snapshots.unshift(s);
+    this.shown = this.snapshots.length;
+    this.diff.stale = true;
+    this.redraw();
   }
 
   renderTable() {
     const body = document.querySelector("#snap-table tbody");
-    const rows = this.snapshots.slice(0, this.shown).map((s) => el("tr" + (s.id === this.selected ? ".selected" : ""), { "data-id": s.id, onclick: () => this.selectSnapshot(s.id) },
+    const rows = this.snapshots.map((s) => el("tr" + (s.id === this.selected ? ".selected" : ""), { "data-id": s.id, onclick: () => this.selectSnapshot(s.id) },
       el("td.mono", { text: s.id }),
       el("td", {}, el("span.type", { style: `background:${TYPE_COLORS[s.type] || "#888"}` }), s.type + (s.pinned ? " ◆" : "")),
       el("td", { text: s.label || "", title: s.label || "" }),
@@ -162,11 +244,13 @@ class App {
       el("td", { text: size(s.added_bytes) }),
       el("td", { text: ago(s.created_at), title: s.created_at })));
     body.replaceChildren(...rows);
-    document.getElementById("more-snaps").classList.toggle("hidden", this.snapshots.length <= this.shown);
+    document.getElementById("more-snaps").classList.toggle("hidden", this.snapshots.length >= this.rows.length);
+    document.getElementById("snap-count").textContent = this.rows.length > this.snapshots.length
+      ? `newest ${this.snapshots.length} of ${this.rows.length}` : `${this.rows.length} snapshot${this.rows.length === 1 ? "" : "s"}`;
   }
 
   selectSnapshot(id) {
-    if (!this.snapshots.some((s) => s.id === id)) return;
+    if (!this.index || !this.index.has(id)) return;
     this.selected = id;
     this.timeline.select(id);
     if (this.tab !== "timeline") this.showTab("timeline");
@@ -174,14 +258,21 @@ class App {
     this.renderDetail();
   }
 
-  renderDetail() {
+  async renderDetail() {
     const holder = document.getElementById("snap-detail");
-    const s = this.snapshots.find((x) => x.id === this.selected);
-    if (!s) { holder.replaceChildren(el("p.muted", { text: "Select a snapshot in the picture or the table." })); return; }
+    const id = this.selected;
+    if (!id) { holder.replaceChildren(el("p.muted", { text: "Select a snapshot in the picture or the table." })); return; }
+    let s = this.records.get(id);
+    if (!s) {  // a point of the picture older than the table's pages: fetch its record
+      holder.replaceChildren(el("p.muted", { text: `Loading ${id}…` }));
+      try { s = await api("GET", `/v1/workspaces/${encodeURIComponent(this.wsId)}/snapshots/${encodeURIComponent(id)}`); } catch (err) { holder.replaceChildren(el("p.muted", { text: err.message })); return; }
+      this.records.set(id, s);
+      if (this.selected !== id) return;
+    }
     const row = (k, v) => [el("dt", { text: k }), el("dd", { text: v })];
     const calls = (this.toolCalls || []).filter((c) => c.workspace_snapshot === s.id);
     holder.replaceChildren(
-      el("h3", { text: s.label || s.id }),
+      el("h3", { "data-testid": "detail-title", "data-id": s.id, text: s.label || s.id }),
       el("dl", {}, row("id", s.id), row("type", s.type + (s.pinned ? " (pinned)" : "")), row("created", `${clock(s.created_at)} (${ago(s.created_at)})`),
         row("files", `${s.files} files, ${s.dirs} dirs, ${s.symlinks} symlinks`), row("size", `${size(s.bytes)} (${s.size_delta >= 0 ? "+" : ""}${size(s.size_delta)}), ${size(s.added_bytes)} new`),
         row("changes", `+${s.changes.created} ~${s.changes.modified} -${s.changes.deleted}`), row("parent", s.parent || "-"),
@@ -195,8 +286,8 @@ class App {
   }
 
   previousOf(id) {
-    const i = this.snapshots.findIndex((s) => s.id === id);
-    return i >= 0 && i + 1 < this.snapshots.length ? this.snapshots[i + 1].id : null;
+    const i = this.index ? this.index.get(id) : undefined;
+    return i > 0 ? this.rows[i - 1][COL.id] : null;
   }
 
   renderOps(ops) {
@@ -213,6 +304,7 @@ class App {
     document.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === tab));
     for (const t of ["timeline", "diff", "sessions", "operations"]) document.getElementById(`tab-${t}`).classList.toggle("hidden", t !== tab);
     if (tab === "timeline") this.timeline.resize();
+    if (tab === "diff") this.diff.fill();
   }
 
   // -- live updates ------------------------------------------------------------------------
@@ -225,7 +317,11 @@ class App {
     const onEvent = (ev) => {
       let data = {};
       try { data = JSON.parse(ev.data); } catch { return; }
-      if (!data.workspace || data.workspace === this.wsId) this.refresh();
+      // what each event needs reloaded: as little as possible, a long history being costly
+      const here = data.workspace === this.wsId;
+      if (ev.type === "snapshot" && here && data.snapshot && !this.loading) this.addSnapshot(data.snapshot);
+      else if ((ev.type === "toolcall" || ev.type === "restore") && here && !this.loading) this.refreshSide();
+      else if (ev.type !== "watcher" && (!data.workspace || here)) this.refresh();
       this.refreshList();
     };
     for (const kind of ["snapshot", "snapshot-removed", "snapshot-updated", "restore", "toolcall", "workspace", "watcher", "resync"]) source.addEventListener(kind, onEvent);

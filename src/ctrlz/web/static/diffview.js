@@ -23,13 +23,19 @@ export class DiffView {
     this.view = document.getElementById("diff-view");
     this.side = document.getElementById("diff-side");
     this.current = null;
+    this.stale = true;
     document.getElementById("diff-go").addEventListener("click", () => this.compare());
     this.side.addEventListener("change", () => this.current && this.showFile(this.current));
   }
 
   base() { return `/v1/workspaces/${encodeURIComponent(this.app.wsId)}`; }
 
-  fill(snapshots) {
+  /** The two pickers' choices: every snapshot (from the timeline's rows), filled only when
+   * the view is used and something changed, since a long history makes thousands of options. */
+  fill() {
+    if (!this.stale) return;
+    this.stale = false;
+    const snapshots = this.app.choices();
     const keepA = this.a.value, keepB = this.b.value;
     const option = (s) => el("option", { value: s.id }, `${s.id} · ${s.type}${s.label ? ` · ${s.label.slice(0, 40)}` : ""}`);
     this.a.replaceChildren(...snapshots.map(option));
@@ -39,6 +45,7 @@ export class DiffView {
   }
 
   open(a, b) {
+    this.fill();
     if (a) this.a.value = a;
     this.b.value = b || "working";
     this.app.showTab("diff");

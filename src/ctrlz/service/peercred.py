@@ -1,0 +1,72 @@
+"""Only the service's own user may use its Unix socket, checked by the kernel's word.
+
+The socket is private by file permissions already (a 0700 directory, a 0600 socket), but
+permissions are one ``chmod`` (or a too-open ``$XDG_RUNTIME_DIR``, or a bind mount) away from
+letting another local user reach an API that rolls workspaces back without credentials. So each
+connection's peer is also checked: ``SO_PEERCRED`` gives the uid of the process that connected,
+as the kernel recorded it at ``connect()``, and one that is not the service's own gets
+``403`` with a JSON error for every request on that connection, and the connection is closed.
+Nothing of the request reaches a route.
+
+The check sits in the HTTP protocol object uvicorn makes per connection (its ``http`` setting
+takes a protocol class): that is the one place that sees both the connection's socket and the
+application it will call. Where ``SO_PEERCRED`` does not exist (not Linux), the permissions are
+the guard, as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from .routing import problem
+
+log = logging.getLogger("ctrlz.service")
+_UCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def peer_uid(sock: Any) -> int | None:
+    """The uid of the process at the other end of Unix socket ``sock``; None where the system
+    cannot say (not Linux, not a Unix socket)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None:
+        return None
+    try:
+        _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option,
+                                                        _UCRED.size))
+    except (OSError, struct.error):
+        return None
+    return uid
+
+
+def refusal(uid: int) -> Any:
+    """The ASGI app a foreign peer's connection gets instead of the API."""
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        response = problem(403, f"this socket serves user {os.geteuid()} only; the "
+                                f"connecting process runs as user {uid}", "PeerRefused")
+        response.headers["connection"] = "close"
+        await response(scope, receive, send)
+    return refuse
+
+
+def checked_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class, checking each connection's peer (module docstring)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class PeerChecked(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            uid = peer_uid(transport.get_extra_info("socket"))
+            if uid is not None and uid != os.geteuid():
+                log.warning("refused a connection to the socket from user %d", uid)
+                self.app = refusal(uid)
+
+    return PeerChecked
