@@ -382,6 +382,10 @@ def write_doc(body: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t_start = time.perf_counter()
+    # the bytecode an installed ctrlz has (pip compiles it): without it, under
+    # PYTHONDONTWRITEBYTECODE, every ctrlz process would compile the modules edited last
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "ctrlz")],
+                   check=False)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
