@@ -237,14 +237,15 @@ class Watcher:
     def take_dirty(self) -> DirtySet:
         """Return and clear the dirty set (after a :meth:`sync`). ``rescan_all`` is cleared too,
         except while some directory is still unwatched or the thread has died: then it stays up
-        on every take, since the watcher cannot see changes there."""
-        self.sync()
+        on every take, since the watcher cannot see changes there. So it is when the sync
+        times out (a thread too slow to drain the queue): the set may lack the latest changes."""
+        synced = self.sync()
         with self._lock:
             thread_dead = self._thread is not None and not self._thread.is_alive() \
                 and not self._stopping.is_set()
             out = DirtySet(frozenset(self._dirty),
                            self._rescan_all or bool(self._unwatched) or self._failed
-                           or thread_dead)
+                           or thread_dead or not synced)
             self._dirty = set()
             self._rescan_all = False
         return out
