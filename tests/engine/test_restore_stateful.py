@@ -1,6 +1,8 @@
 """Stateful model of restores: user edits, snapshots, rollbacks, reverts, undo/redo and agent tool
 calls (lazy capture, deletes, shell calls, turns, ``fs_restore``, ``rewind``, turn rollback and
-redo) interleaved at random on a real workspace (a fresh directory and store per example).
+redo) interleaved at random on a real workspace (a fresh directory and store per example);
+once more with the workspace daemon running, which then takes every snapshot and answers every
+restore's capture (``DaemonRestoreMachine``).
 
 The invariant that matters: **no byte the user ever wrote is made unreachable by ctrlz**. The
 model keeps every ``(path, bytes)`` the user (never the agent) wrote. A user may destroy their
@@ -42,6 +44,7 @@ from ctrlz.config import Config
 from ctrlz.engine.apply import KEPT_NOT_EMPTY
 from ctrlz.engine.plan import KEPT_UNCOVERED, LEFT_UNCAPTURED
 from ctrlz.errors import UsageError
+from ctrlz.session import daemon_client
 from ctrlz.state.oplog import MAX_OPERATIONS
 from ctrlz.state.trees import DIR, SYMLINK
 from ctrlz.toolcalls.rewinds import rewind
@@ -775,6 +778,54 @@ TestRestoreStateful.settings = settings(
 class TestRestoreStatefulSlow(RestoreMachine.TestCase):
     settings = settings(
         max_examples=400, stateful_step_count=50, deadline=None, derandomize=True,
+        database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+class DaemonRestoreMachine(RestoreMachine):
+    """The same model with the workspace daemon running: every snapshot is the daemon's (from
+    its watcher's dirty set) and every restore's capture asks it what changed, so a dirty set
+    that misses an edit shows up as a user's byte lost or a safety snapshot that differs."""
+
+    ENV = {"CTRLZ_MANUAL_MAX": "100000", "CTRLZ_SAFETY_MAX": "100000",
+           "CTRLZ_AUTO_MAX": "100000", "CTRLZ_TOOL_MAX": "100000",
+           "CTRLZ_MAX_COUNT": "1000000", "CTRLZ_DAEMON": "0"}
+
+    def __init__(self) -> None:
+        # the daemon loads its settings from the files and the environment, and serves only
+        # callers whose settings equal its own: give both the machine's through the environment
+        self._saved = {k: os.environ.get(k) for k in (*self.ENV, "CTRLZ_HOME")}
+        os.environ.update(self.ENV)
+        super().__init__()
+        os.environ["CTRLZ_HOME"] = str(self.tmp / "home")  # the daemon opens it by its root
+        info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
+        assert info.get("ready"), info
+
+    def teardown(self) -> None:
+        try:
+            info = daemon_client.status(self.ws.store_path)
+            daemon_client.stop(self.ws.store_path)
+            served = info.get("served") or {}
+            if self.manual or self.ops:  # snapshots or restores ran: it really took part
+                assert sum(served.values()) > 0, info
+        finally:
+            for k, v in self._saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            super().teardown()
+
+
+TestDaemonRestoreStateful = DaemonRestoreMachine.TestCase
+TestDaemonRestoreStateful.settings = settings(
+    max_examples=25, stateful_step_count=30, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@pytest.mark.slow
+class TestDaemonRestoreStatefulSlow(DaemonRestoreMachine.TestCase):
+    settings = settings(
+        max_examples=150, stateful_step_count=50, deadline=None, derandomize=True,
         database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
