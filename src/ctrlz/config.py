@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .errors import ConfigError
 from .locator import user_dir
@@ -23,6 +21,8 @@ from .locator import user_dir
 # snapshots, or to hand a snapshot to its daemon, never matches a path
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .state.exclude import Rules
     from .state.scan import Limits
 
@@ -131,10 +131,25 @@ def _coerce(key: str, value: Any, source: str, from_env: bool) -> Any:
     return value
 
 
-@dataclass
 class Config:
-    values: dict[str, Any] = field(default_factory=lambda: dict(DEFAULTS))
-    sources: dict[str, str] = field(default_factory=lambda: dict.fromkeys(DEFAULTS, "default"))
+    """Every setting's value and where it came from (a file, an environment variable, a
+    caller, or ``default``)."""
+
+    def __init__(self, values: dict[str, Any] | None = None,
+                 sources: dict[str, str] | None = None) -> None:
+        self.values: dict[str, Any] = dict(DEFAULTS) if values is None else values
+        self.sources: dict[str, str] = (dict.fromkeys(DEFAULTS, "default") if sources is None
+                                        else sources)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return self.values == other.values and self.sources == other.sources
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return f"Config(values={self.values!r}, sources={self.sources!r})"
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -1,14 +1,21 @@
 """The shared vocabulary: plain records that cross layers. No I/O happens here.
 
-Records are frozen dataclasses with one ``to_json()`` each, so every face (CLI ``--json``, MCP,
-hooks) serialises them the same way, with stable keys.
+Records are immutable, with one ``to_json()`` each, so every face (CLI ``--json``, MCP, hooks)
+serialises them the same way, with stable keys. They are ``collections`` named tuples, not
+dataclasses: every ctrlz process (``ctrlz list``, a snapshot handed to the daemon) builds them,
+and the ``dataclasses`` module (with ``inspect``, ``ast`` and ``dis`` behind it) and ``typing``
+would cost each one a fifth of its start-up.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from collections import namedtuple
+from types import MappingProxyType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Self
 
 SNAPSHOT_TYPES = ("pre-run", "post-run", "auto", "manual", "git", "build", "idle", "tool", "safety")
 
@@ -31,10 +38,10 @@ def text_path(path: bytes) -> str:
     return path.decode("utf-8", "backslashreplace")
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(namedtuple("Skipped", "path reason")):
     """A path a scan saw but did not capture, and why. Restores never touch these."""
 
+    __slots__ = ()
     path: bytes
     reason: str
 
@@ -42,8 +49,15 @@ class Skipped:
         return {"path": show_path(self.path), "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Snapshot:
+_SNAPSHOT_FIELDS = ("id number parent type label pinned created_ns root files dirs symlinks bytes "
+                    "added_bytes size_delta created modified deleted rules skipped roots")
+
+
+class Snapshot(namedtuple("Snapshot", _SNAPSHOT_FIELDS,
+                          defaults=(0, 0, 0, MappingProxyType({}), (), ()))):
+    """One snapshot's record, as the catalog keeps it. Change one with :meth:`replace`."""
+
+    __slots__ = ()
     id: str
     number: int | None
     parent: str | None
@@ -58,12 +72,17 @@ class Snapshot:
     bytes: int  # logical bytes of all captured files
     added_bytes: int  # bytes of new objects this snapshot put in the store (before compression)
     size_delta: int  # bytes minus the parent's bytes
-    created: int = 0  # paths created / modified / deleted relative to the parent
-    modified: int = 0
-    deleted: int = 0
-    rules: dict[str, Any] = field(default_factory=dict)
-    skipped: tuple[Skipped, ...] = ()
-    roots: tuple[str, ...] = ()
+    # the rest have defaults: 0, 0, 0, an empty read-only mapping, (), ()
+    created: int  # paths created / modified / deleted relative to the parent
+    modified: int
+    deleted: int
+    rules: dict[str, Any]
+    skipped: tuple[Skipped, ...]
+    roots: tuple[str, ...]
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (``dataclasses.replace`` for this record)."""
+        return self._replace(**changes)
 
     @property
     def created_at(self) -> str:

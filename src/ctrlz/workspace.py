@@ -15,8 +15,8 @@ engine), and the rest reads the store. The CLI, the MCP server and the hooks all
 from __future__ import annotations
 
 import os
+from collections import namedtuple
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from .locator import default_home, store_path_for
 from .session.protected import ProtectedWorkspace
@@ -37,12 +37,13 @@ if TYPE_CHECKING:
 __all__ = ["Diff", "Workspace", "default_home", "store_path_for"]
 
 
-@dataclass(frozen=True)
-class Diff:
-    """The changes between two states of a workspace, in path order."""
+class Diff(namedtuple("Diff", "old new changes")):
+    """The changes between two states of a workspace, in path order: ``old`` (a snapshot id),
+    ``new`` (a snapshot id, or "working tree") and ``changes``."""
 
-    old: str  # a snapshot id
-    new: str  # a snapshot id, or "working tree"
+    __slots__ = ()
+    old: str
+    new: str
     changes: list[PathChange]
 
 

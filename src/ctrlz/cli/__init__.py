@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 __all__ = ["exit_code_for", "main"]
 
 
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run(args[1] if len(args) > 1 else ""))
     if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
         return
+    if args in (["list"], ["list", "--json"]):  # the most run command, without click
+        sys.exit(_guarded(lambda: _list(args)))
     import click
 
     from .app import cli
@@ -60,18 +66,44 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(1)
     except Exception as exc:
-        if _expected(exc):
-            code, message = exit_code_for(exc)
-            print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
-            sys.exit(code)
-        import os  # a bug: still one line, unless asked for the traceback
-
-        if os.environ.get("CTRLZ_DEBUG"):
-            raise
-        print(f"ctrlz: internal error: {type(exc).__name__}: {exc}. This is a bug in ctrlz; "
-              "rerun with CTRLZ_DEBUG=1 for the traceback and report it.", file=sys.stderr)
-        sys.exit(70)
+        sys.exit(_failed(exc))
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _failed(exc: Exception) -> int:
+    """Print the one line an error gets and return its exit status (a bug included, unless
+    ``CTRLZ_DEBUG`` asks for the traceback)."""
+    if _expected(exc):
+        code, message = exit_code_for(exc)
+        print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
+        return code
+    import os
+
+    if os.environ.get("CTRLZ_DEBUG"):
+        raise exc
+    print(f"ctrlz: internal error: {type(exc).__name__}: {exc}. This is a bug in ctrlz; "
+          "rerun with CTRLZ_DEBUG=1 for the traceback and report it.", file=sys.stderr)
+    return 70
+
+
+def _guarded(run: Callable[[], None]) -> int:
+    """A click-free command run with click's exit conventions (see :func:`main`)."""
+    try:
+        run()
+    except KeyboardInterrupt:
+        print("ctrlz: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:
+        return _failed(exc)
+    return 0
+
+
+def _list(args: list[str]) -> None:
+    from .listing import run
+
+    run(as_json=args[1:] == ["--json"])
 
 
 def _fast(option: str) -> bool:

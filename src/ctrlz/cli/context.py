@@ -25,12 +25,10 @@ class State:
 
     def workspace(self) -> Workspace:
         """The protected workspace containing the current directory (errors clearly if none)."""
-        from ..workspace import Workspace
-
         if self._ws is None:
-            self._ws = Workspace.open(".")
-            for note in self._ws.recovered:  # what an interrupted restore left, now cleaned
-                click.echo(f"ctrlz: {note}", err=True)
+            from .listing import open_here
+
+            self._ws = open_here()
         return self._ws
 
     def close(self) -> None:

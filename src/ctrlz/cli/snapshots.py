@@ -120,18 +120,9 @@ def list_cmd(state: State, remote: str | None, as_json: bool) -> None:
 
         list_remote(state, remote, as_json)
         return
-    ws = state.workspace()
-    snaps = list(reversed(ws.snapshots()))
-    if as_json:
-        render.emit_json([s.to_json() for s in snaps])
-        return
-    rows = [[s.id, _type_text(s), s.label or "",
-             f"{render.size(s.bytes)} ({render.signed_size(s.size_delta)})", str(s.files),
-             render.ago(s.created_ns)] for s in snaps]
-    render.table(["ID", "TYPE", "LABEL", "SIZE", "FILES", "CREATED"], rows, right=(3, 4))
-    used, cap = ws.store_disk_bytes(), ws.config["store_cap"]
-    render.out(f"{len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}, "
-               f"store {render.size(used)} of cap {render.size(cap)}")
+    from .listing import show
+
+    show(state.workspace(), as_json)
 
 
 @click.command("show")

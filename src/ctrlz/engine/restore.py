@@ -27,7 +27,6 @@ journalled and verified like the rest.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import time
@@ -417,7 +416,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
                             lambda oid, size, read_all, write_to: bodies.setdefault(oid, read_all),
                             repo.objects.digest)
         root, base = req.build_target(ctx)
-        target = dataclasses.replace(base, id=f"{req.kind} target", root=root)
+        target = base.replace(id=f"{req.kind} target", root=root)
 
     def read_blob(oid: bytes) -> bytes:
         if oid in bodies and not repo.objects.has(oid):

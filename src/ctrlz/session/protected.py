@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
 
 from ..config import Config, load_config
 from ..engine.refs import resolve
@@ -30,6 +29,8 @@ from ..state.trees import DIR, Entry
 # command that only reads (`ctrlz list`) opens a workspace in a fresh interpreter.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Self
+
     from ..engine import retention
     from ..engine.snapshot import DirtySource
     from ..state.oplog import OpLog

@@ -267,7 +267,7 @@ class Catalog:
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.number, s.parent, s.type, s.label, int(s.pinned), s.created_ns, s.root,
              s.files, s.dirs, s.symlinks, s.bytes, s.added_bytes, s.size_delta, s.created,
-             s.modified, s.deleted, json.dumps(s.rules, sort_keys=True),
+             s.modified, s.deleted, json.dumps(dict(s.rules), sort_keys=True),
              json.dumps([[k.path.hex(), k.reason] for k in s.skipped]), json.dumps(list(s.roots))),
         )
         if s.number is not None:

@@ -24,7 +24,7 @@ def to_record(s: Snapshot) -> dict[str, Any]:
             "pinned": s.pinned, "created_ns": s.created_ns, "root": s.root.hex(),
             "files": s.files, "dirs": s.dirs, "symlinks": s.symlinks, "bytes": s.bytes,
             "added_bytes": s.added_bytes, "size_delta": s.size_delta, "created": s.created,
-            "modified": s.modified, "deleted": s.deleted, "rules": s.rules,
+            "modified": s.modified, "deleted": s.deleted, "rules": dict(s.rules),
             "skipped": [[k.path.hex(), k.reason] for k in s.skipped], "roots": list(s.roots)}
 
 

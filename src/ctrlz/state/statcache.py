@@ -16,11 +16,13 @@ never vouches for an object that gc has removed. Losing it costs speed, never co
 from __future__ import annotations
 
 import marshal
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .atomic import atomic_write_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: How far a file's timestamp may trail the scan's clock and still belong to the same tick.
 #: Linux stamps files from its coarse clock, which trails ``time.time_ns()`` by up to one
@@ -53,12 +55,23 @@ Totals = tuple[int, int, int, int]
 DirCache = tuple[bytes, dict[bytes, CacheEntry], Totals]
 
 
-@dataclass
 class StatCache:
-    snapshot_id: str | None = None
-    scan_ns: int = 0
-    algorithm: str = ""
-    roots: list[dict[bytes, DirCache]] = field(default_factory=list)
+    """One stat cache: the snapshot it was built with, when that scan began, the hash
+    algorithm, and per root its directories. (A plain class: see :mod:`ctrlz.types` on why
+    the records every process opens are not dataclasses.)"""
+
+    __slots__ = ("algorithm", "roots", "scan_ns", "snapshot_id")
+
+    def __init__(self, snapshot_id: str | None = None, scan_ns: int = 0, algorithm: str = "",
+                 roots: list[dict[bytes, DirCache]] | None = None) -> None:
+        self.snapshot_id = snapshot_id
+        self.scan_ns = scan_ns
+        self.algorithm = algorithm
+        self.roots = roots if roots is not None else []
+
+    def __repr__(self) -> str:
+        return (f"StatCache(snapshot_id={self.snapshot_id!r}, scan_ns={self.scan_ns}, "
+                f"algorithm={self.algorithm!r}, roots=<{len(self.roots)}>)")
 
     def root(self, index: int) -> dict[bytes, DirCache]:
         return self.roots[index] if index < len(self.roots) else {}

@@ -20,7 +20,6 @@ pack; large ones (``LOOSE_MIN`` and up) become loose files, as a snapshot would 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -142,7 +141,7 @@ def commit_received(repo: Repository, sink: ObjectSink, snaps: Iterable[Snapshot
     with repo.catalog.transaction():
         sink.writer.commit(repo.catalog)
         for s in sorted(snaps, key=lambda s: s.created_ns):
-            repo.catalog.add_snapshot(dataclasses.replace(s, number=repo.catalog.next_number()))
+            repo.catalog.add_snapshot(s.replace(number=repo.catalog.next_number()))
 
 
 class ObjectSink:
