@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from importlib import import_module
+from pathlib import Path
 
 import click
 import pytest
@@ -78,3 +79,47 @@ def _click_help(columns: int) -> str:
                         **{k: v for k, v in cli.context_settings.items()
                            if k != "max_content_width"})
     return cli.get_help(ctx) + "\n"
+
+
+def _click_path(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``ctrlz ARGS`` through click even where ``main`` would take its click-free door."""
+    code = ("import sys\nfrom ctrlz.cli import _failed\nfrom ctrlz.cli.app import cli\n"
+            "try:\n    cli.main(args=sys.argv[1:], prog_name='ctrlz', standalone_mode=False)\n"
+            "except Exception as exc:\n    sys.exit(_failed(exc))\n")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def test_list_runs_without_click_and_prints_what_the_click_command_prints(tmp_path: Path
+                                                                          ) -> None:
+    from ctrlz import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    (root / b"caf\xe9-latin1.txt".decode("utf-8", "surrogateescape")).write_text("x\n")
+    ws = Workspace.init(root)
+    ws.snapshot(label="first")
+    (root / "a.txt").write_text("b\n")
+    ws.snapshot(label="second", pinned=True)
+    ws.close()
+    for args in (["list"], ["list", "--json"]):
+        code = ("import sys\nfrom ctrlz.cli import main\ntry:\n    main(sys.argv[1:])\n"
+                "except SystemExit as e:\n    sys.stderr.write(f'exit {e.code}\\n')\n"
+                "print(sorted(m for m in sys.modules if m.startswith(('click', 'rich'))),"
+                " file=sys.stderr)")
+        fast = subprocess.run([sys.executable, "-c", code, *args], cwd=root,
+                              capture_output=True, text=True)
+        assert fast.stderr.splitlines()[-2:] == ["exit 0", "[]"], fast.stderr
+        slow = _click_path(args, root)
+        assert slow.returncode == 0, slow.stderr
+        assert fast.stdout == slow.stdout and "second" in fast.stdout
+
+
+def test_list_outside_a_workspace_fails_the_same_way_on_both_doors(tmp_path: Path) -> None:
+    ctrlz = str(Path(sys.executable).parent / "ctrlz")
+    fast = subprocess.run([ctrlz, "list"], cwd=tmp_path, capture_output=True, text=True)
+    slow = _click_path(["list"], tmp_path)
+    assert fast.returncode == slow.returncode == 3
+    assert fast.stderr == slow.stderr and fast.stderr.startswith("ctrlz: error: ")
+    assert fast.stdout == slow.stdout == ""
