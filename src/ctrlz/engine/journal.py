@@ -23,23 +23,31 @@ from __future__ import annotations
 
 import json
 import os
+from collections import namedtuple
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from types import MappingProxyType
 
 from ..state.atomic import atomic_write_bytes
 from ..types import show_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # opening a workspace checks for a journal; only a crash needs the rest
+    from typing import Any
+
     from ..state.objects import ObjectStore
 
 JOURNAL_NAME = "restore-journal"
 VERSION = 1
 
 
-@dataclass
-class Intent:
+_FIELDS = "token kind target safety roots dirs undo created_ns"
+
+
+class Intent(namedtuple("Intent", _FIELDS, defaults=(MappingProxyType({}), 0))):
+    """One restore's intent record. A named tuple, not a dataclass: every process that opens
+    a workspace loads this module to look for a journal (see :mod:`ctrlz.types`)."""
+
+    __slots__ = ()
     token: str
     kind: str  # rollback / revert / rewind / undo / redo / toolcall / restore-to / ...
     target: str  # the snapshot being restored
@@ -47,12 +55,13 @@ class Intent:
     roots: list[bytes]  # destination roots, in the order of the virtual roots "0", "1", ...
     dirs: list[bytes]  # virtual directories in which temp files may exist
     #: how to leave an undo path: {"record": {...operation...}}, {"undo_of": seq},
-    #: {"redo_of": seq}, or {} (restore --to: the destination is new)
-    undo: dict[str, Any] = field(default_factory=dict)
-    created_ns: int = 0
+    #: {"redo_of": seq}, or {} (restore --to: the destination is new); default {}
+    undo: dict[str, Any]
+    created_ns: int
 
     def to_bytes(self) -> bytes:
-        data = asdict(self)
+        data = self._asdict()
+        data["undo"] = dict(self.undo or {})
         data["roots"] = [r.hex() for r in self.roots]
         data["dirs"] = [d.hex() for d in self.dirs]
         data["version"] = VERSION
@@ -64,6 +73,7 @@ class Intent:
         data.pop("version", None)
         data["roots"] = [bytes.fromhex(r) for r in data["roots"]]
         data["dirs"] = [bytes.fromhex(d) for d in data["dirs"]]
+        data["undo"] = data.get("undo") or {}
         return cls(**data)
 
     @property
