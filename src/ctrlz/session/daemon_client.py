@@ -22,10 +22,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a hook imports this module: typing would cost it milliseconds
     import subprocess
+    from typing import Any
 
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
