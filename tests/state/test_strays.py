@@ -53,7 +53,8 @@ def test_a_writer_killed_mid_pack_leaves_the_marker_and_the_next_snapshot_sweeps
     ws.close()
 
 
-def test_a_writer_that_failed_before_its_commit_keeps_the_marker_until_a_sweep(ws_dir: Path, tmp_path: Path) -> None:
+def test_a_writer_that_failed_before_its_commit_keeps_the_marker_until_a_sweep(
+        ws_dir: Path, tmp_path: Path) -> None:
     ws, _ = setup_ws(ws_dir, tmp_path / "home")
     (ws_dir / "src" / "m2.py").write_text("never committed\n")
     failpoints.arm_error("before-commit", errno.EIO)
