@@ -33,7 +33,8 @@ def _rounds(s3: S3, tmp_path: Path, rounds: int) -> None:
             (root / f"m{i}.txt").write_text(f"machine {i} round {r}\n" * (r + 1))
             label = f"m{i}-r{r}"
             expected.add(label)
-            env = {**os.environ, "CTRLZ_HOME": str(home)}
+            # every round is a manual snapshot: more rounds than the default manual pool
+            env = {**os.environ, "CTRLZ_HOME": str(home), "CTRLZ_MANUAL_MAX": "1000"}
             # snapshot, then push at the same moment as the three others
             script = f"{CTRLZ} snapshot -m {label} >/dev/null && {CTRLZ} push"
             procs.append(subprocess.Popen(["sh", "-c", script], cwd=root, env=env,

@@ -345,6 +345,10 @@ def gc_remote(state: State, name: str, dry_run: bool, as_json: bool) -> None:
                f"({render.size(report.deleted_bytes)}); condemned {len(report.condemned)} "
                f"more, {report.waiting} waiting out the {int(report.grace_seconds)} s grace "
                "period")
+    if report.repacked:
+        render.out(f"{'would repack' if dry_run else 'repacked'} {len(report.repacked)} "
+                   "mostly-garbage packs (their live objects copied; the old packs go once "
+                   "the grace period is over)")
 
 
 def status_lines(ws: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ This is where the policy of remote sync lives: the default remote, what "push" m
 snapshot named (every snapshot the remote's ref lacks), the key material (read from the file or
 environment variable the remote was added with, each time, never stored), who made each
 snapshot (machine, user, and from the session records the agent and session), and the local
-cache of the remote's immutable index files (``<store>/remote-cache/<name>/``).
+cache of the remote's immutable index files and of the trees known complete there
+(``<store>/remote-cache/<name>/``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.refs import resolve
-from ..engine.remote import gc as rgc
-from ..engine.remote.check import RemoteVerifyReport, verify_remote
-from ..engine.remote.pull import PullReport, pull
-from ..engine.remote.push import PushReport, push
 from ..engine.remote.refs import drop_entries, entries, update_ref
 from ..errors import RemoteError, SnapshotNotFound, UsageError
 from ..state.remote import check_url, open_backend
@@ -31,6 +28,13 @@ from ..state.remote.repo import RemoteRepo
 from ..types import Snapshot
 from .protected import ProtectedWorkspace
 from .remote_registry import Registry, RemoteSpec, check_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # each command imports only the engine it runs (a push: not pull, gc, verify)
+    from ..engine.remote.check import RemoteVerifyReport
+    from ..engine.remote.gc import RemoteGcReport
+    from ..engine.remote.pull import PullReport
+    from ..engine.remote.push import PushReport
 
 #: the gc grace period of remotes created from here (seconds); a test knob, read once when a
 #: remote's config is first written
@@ -64,7 +68,11 @@ def add_remote(ws: ProtectedWorkspace, name: str, url: str, *, endpoint_url: str
 
 def remove_remote(ws: ProtectedWorkspace, name: str) -> RemoteSpec:
     with registry(ws) as reg:
-        return reg.remove(name)
+        spec = reg.remove(name)
+    import shutil
+
+    shutil.rmtree(ws.store_path / "remote-cache" / name, ignore_errors=True)
+    return spec
 
 
 def list_remotes(ws: ProtectedWorkspace) -> list[RemoteSpec]:
@@ -125,6 +133,11 @@ def default_remote(ws: ProtectedWorkspace, name: str | None) -> RemoteSpec:
 
 def _cache(ws: ProtectedWorkspace, name: str) -> Path:
     return ws.store_path / "remote-cache" / name / "index"
+
+
+def _known(ws: ProtectedWorkspace, name: str) -> Path:
+    """The trees known complete on remote ``name`` (:mod:`ctrlz.state.remote.known`)."""
+    return ws.store_path / "remote-cache" / name / "complete"
 
 
 def identity(ws: ProtectedWorkspace) -> tuple[str, str]:
@@ -213,6 +226,8 @@ def _rows(c: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]]:
 def push_snapshots(ws: ProtectedWorkspace, name: str | None = None,
                    refs: Sequence[str] = (), *, bandwidth: int = 0,
                    progress: Callable[[int], None] | None = None) -> PushReport:
+    from ..engine.remote.push import push
+
     spec = default_remote(ws, name)
     snaps = ws.snapshots()
     chosen = [resolve(snaps, r) for r in refs] if refs else snaps
@@ -220,7 +235,7 @@ def push_snapshots(ws: ProtectedWorkspace, name: str | None = None,
     remote = open_remote(spec, create=ws.repo.algorithm, bandwidth=bandwidth)
     wid, wname = identity(ws)
     report = push(ws.repo, remote, wid, wname, chosen, origins(ws, chosen),
-                  _cache(ws, spec.name), progress=progress)
+                  _cache(ws, spec.name), known=_known(ws, spec.name), progress=progress)
     report.remote = spec.name
     with registry(ws) as reg:
         reg.mark_pushed(spec.name, report.pushed + report.already)
@@ -241,6 +256,8 @@ def remote_entries(ws: ProtectedWorkspace, spec: RemoteSpec, remote: RemoteRepo 
 
 def pull_snapshots(ws: ProtectedWorkspace, name: str | None = None, refs: Sequence[str] = (),
                    progress: Callable[[int], None] | None = None) -> PullReport:
+    from ..engine.remote.pull import pull
+
     spec = default_remote(ws, name)
     remote = open_remote(spec)
     found = remote_entries(ws, spec, remote)
@@ -289,6 +306,7 @@ def restore_remote_snapshot(ws: ProtectedWorkspace, ref: str, dest: str | os.Pat
                             paths: Sequence[str | bytes] | None = None) -> Any:
     """``restore SNAP --to DIR`` for a snapshot only a remote holds: fetch its missing
     objects (and its record) into the store, then restore it like any other."""
+    from ..engine.remote.pull import pull
     from . import restores
 
     spec, entry = find_remote_snapshot(ws, ref)
@@ -318,6 +336,8 @@ def forget(ws: ProtectedWorkspace, name: str | None, refs: Sequence[str]) -> lis
 
 
 def verify(ws: ProtectedWorkspace, name: str | None) -> RemoteVerifyReport:
+    from ..engine.remote.check import verify_remote
+
     spec = default_remote(ws, name)
     remote = open_remote(spec)
     report = verify_remote(remote, remote.load_index(_cache(ws, spec.name)))
@@ -325,7 +345,9 @@ def verify(ws: ProtectedWorkspace, name: str | None) -> RemoteVerifyReport:
     return report
 
 
-def gc(ws: ProtectedWorkspace, name: str | None, dry_run: bool = False) -> rgc.RemoteGcReport:
+def gc(ws: ProtectedWorkspace, name: str | None, dry_run: bool = False) -> RemoteGcReport:
+    from ..engine.remote import gc as rgc
+
     spec = default_remote(ws, name)
     remote = open_remote(spec)
 
@@ -345,6 +367,7 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
           ) -> tuple[ProtectedWorkspace, PullReport, Any]:
     """A new workspace at ``dest`` (new or empty) from a remote: every snapshot of the
     remote's workspace, and the newest (or ``snapshot``) restored into it."""
+    from ..engine.remote.pull import pull
     from ..engine.restore import restore_into
 
     target = Path(dest).expanduser()

@@ -159,12 +159,25 @@ class ObjectSink:
     def add(self, oid: bytes, size: int, codec: int, stored: bytes) -> bytes:
         """Check and stage one object; returns its raw bytes (trees are decoded from them).
         Raises :class:`CorruptObject` when the bytes do not hash to ``oid``."""
+        data = self.check(oid, size, codec, stored)
+        self.stage(oid, size, codec, stored, data)
+        return data
+
+    def check(self, oid: bytes, size: int, codec: int, stored: bytes) -> bytes:
+        """The raw bytes of a received object, checked against its id (or raises
+        :class:`CorruptObject`). It touches no state, so a pull runs it on its download
+        threads, where decompressing and hashing (both release the GIL) use every core."""
         data = decode_stored(oid, size, codec, stored)
         seal = _check_clone(oid, size, codec, stored[:len(oid)])
         if self.store.digest(data) != (seal or oid):
             raise CorruptObject(f"object {oid.hex()[:16]} does not match its id")
+        return data
+
+    def stage(self, oid: bytes, size: int, codec: int, stored: bytes, data: bytes) -> None:
+        """Stage an object :meth:`check` passed (``data``: what it returned)."""
         if self.writer.contains(oid):
-            return data
+            return
+        seal = _check_clone(oid, size, codec, stored[:len(oid)])
         if seal is not None:
             self._add_loose(oid, size, codec, data, seal)
         elif size >= LOOSE_MIN:
@@ -173,7 +186,6 @@ class ObjectSink:
             self.writer.put_encoded(oid, size, codec, stored)
         self.added += 1
         self.bytes += size
-        return data
 
     def add_stream(self, oid: bytes, size: int, codec: int, length: int,
                    chunks: Iterator[bytes]) -> None:

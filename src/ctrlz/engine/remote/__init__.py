@@ -6,6 +6,7 @@
 * :mod:`.pull` — fetch a remote snapshot's missing objects into the local store, all or nothing
 * :mod:`.check` — ``verify --remote``: every object every ref names, re-hashed
 * :mod:`.gc` — lock-free collection of unreferenced packs (the rule is in ``docs/remote.md``)
+* :mod:`.repack` — gc's copying of live objects out of mostly-garbage packs
 
 The engine gets its remote, its workspace id and the provenance of each snapshot from the
 session layer (:mod:`ctrlz.session.remotes`); it never reads the environment or configuration.

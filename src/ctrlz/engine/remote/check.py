@@ -128,6 +128,7 @@ def _fetch_tolerant(remote: RemoteRepo, wanted: list[tuple[bytes, Location]],
 def verify_remote(remote: RemoteRepo, index: RemoteIndex,
                   progress: Callable[[int], None] | None = None) -> RemoteVerifyReport:
     report = RemoteVerifyReport(remote.url)
+    index.avoid(remote.condemned())  # read the copies gc keeps (a repacked pack may go)
     listing = pack_listing(remote)
     report.packs = len(listing)
     for pack, (_kind, end) in index.packs.items():

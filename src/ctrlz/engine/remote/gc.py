@@ -4,7 +4,8 @@ There is no lock. The rule (``docs/remote.md`` says it for people) has two halve
 
 gc's half, per run:
     1. read the gc state, then the server's clock (``now``), and only then every ref;
-    2. a pack is *live* if it holds any object some snapshot of some ref reaches;
+    2. a pack is *live* if it holds any object some snapshot of some ref reaches (that, for
+       a pack gc repacked, its replacements do not hold: :mod:`.repack`);
     3. a pack that is not live and older than the grace period is *condemned*: recorded in
        ``gc/state`` with ``now``; a condemned pack that is live again is forgiven;
     4. a pack condemned at least ``grace`` (plus a second for clock rounding) before ``now``,
@@ -33,6 +34,7 @@ from ...state.remote.backend import Conflict
 from ...state.remote.repo import RemoteIndex, RemoteRepo, index_key, pack_key
 from ...state.trees import Entry
 from .check import all_roots, pack_listing, remote_tree_fetcher
+from .repack import candidates, live_packs, repack
 from .walk import walk_levels
 
 CLOCK_SLACK = 1.0
@@ -47,6 +49,7 @@ class RemoteGcReport:
     deleted: list[str] = field(default_factory=list)
     deleted_bytes: int = 0
     waiting: int = 0  # condemned earlier, not yet past the grace period
+    repacked: list[str] = field(default_factory=list)  # mostly garbage: live objects copied
     grace_seconds: float = 0.0
     dry_run: bool = False
 
@@ -55,6 +58,7 @@ class RemoteGcReport:
                 "live_packs": self.live_packs, "condemned": self.condemned,
                 "forgiven": self.forgiven, "deleted": self.deleted,
                 "deleted_bytes": self.deleted_bytes, "waiting": self.waiting,
+                "repacked": self.repacked,
                 "grace_seconds": self.grace_seconds}
 
 
@@ -81,6 +85,8 @@ def _gc_pass(remote: RemoteRepo, index: RemoteIndex,
              final: bool) -> tuple[RemoteGcReport, list[bytes]]:
     report = RemoteGcReport(remote.url, grace_seconds=remote.grace, dry_run=dry_run)
     state, _etag = remote.read_gc()
+    condemned: dict[str, float] = dict(state.get("condemned", {}))
+    index.avoid({_id(k) for k in condemned})  # read trees from the copies gc keeps
     now = remote.backend.server_time()  # before the refs are read: see the module docstring
     listing = pack_listing(remote)
     roots, _ = all_roots(remote)
@@ -94,10 +100,18 @@ def _gc_pass(remote: RemoteRepo, index: RemoteIndex,
         raise RemoteError(f"{remote.url}: {len(lost)} objects the snapshots name are missing "
                           f"(first: {lost[0].hex()[:16]}); gc did nothing — run "
                           "`ctrlz verify --remote`")
-    live = {pack for pack, oids in index.pack_objects.items() if not reached.isdisjoint(oids)}
+    superseded = _superseded(state)
+    live = live_packs(index, reached, superseded, condemned)
+    sparse = candidates(index, reached, live, condemned, superseded, listing, now,
+                        remote.grace)
+    replaced: dict[str, list[str]] = {}
+    if sparse and not dry_run:
+        replaced = repack(remote, index, reached, sparse)
+        superseded.update(replaced)
+        live = live_packs(index, reached, superseded, condemned)
+    report.repacked = [pack_key(p) for p in sparse]
     report.live_packs = len(live)
     known = set(listing) | set(index.packs) | index.dangling
-    condemned: dict[str, float] = dict(state.get("condemned", {}))
     delete: list[bytes] = []
     for pack in sorted(known - live):
         key = pack.hex()
@@ -117,8 +131,18 @@ def _gc_pass(remote: RemoteRepo, index: RemoteIndex,
         remote.backend.delete(pack_key(pack))
         report.deleted.append(pack_key(pack))
         report.deleted_bytes += listing.get(pack, (0, 0.0))[0]
-    _record(remote, report, {p.hex() for p in delete})
+    gone = {k for k in superseded if _id(k) not in known}
+    _record(remote, report, {p.hex() for p in delete}, replaced, gone)
     return report, []
+
+
+def _superseded(state: dict[str, Any]) -> dict[str, list[str]]:
+    """Old pack -> the packs gc copied its live objects into (:mod:`.repack`)."""
+    raw = state.get("superseded", {})
+    if not isinstance(raw, dict):
+        return {}
+    return {k: [n for n in v if isinstance(n, str)] for k, v in raw.items()
+            if isinstance(k, str) and isinstance(v, list)}
 
 
 def _id(key: str) -> bytes:
@@ -128,7 +152,9 @@ def _id(key: str) -> bytes:
         return b""
 
 
-def _record(remote: RemoteRepo, report: RemoteGcReport, deleted: set[str]) -> None:
+def _record(remote: RemoteRepo, report: RemoteGcReport, deleted: set[str],
+            replaced: dict[str, list[str]] | None = None,
+            gone: frozenset[str] | set[str] = frozenset()) -> None:
     """Write this run's changes into the gc state, merging with any concurrent gc run. A pack
     is condemned as of the server's clock just before the write that publishes it (not the
     start of the run): the pusher's half of the rule counts from when it could see it."""
@@ -140,7 +166,11 @@ def _record(remote: RemoteRepo, report: RemoteGcReport, deleted: set[str]) -> No
             condemned.pop(key, None)
         for key in report.condemned:
             condemned.setdefault(key, now)
-        state = {"format": "ctrlz-gc 1", "condemned": condemned,
+        superseded = _superseded(state)
+        for key in deleted | gone:
+            superseded.pop(key, None)
+        superseded.update(replaced or {})  # in the same write that condemns the old packs
+        state = {"format": "ctrlz-gc 1", "condemned": condemned, "superseded": superseded,
                  "generation": int(state.get("generation", 0)) + (1 if deleted else 0)}
         try:
             remote.write_gc(state, etag)

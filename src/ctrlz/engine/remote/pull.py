@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CorruptObject, RemoteError
+from ...state.objects import CLONE
 from ...state.portable import from_record
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, pack_key
 from ...state.repository import Repository
@@ -48,16 +49,26 @@ def locate(index: RemoteIndex, oid: bytes, remote: RemoteRepo, what: str) -> Loc
     return loc
 
 
-def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]],
-                  accept: Callable[[bytes, Location, bytes], None]) -> None:
-    """Fetch objects and hand each to ``accept``; any damage names the object and pack."""
-    for oid, loc, stored in remote.fetch(wanted):
+def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]], sink: ObjectSink,
+                  accept: Callable[[bytes, Location, bytes, bytes], None],
+                  raw: bool = True) -> None:
+    """Fetch objects, check each against its id on the download threads
+    (:meth:`ObjectSink.check`), and hand it to ``accept`` with its raw bytes (``raw``; else
+    only a clone's, which staging needs: a 2 GB clone keeps one form of each file in memory,
+    not two); any damage names the object and its pack."""
+
+    def check(oid: bytes, loc: Location, stored: bytes) -> bytes | CorruptObject:
         try:
-            accept(oid, loc, stored)
+            data = sink.check(oid, loc.size, loc.codec, stored)
+            return data if raw or loc.codec == CLONE else b""
         except CorruptObject as exc:
-            raise RemoteError(f"{remote.url}: {exc} in {pack_key(loc.pack)}; the remote copy is "
-                              "damaged (run `ctrlz verify --remote`); nothing was pulled") \
-                from None
+            return exc  # raised below, in order, with the pack named
+
+    for oid, loc, stored, data in remote.fetch_each(wanted, check):
+        if isinstance(data, CorruptObject) or data is None:
+            raise RemoteError(f"{remote.url}: {data} in {pack_key(loc.pack)}; the remote copy "
+                              "is damaged (run `ctrlz verify --remote`); nothing was pulled")
+        accept(oid, loc, stored, data)
 
 
 def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]],
@@ -87,6 +98,9 @@ def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]]
         if not fresh:
             return report
         index = remote.load_index(cache)
+        # read from the copy gc keeps: a pack gc condemned (one it repacked, say) may be
+        # deleted once the grace period is over, even while this pull runs
+        index.avoid(remote.condemned())
         with receiving(repo) as sink:
             _fetch_all(repo, remote, index, sink, fresh, progress)
             commit_received(repo, sink, fresh)
@@ -109,13 +123,17 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
             else:
                 wanted.append((oid, locate(index, oid, remote, names.get(oid, "a snapshot"))))
 
-        def accept(oid: bytes, loc: Location, stored: bytes) -> None:
-            data = sink.add(oid, loc.size, loc.codec, stored)
-            got[oid] = staged[oid] = decode_tree(data)
+        def accept(oid: bytes, loc: Location, stored: bytes, data: bytes) -> None:
+            sink.stage(oid, loc.size, loc.codec, stored, data)
+            try:
+                got[oid] = staged[oid] = decode_tree(data)
+            except CorruptObject as exc:
+                raise RemoteError(f"{remote.url}: {exc} in {pack_key(loc.pack)}; nothing was "
+                                  "pulled") from None
             if progress:
                 progress(len(stored))
 
-        fetch_checked(remote, wanted, accept)
+        fetch_checked(remote, wanted, sink, accept)
         return got
 
     # a tree the store already has is complete below it: not entered
@@ -124,12 +142,12 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
     wanted = [(oid, locate(index, oid, remote, "a snapshot")) for oid in blobs
               if not sink.has(oid)]
 
-    def accept_blob(oid: bytes, loc: Location, stored: bytes) -> None:
-        sink.add(oid, loc.size, loc.codec, stored)
+    def accept_blob(oid: bytes, loc: Location, stored: bytes, data: bytes) -> None:
+        sink.stage(oid, loc.size, loc.codec, stored, data)
         if progress:
             progress(len(stored))
 
-    fetch_checked(remote, wanted, accept_blob)
+    fetch_checked(remote, wanted, sink, accept_blob, raw=False)
 
 
 def _committed(repo: Repository, oid: bytes) -> bool:

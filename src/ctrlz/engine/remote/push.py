@@ -30,6 +30,7 @@ from typing import Any
 
 from ...errors import RemoteError
 from ...state.portable import to_record
+from ...state.remote.known import MAX_TREES, KnownTrees, load_known, save_known
 from ...state.remote.repo import (
     DATA,
     PACK_TARGET,
@@ -42,7 +43,7 @@ from ...state.remote.repo import (
 from ...state.repository import Repository
 from ...state.transfer import open_stored
 from ...types import Snapshot
-from ..reach import needed_objects
+from ..reach import Needed, needed_objects
 from .refs import add_entries, entries, update_ref
 
 
@@ -56,12 +57,15 @@ class PushReport:
     reused: int = 0  # objects the remote already held
     packs: int = 0
     bytes: int = 0  # bytes uploaded (packs and indexes)
+    trees_walked: int = 0  # trees read to find what the remote lacks
+    trees_known: int = 0  # trees not entered: known complete on the remote from earlier pushes
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "push", "remote": self.remote, "workspace": self.workspace,
                 "pushed": self.pushed, "already_there": self.already,
                 "objects_uploaded": self.objects, "objects_reused": self.reused,
-                "packs": self.packs, "bytes_uploaded": self.bytes}
+                "packs": self.packs, "bytes_uploaded": self.bytes,
+                "trees_walked": self.trees_walked, "trees_known": self.trees_known}
 
 
 class _Uploader:
@@ -69,8 +73,9 @@ class _Uploader:
 
     def __init__(self, repo: Repository, remote: RemoteRepo, index: RemoteIndex,
                  report: PushReport, workers: int,
-                 progress: Callable[[int], None] | None) -> None:
+                 progress: Callable[[int], None] | None, cache: Path | None = None) -> None:
         self.repo = repo
+        self.cache = cache
         self.remote = remote
         self.index = index
         self.report = report
@@ -108,6 +113,7 @@ class _Uploader:
     def _put(self, pack: bytes, body: bytes, index: bytes) -> int:
         self.remote.backend.put_new(pack_key(pack), body)  # exists: the same bytes, by name
         self.remote.backend.put_new(index_key(pack), index)  # only after its pack
+        self.remote.keep_index(self.cache, pack, index)
         if self.progress:
             self.progress(len(body))
         return len(body) + len(index)
@@ -126,81 +132,165 @@ class _Uploader:
 
 def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
          snaps: Sequence[Snapshot], origins: dict[str, dict[str, Any]], cache: Path | None,
-         *, workers: int = 4, progress: Callable[[int], None] | None = None) -> PushReport:
-    """Push ``snaps`` (oldest first) to ``remote`` under ``workspace``'s ref."""
+         *, known: Path | None = None, workers: int = 4,
+         progress: Callable[[int], None] | None = None) -> PushReport:
+    """Push ``snaps`` (oldest first) to ``remote`` under ``workspace``'s ref. ``known`` is
+    the file of trees known to be complete on this remote (:mod:`ctrlz.state.remote.known`):
+    read to skip them, and extended once the ref is written."""
     report = PushReport(remote.url, workspace)
     if remote.algorithm != repo.algorithm:
         raise RemoteError(f"{remote.url} holds {remote.algorithm} object ids and this store "
                           f"uses {repo.algorithm}; push to another prefix")
-    doc, _ = remote.read_ref(workspace)
-    there = {e["id"] for e in entries(doc)}
-    report.already = [s.id for s in snaps if s.id in there]
-    todo = [s for s in snaps if s.id not in there]
-    if not todo:
-        return report
-    index = remote.load_index(cache)
-    uploader = _Uploader(repo, remote, index, report, workers, progress)
-    relied: dict[bytes, set[bytes]] = {}  # pack -> objects this push takes from it
+    # the first round trips at once: the ref, the gc state, the index (its two listings stay
+    # in order inside load_index), and the local cache of complete trees
+    with ThreadPoolExecutor(3) as pool:
+        ref_f = pool.submit(remote.read_ref, workspace)
+        gc_f = pool.submit(_condemned, remote)
+        index_f = pool.submit(remote.load_index, cache)
+        doc, etag = ref_f.result()
+        there = {e["id"] for e in entries(doc)}
+        report.already = [s.id for s in snaps if s.id in there]
+        todo = [s for s in snaps if s.id not in there]
+        if not todo:
+            pool.shutdown(wait=True, cancel_futures=True)
+            return report
+        # the gc state is read before any pack is relied on: the pusher's half of the rule
+        condemned, checked = gc_f.result()
+        index = index_f.result()
+    index.avoid(condemned)  # a copy gc keeps (a repacked pack's objects) over one it drops
+    cached = load_known(known, remote.identity) if known is not None else KnownTrees()
+    plan = _Plan(repo, remote, index, [s.root for s in todo], cached, condemned)
+    uploader = _Uploader(repo, remote, index, report, workers, progress, cache)
     try:
-        condemned = _condemned(remote)
-        checked = time.monotonic()
-
-        def has(oid: bytes) -> bool:
-            loc = index.objects.get(oid)
-            if loc is None or loc.pack in condemned:
-                return False
-            relied.setdefault(loc.pack, set()).add(oid)
-            return True
-
-        needed = needed_objects(repo.tree, [s.root for s in todo], has=has)
-        report.reused = sum(len(v) for v in relied.values())
-        uploader.upload(needed.blobs, DATA)
-        uploader.upload(needed.trees, TREE)
+        plan.walk()
+        report.reused = plan.reused()
+        uploader.upload(plan.needed.blobs, DATA)
+        uploader.upload(plan.needed.trees, TREE)
         uploader.finish()
-        checked = _recheck(remote, index, relied, uploader)
+        checked = _recheck(remote, plan, uploader, condemned, checked)
         new = [{**to_record(s), "origin": origins.get(s.id, {})} for s in todo]
 
         def before_write() -> None:
             nonlocal checked
             if time.monotonic() - checked > remote.grace / 2:
-                checked = _recheck(remote, index, relied, uploader)
+                checked = _recheck(remote, plan, uploader, None, checked)
 
-        update_ref(remote, workspace, name, add_entries(new), before_write)
+        update_ref(remote, workspace, name, add_entries(new), before_write,
+                   first=(doc, etag))
     finally:
         uploader.close()
     report.pushed = [s.id for s in todo]
+    report.trees_walked, report.trees_known = len(plan.walked), len(plan.hits)
+    if known is not None:
+        _remember(known, remote, plan)
     return report
 
 
-def _condemned(remote: RemoteRepo) -> set[bytes]:
-    state, _ = remote.read_gc()
-    out = set()
-    for key in state.get("condemned", {}):
-        try:
-            out.add(bytes.fromhex(key))
-        except ValueError:
-            continue
-    return out
+class _Plan:
+    """What a push sends and what it relies on: the walk of the snapshots' trees, skipping
+    trees the known-complete cache vouches for (while every pack it names is usable)."""
+
+    def __init__(self, repo: Repository, remote: RemoteRepo, index: RemoteIndex,
+                 roots: list[bytes], known: KnownTrees, condemned: set[bytes]) -> None:
+        self.repo = repo
+        self.index = index
+        self.roots = roots
+        self.condemned = condemned
+        usable = known.packs <= index.packs.keys() and known.packs.isdisjoint(condemned)
+        self.known = known if usable else KnownTrees()
+        #: pack -> objects this push takes from it (the cache's packs: objects unknown)
+        self.relied: dict[bytes, set[bytes]] = {}
+        self.walked: set[bytes] = set()  # every tree entered: complete on the remote after
+        self.hits: set[bytes] = set()  # known-complete trees this push reuses
+        self.needed = Needed()
+
+    def walk(self) -> None:
+        self.relied = {p: set() for p in self.known.packs}
+        self.walked, self.hits = set(), set()
+        index, condemned = self.index, self.condemned
+
+        def has(oid: bytes) -> bool:
+            loc = index.objects.get(oid)
+            if loc is None or loc.pack in condemned:
+                return False
+            self.relied.setdefault(loc.pack, set()).add(oid)
+            return True
+
+        def complete(oid: bytes) -> bool:
+            if oid in self.known.trees:
+                self.hits.add(oid)
+                return True
+            self.walked.add(oid)
+            return False
+
+        self.needed = needed_objects(self.repo.tree, self.roots, has=has, complete=complete)
+
+    def reused(self) -> int:
+        return sum(len(v) for v in self.relied.values())
+
+    def drop_known(self, condemned: set[bytes]) -> None:
+        """A pack of the cache was condemned: walk everything, relying only on what the walk
+        finds (the cache cannot say which objects sit in which of its packs)."""
+        self.known = KnownTrees()
+        self.condemned = condemned
+        self.index.avoid(condemned)
+        self.walk()
 
 
-def _recheck(remote: RemoteRepo, index: RemoteIndex, relied: dict[bytes, set[bytes]],
-             uploader: _Uploader) -> float:
-    """Re-upload what sits only in packs gc condemned since the walk; returns when the check
-    was made (the gc state read), on this process's monotonic clock."""
+def _remember(path: Path, remote: RemoteRepo, plan: _Plan) -> None:
+    """Add what this push made complete on the remote to the cache (only after its ref
+    write: see :mod:`ctrlz.state.remote.known`)."""
+    known = KnownTrees(plan.known.trees | plan.walked, plan.known.packs | plan.relied.keys())
+    # another push from this store may have saved meanwhile: keep its trees too, if its packs
+    # were usable when this push looked (else they would spoil the next push's check)
+    theirs = load_known(path, remote.identity)
+    if theirs.packs <= plan.index.packs.keys() and theirs.packs.isdisjoint(plan.condemned):
+        known.trees |= theirs.trees
+        known.packs |= theirs.packs
+    if len(known.trees) > MAX_TREES:  # keep what the next push will most likely meet
+        known.trees = plan.walked | plan.hits
+    try:
+        save_known(path, remote.identity, known)
+    except OSError:
+        pass  # only a cache: the next push walks more
+
+
+def _condemned(remote: RemoteRepo) -> tuple[set[bytes], float]:
+    """The packs gc has condemned, and when they were read (this process's monotonic
+    clock, taken before the read)."""
+    at = time.monotonic()
+    return remote.condemned(), at
+
+
+def _recheck(remote: RemoteRepo, plan: _Plan, uploader: _Uploader,
+             condemned: set[bytes] | None, checked: float) -> float:
+    """Re-upload what this push relies on that sits in a condemned pack; returns when the gc
+    state used was read. ``condemned`` is a state already read at ``checked`` (the push's
+    first read: its ref write must then come within ``grace / 2`` of it, which
+    ``before_write`` sees to); ``None`` reads it again."""
     for _ in range(5):
+        relied = plan.relied  # drop_known starts it over: take it afresh every round
         for pack, oids in uploader.made.items():
             relied.setdefault(pack, set()).update(oids)
         uploader.made = {}
-        checked = time.monotonic()
-        condemned = _condemned(remote)
+        if condemned is None:
+            condemned, checked = _condemned(remote)
         hit = [p for p in relied if p in condemned]
         if not hit:
             return checked
-        again = sorted({o for p in hit for o in relied.pop(p)})
-        kinds = {o: index.packs.get(index.objects[o].pack, (DATA, 0))[0] for o in again}
-        salt = os.urandom(8)  # not the condemned pack again, byte for byte
-        uploader.upload([o for o in again if kinds[o] != TREE], DATA, salt)
-        uploader.upload([o for o in again if kinds[o] == TREE], TREE, salt)
+        if any(p in plan.known.packs for p in hit):
+            plan.drop_known(condemned)  # which objects to send again: walk to find out
+            salt = os.urandom(8)  # not a condemned pack again, byte for byte
+            uploader.upload(plan.needed.blobs, DATA, salt)
+            uploader.upload(plan.needed.trees, TREE, salt)
+        else:
+            index = plan.index
+            again = sorted({o for p in hit for o in relied.pop(p)})
+            kinds = {o: index.packs.get(index.objects[o].pack, (DATA, 0))[0] for o in again}
+            salt = os.urandom(8)  # not the condemned pack again, byte for byte
+            uploader.upload([o for o in again if kinds[o] != TREE], DATA, salt)
+            uploader.upload([o for o in again if kinds[o] == TREE], TREE, salt)
         uploader.finish()
+        condemned = None
     raise RemoteError(f"{remote.url}: gc keeps condemning the packs this push relies on; "
                       "try again later")

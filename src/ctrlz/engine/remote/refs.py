@@ -10,6 +10,7 @@ snapshots (a push only ever adds its own).
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Callable
@@ -41,13 +42,21 @@ def entries(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 def update_ref(remote: RemoteRepo, workspace: str, name: str,
                change: Callable[[dict[str, Any]], bool],
-               before_write: Callable[[], None] | None = None) -> dict[str, Any]:
+               before_write: Callable[[], None] | None = None,
+               first: tuple[dict[str, Any] | None, str | None] | None = None
+               ) -> dict[str, Any]:
     """Apply ``change`` (which edits the document and says whether it changed anything) and
     write the result by compare-and-swap, retrying with jittered backoff on conflict.
-    ``before_write`` runs before every write attempt (a push re-checks the gc state there)."""
+    ``before_write`` runs before every write attempt (a push re-checks the gc state there).
+    ``first`` is the (document, ETag) the caller read already, tried before reading again
+    (a stale one just loses the first compare-and-swap)."""
     delay = 0.01
     for _ in range(MAX_ATTEMPTS):
-        doc, etag = remote.read_ref(workspace)
+        if first is not None:
+            (doc, etag), first = first, None
+            doc = copy.deepcopy(doc)
+        else:
+            doc, etag = remote.read_ref(workspace)
         doc = doc if doc is not None else empty_ref(workspace, name)
         if doc.get("format") != REF_FORMAT:
             raise RemoteError(f"{remote.url}: refs/{workspace} has an unknown format; "

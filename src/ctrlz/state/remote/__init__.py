@@ -11,8 +11,9 @@ never overwritten; refs and the gc state change only by compare-and-swap.
 * :mod:`.s3`, :mod:`.local` — the two backends
 * :mod:`.crypto` — AES-256-GCM client-side encryption
 * :mod:`.repo` — the remote format on top of a backend
+* :mod:`.known` — the local cache of trees known complete on a remote (what a push skips)
 
-What to push, pull or collect is decided in :mod:`ctrlz.engine.sync` and friends; credentials are
+What to push, pull or collect is decided in :mod:`ctrlz.engine.remote`; credentials are
 never handled here beyond handing the AWS chain to boto3.
 """
 

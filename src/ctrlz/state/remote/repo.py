@@ -20,14 +20,17 @@ pull reads the small tree packs first and knows what else it needs.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import struct
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import zstandard
 
@@ -37,6 +40,7 @@ from ..hashing import ALGORITHMS, digest_function
 from .backend import Backend, Missing
 from .crypto import Sealer, new_encryption, open_encryption
 
+T = TypeVar("T")
 FORMAT = "ctrlz-remote 1"
 PACK_MAGIC = b"CTZRPK01"
 PACK_HEAD = 16  # magic and salt
@@ -48,8 +52,10 @@ DEFAULT_GRACE = 3600.0
 TREE, DATA = b"t", b"d"
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
+    """Where one object sits on the remote. A tuple, not a dataclass: an index of 100,000
+    objects builds 100,000 of these on every push, and a tuple is several times cheaper."""
+
     pack: bytes
     offset: int
     length: int  # bytes of the blob on the remote
@@ -67,17 +73,45 @@ class RemoteIndex:
     #: indexes whose pack does not exist (a gc deleting it raced a push re-uploading the same
     #: pack): ignored for reading, collected by gc
     dangling: set[bytes] = field(default_factory=set)
+    #: further locations of objects held by more than one pack (gc's repacking copies live
+    #: objects out of a mostly-garbage pack before it condemns it; pushes may duplicate too)
+    others: dict[bytes, list[Location]] = field(default_factory=dict)
 
     def add(self, pack: bytes, kind: bytes, entries: Iterable[tuple[bytes, int, int, int, int]]
             ) -> None:
         end = PACK_HEAD
         oids = []
+        objects = self.objects
         for oid, off, ln, size, codec in entries:
-            self.objects.setdefault(oid, Location(pack, off, ln, size, codec))
+            if oid not in objects:
+                objects[oid] = Location(pack, off, ln, size, codec)
+            elif objects[oid].pack != pack:
+                self.others.setdefault(oid, []).append(Location(pack, off, ln, size, codec))
             oids.append(oid)
-            end = max(end, off + ln)
+            if off + ln > end:
+                end = off + ln
         self.packs[pack] = (kind, end)
         self.pack_objects[pack] = oids
+
+    def avoid(self, packs: set[bytes]) -> None:
+        """Locate objects outside ``packs`` (those gc condemned) wherever another copy
+        exists, so that a push relies on, and a pull reads, the copy gc keeps."""
+        if not packs:
+            return
+        for oid, more in self.others.items():
+            here = self.objects[oid]
+            if here.pack in packs:
+                better = next((loc for loc in more if loc.pack not in packs), None)
+                if better is not None:
+                    more[more.index(better)] = here
+                    self.objects[oid] = better
+
+    def location_in(self, oid: bytes, pack: bytes) -> Location | None:
+        """Where ``oid`` sits in ``pack``, if it does."""
+        loc = self.objects.get(oid)
+        if loc is not None and loc.pack == pack:
+            return loc
+        return next((o for o in self.others.get(oid, ()) if o.pack == pack), None)
 
 
 def pack_key(pack: bytes) -> str:
@@ -107,17 +141,23 @@ class RemoteRepo:
         self.algorithm: str = config["algorithm"]
         self.digest = digest_function(self.algorithm)
         self.grace = float(config.get("gc_grace_seconds", DEFAULT_GRACE))
+        #: this remote and no other: its URL and its config, which on an encrypted remote holds
+        #: a random salt (local caches about the remote are keyed by it)
+        self.identity = backend.url + " " + hashlib.sha256(
+            json.dumps(config, sort_keys=True).encode()).hexdigest()
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
     def open(cls, backend: Backend, *, key: bytes | None, create: str | None = None,
              encrypt: bool = False, grace: float | None = None) -> RemoteRepo:
-        """Open the remote; with ``create`` (a hash algorithm) make it if it is empty."""
-        backend.check()
+        """Open the remote; with ``create`` (a hash algorithm) make it if it is empty. The
+        backend's own check (a request of its own) runs only when there is no config: a
+        missing bucket or refused credentials already fail the config read with one line."""
         try:
             raw, _ = backend.get("config")
         except Missing:
+            backend.check()
             if create is None:
                 raise RemoteError(f"{backend.url} holds no ctrlz remote yet; push to it "
                                   "first") from None
@@ -186,6 +226,17 @@ class RemoteRepo:
     def write_gc(self, doc: dict[str, Any], etag: str | None) -> str:
         return self._put_doc(GC_KEY, doc, etag)
 
+    def condemned(self) -> set[bytes]:
+        """The packs gc has condemned (to be deleted once the grace period is over)."""
+        state, _ = self.read_gc()
+        out = set()
+        for key in state.get("condemned", {}):
+            try:
+                out.add(bytes.fromhex(key))
+            except ValueError:
+                continue
+        return out
+
     # -- packs and indexes -----------------------------------------------------------------
 
     def build_pack(self, kind: bytes, objects: Iterable[tuple[bytes, int, int, bytes]],
@@ -230,40 +281,51 @@ class RemoteRepo:
         pack is not listed is left out (packs are written before their index, so the pack
         listing, taken second, holds every pack of every index listed first)."""
         names = [k.rpartition("/")[2] for k, _, _ in self.backend.list("index/")]
-        names = [n for n in names if len(n) == 64]
         packs = {k.rpartition("/")[2] for k, _, _ in self.backend.list("data/")}
+        names = [n for n in names if len(n) == 64]
         if cache is not None:
             cache.mkdir(parents=True, exist_ok=True)
 
-        def load(name: str) -> tuple[bytes, bytes, list[tuple[bytes, int, int, int, int]]]:
-            path = cache / name if cache is not None else None
-            raw = None
-            if path is not None:
-                try:
-                    raw = path.read_bytes()
-                    return self.parse_index(name, raw)
-                except (OSError, RemoteError):
-                    # absent, damaged, or removed just now by another process that found
-                    # it stale: the cache is only a copy, fetch it again
-                    raw = None
+        Parsed = tuple[bytes, bytes, list[tuple[bytes, int, int, int, int]]]
+
+        def cached(name: str) -> Parsed | None:
+            if cache is None:
+                return None
+            try:
+                return self.parse_index(name, (cache / name).read_bytes())
+            except (OSError, RemoteError):
+                # absent, damaged, or removed just now by another process that found it
+                # stale: the cache is only a copy, fetch it again
+                return None
+
+        def fetch(name: str) -> Parsed:
             try:
                 raw, _ = self.backend.get(f"index/{name}")
             except Missing:
                 return b"", b"", []  # gc removed it after the listing
             parsed = self.parse_index(name, raw)
-            if path is not None:
+            if cache is not None:
                 try:
-                    atomic_write_bytes(path, raw)
+                    atomic_write_bytes(cache / name, raw)
                 except FileNotFoundError:
                     pass  # its temp file went with another process's clean-up: no copy
             return parsed
 
         index = RemoteIndex()
         index.dangling = {bytes.fromhex(n) for n in names if n not in packs}
-        with ThreadPoolExecutor(workers) as pool:
-            for pack, kind, entries in pool.map(load, [n for n in names if n in packs]):
-                if pack:
-                    index.add(pack, kind, entries)
+        # cached copies are parsed here (threads would only take turns on the GIL); only
+        # downloads go to the pool. The listing's order is kept: the first location wins.
+        wanted = [n for n in names if n in packs]
+        loaded: list[Parsed | None] = [cached(n) for n in wanted]
+        absent = [i for i, got in enumerate(loaded) if got is None]
+        if absent:
+            with ThreadPoolExecutor(min(workers, len(absent))) as pool:
+                for i, got in zip(absent, pool.map(fetch, [wanted[i] for i in absent]),
+                                  strict=True):
+                    loaded[i] = got
+        for got in loaded:
+            if got is not None and got[0]:
+                index.add(*got)
         if cache is not None:
             for stale in set(os.listdir(cache)) - set(names):
                 if stale.startswith(TEMP_PREFIX) and not _older_than(cache / stale, 3600):
@@ -274,12 +336,35 @@ class RemoteRepo:
                     pass
         return index
 
+    @staticmethod
+    def keep_index(cache: Path | None, pack: bytes, raw: bytes) -> None:
+        """Put an index this process just uploaded into the local cache, so that the next
+        :meth:`load_index` does not download it again (indexes never change)."""
+        if cache is None:
+            return
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(cache / pack.hex(), raw, durable=False)
+        except OSError:
+            pass  # only a copy: the next load fetches it
+
     def fetch(self, wanted: Iterable[tuple[bytes, Location]], workers: int = 8,
               gap: int = 1 << 20, span: int = 64 << 20
               ) -> Iterator[tuple[bytes, Location, bytes]]:
         """(oid, location, stored bytes) for each wanted object, unsealed but not yet checked
         against its id (the caller does that). Reads are ranges, merged when objects lie
         close together in a pack, and run in parallel."""
+        for oid, loc, stored, _ in self.fetch_each(wanted, None, workers, gap, span):
+            yield oid, loc, stored
+
+    def fetch_each(self, wanted: Iterable[tuple[bytes, Location]],
+                   work: Callable[[bytes, Location, bytes], T] | None, workers: int = 8,
+                   gap: int = 1 << 20, span: int = 64 << 20
+                   ) -> Iterator[tuple[bytes, Location, bytes, T | None]]:
+        """:meth:`fetch`, with ``work`` (oid, location, stored bytes) run on the download
+        threads as each object arrives and its result yielded beside it: checking objects
+        there (decompress and hash release the GIL) overlaps with the downloads and uses both
+        cores, where the caller's one thread would do them one by one."""
         by_pack: dict[bytes, list[tuple[bytes, Location]]] = {}
         for oid, loc in wanted:
             by_pack.setdefault(loc.pack, []).append((oid, loc))
@@ -300,7 +385,7 @@ class RemoteRepo:
                 runs.append((pack, start, end, run))
 
         def read(job: tuple[bytes, int, int, list[tuple[bytes, Location]]]
-                 ) -> list[tuple[bytes, Location, bytes]]:
+                 ) -> list[tuple[bytes, Location, bytes, T | None]]:
             pack, start, end, run = job
             data = self.backend.get_range(pack_key(pack), start, end - start)
             if len(data) != end - start:
@@ -308,17 +393,33 @@ class RemoteRepo:
                                   f"bytes {start}-{end}, got {len(data)}); run "
                                   "`ctrlz verify --remote`")
             out = []
+            view = memoryview(data)
             for oid, loc in run:
-                blob = data[loc.offset - start:loc.offset - start + loc.length]
-                out.append((oid, loc, self.unseal(blob, oid, f"object {oid.hex()[:16]} in "
-                                                             f"{pack_key(pack)}")))
+                blob = bytes(view[loc.offset - start:loc.offset - start + loc.length]) \
+                    if len(run) > 1 else data
+                stored = self.unseal(blob, oid, f"object {oid.hex()[:16]} in "
+                                                f"{pack_key(pack)}")
+                out.append((oid, loc, stored,
+                            work(oid, loc, stored) if work is not None else None))
             return out
 
-        window = workers * 2  # bounded read-ahead: a 2 GB clone never sits in memory whole
+        # bounded read-ahead, sliding: a 2 GB clone never sits in memory whole, and one slow
+        # read holds back only the results after it, never the next reads
+        window = workers * 2
         with ThreadPoolExecutor(workers) as pool:
-            for i in range(0, len(runs), window):
-                for batch in pool.map(read, runs[i:i + window]):
+            pending: deque[Future[list[tuple[bytes, Location, bytes, T | None]]]] = deque()
+            jobs = iter(runs)
+            for job in itertools.islice(jobs, window):
+                pending.append(pool.submit(read, job))
+            try:
+                while pending:
+                    batch = pending.popleft().result()
+                    for job in itertools.islice(jobs, 1):
+                        pending.append(pool.submit(read, job))
                     yield from batch
+            finally:
+                for f in pending:
+                    f.cancel()
 
 
 def _new_config(backend: Backend, algorithm: str, key: bytes | None,

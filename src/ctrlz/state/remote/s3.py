@@ -23,6 +23,12 @@ from typing import Any
 from ...errors import RemoteError
 from .backend import Conflict, Missing
 
+#: the most one PUT may carry on S3; a bigger object goes up in parts (:meth:`put_new`)
+MAX_PUT = 5 << 30
+#: part size of a multipart upload (S3: 5 MiB to 5 GiB a part, at most 10,000 parts)
+PART_SIZE = 64 << 20
+MAX_PARTS = 10_000
+
 _DENIED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken",
            "ExpiredToken", "TokenRefreshRequired", "InvalidClientTokenId", "AllAccessDisabled"}
 
@@ -30,29 +36,33 @@ _DENIED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "Inval
 class S3Backend:
     def __init__(self, bucket: str, prefix: str, endpoint_url: str | None = None,
                  region: str | None = None, profile: str | None = None) -> None:
-        import boto3
+        # botocore, not boto3: boto3 is botocore plus resources and s3transfer, which ctrlz
+        # does not use and which cost ~20 ms more to import; the credential chain is botocore's
         import botocore.exceptions as bexc
+        import botocore.session
         from botocore.config import Config
 
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self._exc = bexc
+        # One client. botocore already addresses a custom endpoint (``--endpoint-url`` or the
+        # configured ``AWS_ENDPOINT_URL_S3``/profile one) path-style and signs for us-east-1
+        # when no region is configured, which is what every S3-compatible server accepts.
+        config = Config(request_checksum_calculation="when_required",
+                        response_checksum_validation="when_required",
+                        retries={"max_attempts": 3, "mode": "standard"},
+                        connect_timeout=10, read_timeout=120, max_pool_connections=16)
         try:
-            session = boto3.session.Session(profile_name=profile)
+            session = botocore.session.Session(profile=profile)
+            session.register_component("data_loader", _quick_loader(
+                session.get_config_variable("data_path")))
+            session.get_component("response_parser_factory").set_parser_defaults(
+                timestamp_parser=_timestamp)
+            client = session.create_client("s3", endpoint_url=endpoint_url or None,
+                                           region_name=region or None, config=config)
         except bexc.ProfileNotFound as exc:
             raise RemoteError(f"{self.url}: {exc}") from None
-        base = {"request_checksum_calculation": "when_required",
-                "response_checksum_validation": "when_required",
-                "retries": {"max_attempts": 3, "mode": "standard"},
-                "connect_timeout": 10, "read_timeout": 120, "max_pool_connections": 16}
-        try:
-            client = session.client("s3", endpoint_url=endpoint_url or None,
-                                    region_name=region or None, config=Config(**base))
-            if "amazonaws.com" not in (client.meta.endpoint_url or ""):
-                client = session.client("s3", endpoint_url=endpoint_url or None,
-                                        region_name=region or "us-east-1",
-                                        config=Config(s3={"addressing_style": "path"}, **base))
         except (bexc.BotoCoreError, ValueError) as exc:
             raise RemoteError(f"{self.url}: cannot set up the S3 client: {exc}") from None
         self.client = client
@@ -118,11 +128,43 @@ class S3Backend:
             raise self._error(exc, key) from None
 
     def put_new(self, key: str, data: bytes) -> bool:
+        if len(data) > MAX_PUT:
+            return self._put_new_parts(key, data)
         try:
             self._call(key, self.client.put_object, Key=self._key(key), Body=data,
                        IfNoneMatch="*")
         except Conflict:
             return False
+        return True
+
+    def _put_new_parts(self, key: str, data: bytes) -> bool:
+        """:meth:`put_new` for more than one PUT may carry (5 GiB on S3): a multipart upload
+        whose completion is conditional (``If-None-Match: *``), so the key still appears
+        whole or not at all and is never overwritten. Any failure aborts the upload, so no
+        parts are left to bill (a killed process leaves them for the bucket's
+        ``AbortIncompleteMultipartUpload`` lifecycle rule)."""
+        size = max(PART_SIZE, -(-len(data) // MAX_PARTS))
+        full = self._key(key)
+        up = self._call(key, self.client.create_multipart_upload, Key=full)
+        upload = up["UploadId"]
+        try:
+            parts = []
+            view = memoryview(data)
+            for number, start in enumerate(range(0, len(data), size), 1):
+                r = self._call(key, self.client.upload_part, Key=full, UploadId=upload,
+                               PartNumber=number, Body=bytes(view[start:start + size]))
+                parts.append({"ETag": r["ETag"], "PartNumber": number})
+            self._call(key, self.client.complete_multipart_upload, Key=full,
+                       UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*")
+        except BaseException as exc:
+            try:
+                self._call(key, self.client.abort_multipart_upload, Key=full,
+                           UploadId=upload)
+            except RemoteError:
+                pass  # the first error is the one to report
+            if isinstance(exc, Conflict):
+                return False  # it exists: the same bytes, by its name
+            raise
         return True
 
     def put_cas(self, key: str, data: bytes, etag: str | None) -> str:
@@ -184,3 +226,66 @@ def _valid_bucket(name: str) -> bool:
     ok = set("abcdefghijklmnopqrstuvwxyz0123456789.-_")
     return 3 <= len(name) <= 63 and set(name) <= ok and name[0].isalnum() and \
         name[-1].isalnum()
+
+
+def _timestamp(value: Any) -> Any:
+    """A listing's ``LastModified`` (``2026-11-24T01:34:11.000Z``) parsed by the standard
+    library; botocore's default goes through dateutil at ~0.1 ms a key, which a push pays
+    for every pack and index it lists. Anything else goes to botocore's own parser."""
+    from datetime import datetime
+
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+            if parsed.tzinfo is not None:
+                return parsed
+        except ValueError:
+            pass
+    from botocore.utils import parse_timestamp
+
+    return parse_timestamp(value)
+
+
+def _quick_loader(data_path: str | None) -> Any:
+    """botocore's data loader, except that checking that a service exists looks at that
+    service's directory only. botocore lists every service's directory (about 400, ~35 ms on
+    these machines) before loading one model; a remote command pays that on every start."""
+    from botocore.loaders import Loader, create_loader
+
+    class Known(list):  # type: ignore[type-arg]
+        """The services botocore knows, listed only if something needs more than ``in``."""
+
+        def __init__(self, loader: Loader, type_name: str) -> None:
+            super().__init__()
+            self.loader, self.type_name, self.full = loader, type_name, False
+
+        def _fill(self) -> None:
+            if not self.full:
+                self.full = True
+                self.extend(Loader.list_available_services(self.loader, self.type_name))
+
+        def __contains__(self, name: object) -> bool:
+            try:
+                if isinstance(name, str) and self.loader.list_api_versions(name,
+                                                                           self.type_name):
+                    return True
+            except Exception:  # noqa: BLE001 - unknown here: ask botocore's full listing
+                pass
+            self._fill()
+            return list.__contains__(self, name)
+
+        def __iter__(self) -> Any:
+            self._fill()
+            return list.__iter__(self)
+
+        def __len__(self) -> int:
+            self._fill()
+            return list.__len__(self)
+
+    class QuickLoader(Loader):  # type: ignore[misc]
+        def list_available_services(self, type_name: str) -> list[str]:
+            return Known(self, type_name)
+
+    # the same search path as botocore's own loader (``AWS_DATA_PATH`` first)
+    return QuickLoader(extra_search_paths=list(create_loader(data_path).search_paths),
+                       include_default_search_paths=False)
