@@ -132,7 +132,7 @@ class ObjectStore(CloneObjects):
         self._aborted = False
         try:
             os.unlink(self._writing)
-        except FileNotFoundError:
+        except OSError:  # gone already; or it stays, and the next writer sweeps for nothing
             pass
 
     @cached_property
@@ -336,7 +336,10 @@ class ObjectWriter:
         with self._known_lock:  # large files arrive from the reader threads
             if self._marked:
                 return
-            self.store.mark_writing()
+            try:
+                self.store.mark_writing()
+            except OSError as exc:
+                raise full_disk(exc, self.store._writing) from exc
             self.store._open_writers += 1
             self._marked = True
 
