@@ -795,10 +795,24 @@ class DaemonRestoreMachine(RestoreMachine):
         # callers whose settings equal its own: give both the machine's through the environment
         self._saved = {k: os.environ.get(k) for k in (*self.ENV, "CTRLZ_HOME")}
         os.environ.update(self.ENV)
-        super().__init__()
-        os.environ["CTRLZ_HOME"] = str(self.tmp / "home")  # the daemon opens it by its root
-        info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
-        assert info.get("ready"), info
+        try:
+            super().__init__()
+            os.environ["CTRLZ_HOME"] = str(self.tmp / "home")  # the daemon opens it by root
+            info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
+            assert info.get("ready"), info
+        except BaseException:  # no teardown follows a failed start: leave nothing behind
+            self._restore_env()
+            if getattr(self, "ws", None) is not None:
+                daemon_client.stop(self.ws.store_path)
+                super().teardown()
+            raise
+
+    def _restore_env(self) -> None:
+        for k, v in self._saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     def teardown(self) -> None:
         try:
@@ -808,11 +822,7 @@ class DaemonRestoreMachine(RestoreMachine):
             if self.manual or self.ops:  # snapshots or restores ran: it really took part
                 assert sum(served.values()) > 0, info
         finally:
-            for k, v in self._saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            self._restore_env()
             super().teardown()
 
 
