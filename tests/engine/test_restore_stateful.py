@@ -768,17 +768,21 @@ def _diff(want: State, got: State) -> list[tuple[str, Any, Any]]:
 
 
 # deterministic (derandomize, no example database): about 10 s here, the slow one 2 minutes
+def _runs(examples: int, steps: int) -> settings:
+    """Deterministic runs (derandomized, no example database) of ``examples`` programs of up
+    to ``steps`` steps each."""
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                    derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
 TestRestoreStateful = RestoreMachine.TestCase
-TestRestoreStateful.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None, derandomize=True, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestRestoreStateful.settings = _runs(60, 30)
 
 
 @pytest.mark.slow
 class TestRestoreStatefulSlow(RestoreMachine.TestCase):
-    settings = settings(
-        max_examples=400, stateful_step_count=50, deadline=None, derandomize=True,
-        database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    settings = _runs(400, 50)
 
 
 class DaemonRestoreMachine(RestoreMachine):
@@ -827,16 +831,12 @@ class DaemonRestoreMachine(RestoreMachine):
 
 
 TestDaemonRestoreStateful = DaemonRestoreMachine.TestCase
-TestDaemonRestoreStateful.settings = settings(
-    max_examples=25, stateful_step_count=30, deadline=None, derandomize=True, database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestDaemonRestoreStateful.settings = _runs(25, 30)
 
 
 @pytest.mark.slow
 class TestDaemonRestoreStatefulSlow(DaemonRestoreMachine.TestCase):
-    settings = settings(
-        max_examples=150, stateful_step_count=50, deadline=None, derandomize=True,
-        database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    settings = _runs(150, 50)
 
 
 # -- what the machine found, pinned as small examples --------------------------------------------

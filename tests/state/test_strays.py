@@ -16,7 +16,7 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.state import failpoints
-from ctrlz.state.objects import WRITING
+from ctrlz.state.strays import WRITING
 from tests.engine.test_crash import run_worker, setup_ws
 
 
@@ -86,7 +86,8 @@ def test_a_stray_without_a_marker_waits_for_gc(ws_dir: Path, tmp_path: Path) -> 
 
 def test_the_marker_is_a_plain_file_in_the_store(ws_dir: Path, tmp_path: Path) -> None:
     ws, _ = setup_ws(ws_dir, tmp_path / "home")
-    ws.repo.objects.mark_writing()
+    ws.repo.objects.writer_started()
+    ws.repo.objects.writer_done(aborted=True)  # as if it gave up: the marker stays
     assert marker(ws).is_file() and oct(marker(ws).stat().st_mode & 0o777) == "0o600"
     with ws.repo.lock:
         assert ws.repo.recover() == []  # nothing to remove, and the marker is gone

@@ -195,12 +195,7 @@ class Daemon:
         label = message.get("label")
         session_id = message.get("session_id")
         with repo.lock:
-            cache = repo.load_statcache()
-            sync_ns = time.time_ns()
-            taken = self.watcher.take_dirty()
-            dirs = self._carry | taken.dirs
-            trusted = (not taken.rescan_all and not self._carry_rescan
-                       and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns)
+            dirs, trusted, sync_ns = self._take_dirty()
             dirty = dirs if trusted else None
             try:
                 snap = ws.snapshot(type=kind, label=str(label) if label is not None else None,
@@ -222,6 +217,17 @@ class Daemon:
         return {"ok": True, "snapshot": snap.to_json(), "scan": scan,
                 "dirty_dirs": len(dirty) if dirty is not None else None}
 
+    def _take_dirty(self) -> tuple[set[bytes], bool, int]:
+        """The directories changed since ``since_ns`` (with any a failed snapshot left), whether
+        they may be combined with the store's stat cache (the rule in the module docstring), and
+        the moment the set was taken, which becomes ``since_ns`` once a snapshot uses it."""
+        cache = self.ws.repo.load_statcache()
+        sync_ns = time.time_ns()
+        taken = self.watcher.take_dirty()
+        trusted = (not taken.rescan_all and not self._carry_rescan
+                   and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns)
+        return self._carry | taken.dirs, trusted, sync_ns
+
     def hand_out_dirty(self, message: dict[str, Any]) -> dict[str, Any]:
         """What changed since the stat cache was written, for a process about to snapshot
         in-process under the store lock it already holds (a restore's capture step): the
@@ -240,13 +246,8 @@ class Daemon:
         self.last_request = time.monotonic()
         repo.flush_statcache()
         repo.defer_statcache_writes = True
-        cache = repo.load_statcache()
-        sync_ns = time.time_ns()
-        taken = self.watcher.take_dirty()
-        dirs = self._carry | taken.dirs
-        trusted = (not taken.rescan_all and not self._carry_rescan
-                   and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns
-                   and len(dirs) <= HAND_OUT_MAX)
+        dirs, trusted, sync_ns = self._take_dirty()
+        trusted = trusted and len(dirs) <= HAND_OUT_MAX
         self._carry, self._carry_rescan = set(), False
         self.since_ns = sync_ns
         self._flushed = True

@@ -59,6 +59,7 @@ from .packs import (
     write_all,
     zstd,
 )
+from .strays import StrayMarker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,15 +72,11 @@ __all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MA
            "encode_small"]
 
 
-#: the marker a writer leaves while its files are not yet in the index (see "strays" below)
-WRITING = "writing"
-
-
 def _corrupt(oid: bytes, what: str = "does not match its id") -> CorruptObject:
     return CorruptObject(f"object {oid.hex()[:16]} {what}; run `ctrlz verify`")
 
 
-class ObjectStore(CloneObjects):
+class ObjectStore(CloneObjects, StrayMarker):
     """Read access to a store's objects, plus :meth:`writer` for a locked writer.
 
     ``root`` may be a string or a ``Path``; ``packs_dir``, ``loose_dir`` and ``loose_path``
@@ -96,44 +93,8 @@ class ObjectStore(CloneObjects):
         self._loose = os.path.join(os.fspath(root), "objects")
         self._pack_fds = PackFds(MAX_PACK_FDS)
         self._pack_names: dict[int, str] = {}
-        self._writing = os.path.join(os.fspath(root), WRITING)
-        self._open_writers = 0  # writers of this process with files down and nothing committed
-        self._aborted = False  # one of them gave up: its files stay until a sweep
+        self._init_strays(root)
         self._init_clones()
-
-    # -- strays ------------------------------------------------------------------------------
-    #
-    # A writer's pack and loose files are named by no index row until its catalog transaction
-    # commits; a crash before that leaves them behind. Finding them means listing every pack
-    # and loose object against the index, which grows with the history, so it is done only
-    # when the "writing" marker says a writer may have died: a writer creates the marker
-    # before its first file, and removes it once its rows are committed, unless another
-    # writer of the process may have left files (one is still open, or gave up, or was
-    # dropped on an error without either): then the marker stays for the next sweep, which
-    # removes it. The marker survives kill -9 (the page cache does); after a power cut it may
-    # not, and the files it covered waste space until ``ctrlz gc``, which always sweeps.
-
-    def mark_writing(self) -> None:
-        os.close(os.open(self._writing, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-
-    def may_have_strays(self) -> bool:
-        return os.path.exists(self._writing)
-
-    def _writer_done(self, aborted: bool) -> None:
-        self._open_writers = max(0, self._open_writers - 1)
-        self._aborted = self._aborted or aborted
-        if not aborted and self._open_writers == 0 and not self._aborted:
-            self.swept()
-
-    def swept(self) -> None:
-        """No stray is left now: just swept (under the lock, with no writer open: the lock's
-        holder sweeps before it writes), or every writer committed."""
-        self._open_writers = 0
-        self._aborted = False
-        try:
-            os.unlink(self._writing)
-        except OSError:  # gone already; or it stays, and the next writer sweeps for nothing
-            pass
 
     @cached_property
     def packs_dir(self) -> Path:
@@ -336,11 +297,7 @@ class ObjectWriter:
         with self._known_lock:  # large files arrive from the reader threads
             if self._marked:
                 return
-            try:
-                self.store.mark_writing()
-            except OSError as exc:
-                raise full_disk(exc, self.store._writing) from exc
-            self.store._open_writers += 1
+            self.store.writer_started()
             self._marked = True
 
     def contains(self, oid: bytes) -> bool:
@@ -546,13 +503,13 @@ class ObjectWriter:
         self._loose_dirs.clear()
         if self._marked:  # its files are strays until the transaction commits
             self._marked = False
-            catalog.on_end(lambda committed: self.store._writer_done(aborted=not committed))
+            catalog.on_end(lambda committed: self.store.writer_done(aborted=not committed))
 
     def abort(self) -> None:
         """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
         if self._marked:
             self._marked = False
-            self.store._writer_done(aborted=True)
+            self.store.writer_done(aborted=True)
         self._buffer.clear()
         if self._pack is not None:
             os.close(self._pack.fd)
