@@ -33,12 +33,11 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from ..errors import RestoreError
 from ..state import failpoints, meter
 from ..state.atomic import TEMP_PREFIX
-from ..state.objects import ObjectStore
+from ..state.objects import LOOSE_MIN, ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
 from ..types import Skipped, show_path
 from .dirs import (
@@ -63,9 +62,15 @@ from .plan import (
     restored_mode,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
 _FSYNC_THREADS = 8
+_WRITE_THREADS = 3  # large files written at once (:meth:`Applier._write_large`)
+_JOBS_MAX = 8  # and at most this many waiting, each holding two open files
 
 StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode
 #: what the capture saw at a virtual path: its stat key and object id, when it trusted them
@@ -84,11 +89,16 @@ def _key(s: os.stat_result) -> StatKey:
     return (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
 
 
-@dataclass
 class ApplyResult:
-    applied: list[Action] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)  # by policy (kept, not an error)
-    conflicts: list[Skipped] = field(default_factory=list)  # changed under the restore
+    """What an apply did: the actions ``applied``, the paths ``skipped`` by policy (kept,
+    not an error) and the ``conflicts`` (changed under the restore)."""
+
+    __slots__ = ("applied", "skipped", "conflicts")
+
+    def __init__(self) -> None:
+        self.applied: list[Action] = []
+        self.skipped: list[Skipped] = []
+        self.conflicts: list[Skipped] = []
 
 
 class ApplyFailed(Exception):
@@ -122,6 +132,9 @@ class Applier:
         self.fsync_each = writes < _FSYNC_EACH_BELOW
         self._meter: meter.Meter | None = None
         self._written: list[int] = []  # temp files written, open until the batch's fsync
+        #: large temp files being written by worker threads (:meth:`_write_large`)
+        self._jobs: list[tuple[Action, int, Future[None]]] = []
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -166,6 +179,7 @@ class Applier:
             assert self._current is not None
             raise ApplyFailed(self._current, exc, self.result) from exc
         finally:
+            self._stop_jobs()
             for f in self._written:  # an error before the batch's fsync
                 os.close(f)
             self._written = []
@@ -304,16 +318,25 @@ class Applier:
                 f = os.open(tmp, flags, 0o600, dir_fd=fd)
                 keep = False
                 try:
-                    # a clone object goes back by cloning it (no byte copied), where it can
+                    # a clone object goes back by cloning it (no byte copied), where it can;
+                    # a large loose one is written by a worker thread (:meth:`_write_large`)
+                    write = None
                     if not self.objects.clone_to(entry.oid, f):
-                        self.objects.write_to(entry.oid, f)
-                    os.fchmod(f, restored_mode(entry))
-                    os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
-                    # kept open for the batch's fsync: once its mode is restored, the file
-                    # may be one its owner cannot open (0o200, 0o000)
-                    keep = self.fsync_each
-                    if keep:
-                        self._written.append(f)
+                        if entry.size >= LOOSE_MIN:
+                            write = self.objects.loose_writer(entry.oid)
+                        if write is None:
+                            self.objects.write_to(entry.oid, f)
+                    if write is not None:
+                        self._write_large(a, f, write)
+                        keep = True  # the worker closes it
+                    else:
+                        os.fchmod(f, restored_mode(entry))
+                        os.utime(f, ns=(entry.mtime_ns, entry.mtime_ns))
+                        # kept open for the batch's fsync: once its mode is restored, the
+                        # file may be one its owner cannot open (0o200, 0o000)
+                        keep = self.fsync_each
+                        if keep:
+                            self._written.append(f)
                 finally:
                     if not keep:
                         os.close(f)
@@ -352,7 +375,45 @@ class Applier:
         os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd, follow_symlinks=False)
         self.result.applied.append(a)
 
+    def _write_large(self, a: Action, f: int, write: Callable[[int], int]) -> None:
+        """Hand a large temp file to a worker thread (:func:`_fill`): decompressing, hashing
+        and writing release the GIL, so a restore of large files uses every core, and each
+        file's fsync runs while the next is written instead of in one flush at the end.
+        The batch waits for its workers before anything is renamed (:meth:`_commit_pending`),
+        so the rule is unchanged: data durable before the rename."""
+        self._wait_jobs(_JOBS_MAX - 1)  # bounded: open files, and errors surface early
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(_WRITE_THREADS)
+        assert a.entry is not None
+        job = self._pool.submit(_fill, write, f, restored_mode(a.entry), a.entry.mtime_ns)
+        self._jobs.append((a, f, job))
+
+    def _wait_jobs(self, keep: int = 0) -> None:
+        """Wait for the oldest large-file jobs until at most ``keep`` are in flight; the
+        first error is raised as the error of that file's action."""
+        current = self._current
+        while len(self._jobs) > keep:
+            a, _, job = self._jobs[0]
+            self._current = a
+            job.result()
+            self._jobs.pop(0)
+        self._current = current
+
+    def _stop_jobs(self) -> None:
+        """At the end, and after an error: the workers finish before the caller sweeps the
+        temp files, and the files of jobs that never started are closed."""
+        for _, f, job in self._jobs:
+            if job.cancel():
+                os.close(f)
+        self._jobs = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
     def _commit_pending(self) -> None:
+        self._wait_jobs()
         if not self._pending:
             return
         if self.fsync_each:
@@ -469,6 +530,18 @@ class Applier:
         assert a.entry is not None
         os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
+
+
+def _fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:
+    """A large temp file on a worker thread: its bytes (verified against the object's id),
+    mode and mtime, then fsync; the file is closed whatever happens."""
+    try:
+        write(f)
+        os.fchmod(f, mode)
+        os.utime(f, ns=(mtime_ns, mtime_ns))
+        os.fsync(f)
+    finally:
+        os.close(f)
 
 
 def _fsync_fds(fds: list[int]) -> None:

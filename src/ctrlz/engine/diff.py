@@ -7,25 +7,25 @@ edit that keeps a file's length is still a modification.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from ..state.trees import DIR, Entry
 from ..types import show_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CREATED, MODIFIED, DELETED, PERMISSIONS = "created", "modified", "deleted", "permissions_changed"
 TreeReader = Callable[[bytes], list[Entry]]
 
 
-@dataclass(frozen=True)
-class PathChange:
-    """One path that differs. ``path`` is relative to the top of the tree being compared."""
+class PathChange(namedtuple("PathChange", "path change_type old new")):
+    """One path that differs: its entry on each side (``None`` where it is absent). ``path``
+    is relative to the top of the tree being compared."""
 
-    path: bytes
-    change_type: str
-    old: Entry | None
-    new: Entry | None
+    __slots__ = ()
 
     @property
     def kind(self) -> str:

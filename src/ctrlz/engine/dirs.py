@@ -18,9 +18,12 @@ import os
 import stat as st
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from ..state.trees import DIR, FILE, SYMLINK
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 RENAME_NOREPLACE = 1

@@ -12,22 +12,40 @@ not reused, and a read that finds its pack gone looks the object up again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from ..state import meter
 from ..state.repository import Repository
 from ..state.sweep import sweep
 from ..state.trees import DIR
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass
+
 class GcReport:
-    removed_objects: int = 0
-    removed_bytes: int = 0  # stored bytes reclaimed
-    repacked_packs: int = 0
-    kept_objects: int = 0
-    strays_removed: int = 0
+    """What one collection did (``removed_bytes``: stored bytes reclaimed)."""
+
+    __slots__ = ("removed_objects", "removed_bytes", "repacked_packs", "kept_objects",
+                 "strays_removed")
+
+    def __init__(self, removed_objects: int = 0, removed_bytes: int = 0,
+                 repacked_packs: int = 0, kept_objects: int = 0,
+                 strays_removed: int = 0) -> None:
+        self.removed_objects = removed_objects
+        self.removed_bytes = removed_bytes
+        self.repacked_packs = repacked_packs
+        self.kept_objects = kept_objects
+        self.strays_removed = strays_removed
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GcReport):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"GcReport({self.to_json()})"
 
     def to_json(self) -> dict[str, Any]:
         return {"removed_objects": self.removed_objects, "removed_bytes": self.removed_bytes,

@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import os
 import stat as st
+from collections import namedtuple
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..state.exclude import Matcher, Rules
 from ..state.trees import DIR, FILE, SYMLINK, Entry
 from ..types import Skipped, Snapshot, show_path
 from .diff import CREATED, DELETED, MODIFIED, PERMISSIONS, TreeReader
 from .dirs import DirHandles
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # operations, in the order the phases run them
 DELETE, RMDIR = "delete", "rmdir"  # phase 1: removals, children before parents
@@ -53,25 +56,30 @@ def restored_mode(entry: Entry) -> int:
     return entry.mode & ~SBITS if entry.kind == FILE else entry.mode
 
 
-@dataclass(frozen=True)
-class Action:
-    op: str
-    path: bytes  # virtual path: root index, then the path inside that root
-    entry: Entry | None  # what the target wants here
-    expect: Entry | None  # what the current state holds here (None: nothing captured)
-    change: str  # created / modified / deleted / permissions_changed / touched, for reports
+class Action(namedtuple("Action", "op path entry expect change")):
+    """One step of a restore: ``path`` is virtual (root index, then the path inside that
+    root); ``entry`` is what the target wants there, ``expect`` what the current state holds
+    (None: nothing captured); ``change`` (created, modified, deleted, permissions_changed,
+    touched) is for reports."""
+
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "path": show_path(self.path), "change": self.change}
 
 
-@dataclass
 class RestorePlan:
-    target: Snapshot
-    removals: list[Action] = field(default_factory=list)
-    writes: list[Action] = field(default_factory=list)
-    finals: list[Action] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
+    """What a restore will do to reach ``target``, in three passes: removals, writes, then
+    the final directory modes and times; and what it leaves alone (``skipped``)."""
+
+    __slots__ = ("target", "removals", "writes", "finals", "skipped")
+
+    def __init__(self, target: Snapshot) -> None:
+        self.target = target
+        self.removals: list[Action] = []
+        self.writes: list[Action] = []
+        self.finals: list[Action] = []
+        self.skipped: list[Skipped] = []
 
     @property
     def actions(self) -> list[Action]:

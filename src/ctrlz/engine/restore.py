@@ -31,9 +31,7 @@ import errno
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import CtrlzError, RestoreError, RestoreIncomplete, VerifyMismatch
 from ..state import failpoints
@@ -59,18 +57,34 @@ from .snapshot import (
     take_snapshot,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass
+
 class RestoreResult:
-    target: Snapshot
-    plan: RestorePlan
-    safety: Snapshot | None = None
-    applied: list[Action] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    conflicts: list[Skipped] = field(default_factory=list)
-    dry_run: bool = False
-    destination: str | None = None
-    kind: str = "rollback"
+    """What a restore did (or, for a dry run, would do), and the safety snapshot that
+    undoes it."""
+
+    __slots__ = ("target", "plan", "safety", "applied", "skipped", "conflicts", "dry_run",
+                 "destination", "kind")
+
+    def __init__(self, target: Snapshot, plan: RestorePlan, safety: Snapshot | None = None,
+                 applied: list[Action] | None = None, skipped: list[Skipped] | None = None,
+                 conflicts: list[Skipped] | None = None, dry_run: bool = False,
+                 destination: str | None = None, kind: str = "rollback") -> None:
+        self.target = target
+        self.plan = plan
+        self.safety = safety
+        self.applied = applied if applied is not None else []
+        self.skipped = skipped if skipped is not None else []
+        self.conflicts = conflicts if conflicts is not None else []
+        self.dry_run = dry_run
+        self.destination = destination
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"RestoreResult({self.to_json(strip_root=False)})"
 
     def to_json(self, strip_root: bool = True) -> dict[str, Any]:
         def p(path: bytes) -> str:
@@ -120,20 +134,33 @@ class TargetContext:
 TargetBuilder = Callable[[TargetContext], tuple[bytes, Snapshot]]
 
 
-@dataclass
 class Request:
-    """One restore, as a face or the session layer asks for it."""
+    """One restore, as a face or the session layer asks for it.
 
-    kind: str  # rollback / revert / undo / redo / rewind / toolcall / turn-rollback / restore
-    target: Snapshot | None = None  # or build_target
-    paths: Sequence[bytes] | None = None  # virtual paths the restore is limited to
-    explicit: Sequence[bytes] = ()  # virtual paths captured and covered whatever the rules
-    build_target: TargetBuilder | None = None
-    #: how the undo entry is left: {"record": {...}}, {"undo_of": seq}, {"redo_of": seq}, {}
-    undo: dict[str, Any] = field(default_factory=dict)
-    label: str | None = None  # what the safety snapshot is labelled with
-    dry_run: bool = False
-    numbered_safety: bool = True
+    ``kind``: rollback, revert, undo, redo, rewind, toolcall, turn-rollback or restore.
+    ``target``, or ``build_target`` to build it from the captured state. ``paths``: the
+    virtual paths the restore is limited to; ``explicit``: virtual paths captured and covered
+    whatever the rules. ``undo``: how the undo entry is left (``{"record": {...}}``,
+    ``{"undo_of": seq}``, ``{"redo_of": seq}`` or ``{}``). ``label``: what the safety
+    snapshot is labelled with."""
+
+    __slots__ = ("kind", "target", "paths", "explicit", "build_target", "undo", "label",
+                 "dry_run", "numbered_safety")
+
+    def __init__(self, kind: str, target: Snapshot | None = None,
+                 paths: Sequence[bytes] | None = None, explicit: Sequence[bytes] = (),
+                 build_target: TargetBuilder | None = None,
+                 undo: dict[str, Any] | None = None, label: str | None = None,
+                 dry_run: bool = False, numbered_safety: bool = True) -> None:
+        self.kind = kind
+        self.target = target
+        self.paths = paths
+        self.explicit = explicit
+        self.build_target = build_target
+        self.undo = undo if undo is not None else {}
+        self.label = label
+        self.dry_run = dry_run
+        self.numbered_safety = numbered_safety
 
 
 # -- in place ----------------------------------------------------------------------------------

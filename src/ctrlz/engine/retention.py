@@ -24,9 +24,8 @@ safety snapshots that undo/redo still need). Every decision is a :class:`PrunePl
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import LimitExceeded
 from ..state.repository import Repository
@@ -34,22 +33,22 @@ from ..state.usage import store_usage
 from ..types import Snapshot
 from .gc import GcReport, collect_garbage
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 RINGS = {"auto": "auto_max", "safety": "safety_max", "tool": "tool_max"}
 
 
-@dataclass(frozen=True)
-class Policy:
-    auto_max: int = 10
-    manual_max: int = 12
-    safety_max: int = 10
-    tool_max: int = 50
-    max_count: int = 100
-    store_cap: int = 5 << 30
-    delete_initial: bool = False
+class Policy(namedtuple("Policy", "auto_max manual_max safety_max tool_max max_count store_cap "
+                        "delete_initial", defaults=(10, 12, 10, 50, 100, 5 << 30, False))):
+    """The pools' sizes and caps, from the configuration keys of the same names."""
+
+    __slots__ = ()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Policy:
-        names = cls.__dataclass_fields__
+        names = cls._fields
         return cls(**{k: values[k] for k in names if k in values})
 
     def ring(self, type: str) -> int | None:
@@ -57,15 +56,20 @@ class Policy:
         return getattr(self, name) if name else None
 
 
-@dataclass
 class PrunePlan:
     """Snapshots to drop, each with the reason, and how many stay."""
 
-    drop: list[Snapshot] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)
-    kept: int = 0
-    dry_run: bool = False
-    gc: GcReport | None = None
+    __slots__ = ("drop", "reasons", "kept", "dry_run", "gc")
+
+    def __init__(self, kept: int = 0, dry_run: bool = False) -> None:
+        self.drop: list[Snapshot] = []
+        self.reasons: dict[str, str] = {}
+        self.kept = kept
+        self.dry_run = dry_run
+        self.gc: GcReport | None = None
+
+    def __repr__(self) -> str:
+        return f"PrunePlan({self.to_json()})"
 
     def add(self, snap: Snapshot, reason: str) -> None:
         if snap.id not in self.reasons:

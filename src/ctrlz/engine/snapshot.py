@@ -8,15 +8,13 @@ makes it visible; a crash anywhere before it leaves the previous snapshots exact
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import UsageError
 from ..state import btrfs, failpoints, meter
@@ -30,6 +28,10 @@ from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
 from .graft import DiskCapture, graft
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 WORKERS = max(2, min(4, os.cpu_count() or 2))
 
@@ -38,7 +40,7 @@ WORKERS = max(2, min(4, os.cpu_count() or 2))
 DirtySource = Callable[[], "Sequence[set[bytes] | None] | None"]
 
 
-_gc_lock = threading.Lock()
+_gc_lock = _thread.allocate_lock()  # not threading's: every snapshot would import it
 _gc_depth = 0
 _gc_was_enabled = False
 
@@ -135,18 +137,23 @@ def internal_dirs(root: Path, store: Path) -> frozenset[bytes]:
     return frozenset({os.fsencode(rel.as_posix())})
 
 
-@dataclass
 class WorkingState:
-    """The working tree as a (possibly unstored) top tree, from one scan."""
+    """The working tree as a (possibly unstored) top tree, from one scan: ``trees``, every
+    tree the scan built, decoded; ``patched``, the trees the scan patched from the stat cache,
+    encoded (decoded on demand by :func:`overlay_reader`: a dirty snapshot patches the trees
+    of every unchanged ancestor)."""
 
-    root: bytes
-    stats: ScanStats
-    skipped: list[Skipped]
-    scans: list[ScanResult]
-    trees: dict[bytes, list[Entry]]  # every tree the scan built, decoded
-    #: trees the scan patched from the stat cache, encoded (decoded on demand by
-    #: :func:`overlay_reader`: a dirty snapshot patches the trees of every unchanged ancestor)
-    patched: dict[bytes, bytes] = field(default_factory=dict)
+    __slots__ = ("root", "stats", "skipped", "scans", "trees", "patched")
+
+    def __init__(self, root: bytes, stats: ScanStats, skipped: list[Skipped],
+                 scans: list[ScanResult], trees: dict[bytes, list[Entry]],
+                 patched: dict[bytes, bytes] | None = None) -> None:
+        self.root = root
+        self.stats = stats
+        self.skipped = skipped
+        self.scans = scans
+        self.trees = trees
+        self.patched = patched if patched is not None else {}
 
 
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
@@ -386,9 +393,6 @@ def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules]
     in ``WorkingState.trees`` (read them with :func:`overlay_reader`). ``max_bytes`` does not
     apply: it bounds what a snapshot stores, and a scan that stores nothing must not leave a
     file out (a diff would call it deleted)."""
-    import dataclasses
-
     sink = HashSink(repo.objects.digest, repo.objects.new_hasher, repo.objects.known_clone)
-    limits = dataclasses.replace(limits or Limits(), max_bytes=1 << 62,
-                                 refuse_over_max_bytes=False)
+    limits = (limits or Limits())._replace(max_bytes=1 << 62, refuse_over_max_bytes=False)
     return _scan_all(repo, roots, rules, sink, limits, repo.load_statcache(), time.time_ns())

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
-import signal
-import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # a hook imports this module: typing would cost it milliseconds
+if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
+    import socket
     import subprocess
+    from collections.abc import Iterator
     from typing import Any
 
 SOCKET_NAME = "daemon.sock"
@@ -103,6 +101,12 @@ def request(store: Path, message: dict[str, Any], *,
             timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
     """Send one request and return the daemon's reply (``{"ok": true, ...}``); anything else,
     including an ``ok: false`` reply, raises :class:`DaemonUnavailable`."""
+    if not os.path.exists(os.path.join(store, SOCKET_NAME)):
+        # no daemon has ever listened here, or it stopped: the common case costs one stat
+        # and never loads the socket module
+        raise DaemonUnavailable("no daemon is running")
+    import socket
+
     try:
         with socket_address(store) as address, \
                 socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
@@ -150,6 +154,8 @@ def running(store: Path) -> bool:
     except OSError:
         return False
     try:
+        import fcntl
+
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
         return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
@@ -261,6 +267,8 @@ def stop(store: Path, timeout: float = 30.0) -> bool:
     except DaemonUnavailable:  # not listening yet (placing watches, priming): signal it
         try:
             pid = int((Path(store) / LOCK_NAME).read_text().strip())
+            import signal
+
             os.kill(pid, signal.SIGTERM)
         except (OSError, ValueError):
             pass

@@ -31,12 +31,13 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
     from .repository import Repository
 

@@ -33,24 +33,28 @@ import fnmatch
 import json
 import os
 import re
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from .atomic import TEMP_PREFIX
 from .wildmatch import IgnoreFile, NameRules, compile_ignore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _TEMP = TEMP_PREFIX.encode()
 GITIGNORE = b".gitignore"
 GIT = b".git"
 
 
-@dataclass(frozen=True)
-class Rules:
-    use_gitignore: bool = True
-    exclude_patterns: tuple[str, ...] = ()
-    exclude_globs: tuple[str, ...] = ()
-    force_include: tuple[str, ...] = ()
+class Rules(namedtuple("Rules", "use_gitignore exclude_patterns exclude_globs force_include",
+                       defaults=(True, (), (), ()))):
+    """What a scan leaves out: ``.gitignore`` files (``use_gitignore``), gitignore-style
+    ``exclude_patterns``, shell ``exclude_globs``, and ``force_include`` patterns that win
+    over all of them. Each pattern list is a tuple of strings."""
+
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,17 +163,27 @@ class _DirCheck:
 _NOTHING = _DirCheck([])
 
 
-@dataclass(eq=False)
 class DirRules:
-    """The rules in force inside one directory: inherited ignore files plus its own."""
+    """The rules in force inside one directory: inherited ignore files (deepest first) plus
+    its own. ``rel``: the directory, relative to the root, '' for the root; ``forced``: an
+    ancestor matched force_include; ``in_git``: inside a ``.git`` directory, where ignore
+    files do not apply; ``check``: what the ignore files say in this directory, built on its
+    first entry check."""
 
-    rel: bytes  # the directory, relative to the root, '' for the root
-    ignores: tuple[_Ignore, ...] = ()  # deepest first
-    forced: bool = False  # an ancestor matched force_include
-    in_git: bool = False  # inside a .git directory: ignore files do not apply
-    children: dict[bytes, DirRules] = field(default_factory=dict)
-    #: what the ignore files say in this directory, built on its first entry check
-    check: _DirCheck | None = field(default=None, repr=False)
+    __slots__ = ("rel", "ignores", "forced", "in_git", "children", "check")
+
+    def __init__(self, rel: bytes, ignores: tuple[_Ignore, ...] = (), forced: bool = False,
+                 in_git: bool = False) -> None:
+        self.rel = rel
+        self.ignores = ignores
+        self.forced = forced
+        self.in_git = in_git
+        self.children: dict[bytes, DirRules] = {}
+        self.check: _DirCheck | None = None
+
+    def __repr__(self) -> str:
+        return (f"DirRules(rel={self.rel!r}, ignores={self.ignores!r}, forced={self.forced}, "
+                f"in_git={self.in_git})")
 
 
 GitignoreReader = Callable[[bytes], bytes | None]

@@ -21,31 +21,29 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
+from collections import namedtuple
 
 from ..types import show_path
 from .catalog import Catalog
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 #: how many operations the log keeps; older ones can no longer be undone
 MAX_OPERATIONS = 50
 
 
-@dataclass(frozen=True)
-class Operation:
-    seq: int
-    kind: str  # rollback / revert / rewind / toolcall / turn-rollback
-    target: str
-    paths: tuple[bytes, ...]  # workspace-relative; empty: the whole workspace
-    before: str | None
-    after: str | None
-    undone: bool
-    created_ns: int
-    #: workspace-relative paths restored whatever the rules say (a tool call's paths)
-    explicit: tuple[bytes, ...] = ()
-    #: "done", or "failed" / "interrupted" when the restore stopped half-way
-    status: str = "done"
-    session_id: str | None = None  # the agent session of a tool-call restore
+class Operation(namedtuple("Operation", (
+        "seq kind target paths before after undone created_ns explicit status session_id"),
+        defaults=((), "done", None))):
+    """One restore the undo stack knows: ``kind`` is rollback, revert, rewind, toolcall or
+    turn-rollback; ``paths`` are workspace-relative (empty: the whole workspace);
+    ``explicit``, the paths restored whatever the rules say (a tool call's paths);
+    ``status``, "done", or "failed" / "interrupted" when the restore stopped half-way;
+    ``session_id``, the agent session of a tool-call restore."""
+
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "kind": self.kind, "target": self.target,

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..errors import StoreError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fs_events (
@@ -100,21 +103,12 @@ WHERE s.id IN (SELECT MAX(id) FROM snapshot_events GROUP BY slot)
 """
 
 
-@dataclass(frozen=True)
-class SessionRow:
-    id: str
-    started: str
-    ended: str | None
-    label: str | None
-    command: list[str]
-    tracked_paths: list[str]
-    exit_code: int | None
-    snapshot_count: int
-    merkle_roots: list[str]
-    traced: bool
-    trace_note: str | None
-    first_fs_event_id: int
-    last_fs_event_id: int | None
+class SessionRow(namedtuple("SessionRow", (
+        "id started ended label command tracked_paths exit_code snapshot_count merkle_roots "
+        "traced trace_note first_fs_event_id last_fs_event_id"))):
+    """One ``ctrlz run`` session as the database keeps it."""
+
+    __slots__ = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "started": self.started, "ended": self.ended,

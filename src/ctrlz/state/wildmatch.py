@@ -38,8 +38,8 @@ compile each file once per process.
 
 from __future__ import annotations
 
+import _thread
 import re
-import threading
 from itertools import product
 
 # -- tokens ------------------------------------------------------------------------------------
@@ -534,7 +534,7 @@ def _trim_trailing_spaces(line: bytes) -> bytes:
 
 
 _CACHE: dict[bytes, IgnoreFile] = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE_LOCK = _thread.allocate_lock()
 _CACHE_BUDGET = 4 << 20  # bytes of ignore-file text kept compiled
 _cached = 0
 

@@ -12,8 +12,6 @@ trees (which would cost the whole workspace).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..statcache import DirCache, trusted
 from ..trees import DIR, FILE, Entry, encode_tree
 from .incremental import drop, drop_vanished, finish_patched
@@ -32,7 +30,10 @@ from .model import (
     kind_of,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .context import ScanContext
 
 

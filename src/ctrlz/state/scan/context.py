@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from ...types import Skipped
 from ..exclude import Matcher
@@ -21,7 +19,10 @@ from .model import Changes, DirNode, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .reader import Pool
 
 
@@ -42,31 +43,36 @@ def needed_dirs(dirty: set[bytes]) -> tuple[set[bytes], dict[bytes, list[bytes]]
 
 
 
-@dataclass
 class ScanContext:
     """The state of one scan of one root: what every step (``walk``, ``incremental``,
-    ``build``) reads and updates. :class:`~ctrlz.state.scan.scanner.Scanner` adds the passes."""
+    ``build``) reads and updates. :class:`~ctrlz.state.scan.scanner.Scanner` adds the passes.
 
-    root: Path
-    matcher: Matcher
-    sink: Sink
-    pool: Pool
-    limits: Limits = field(default_factory=Limits)
-    cache: dict[bytes, DirCache] = field(default_factory=dict)
-    #: when this scan started; entries whose mtime or ctime are this recent are cached as
-    #: racily clean (not trusted next time)
-    scan_ns: int = 0
-    entry_budget: list[int] = field(default_factory=lambda: [0])  # shared across roots
-    #: directories a watcher saw change since the cache was written; ``None``: unknown, list
-    #: everything. Any other directory with a cache entry is reused without being listed.
-    dirty: set[bytes] | None = None
-    #: what the cache's snapshot skipped, carried over for directories reused unlisted
-    previous_skipped: list[Skipped] = field(default_factory=list)
-    #: the encoding of a cached tree id when it is at hand in memory (else ``None``): lets
-    #: a directory listed from the cache be patched instead of rebuilt entry by entry
-    tree_cache: Callable[[bytes], bytes | None] | None = None
+    ``scan_ns``: when this scan started; entries whose mtime or ctime are this recent are
+    cached as racily clean (not trusted next time). ``entry_budget`` is shared across roots.
+    ``dirty``: directories a watcher saw change since the cache was written; ``None``:
+    unknown, list everything. Any other directory with a cache entry is reused without being
+    listed. ``previous_skipped``: what the cache's snapshot skipped, carried over for
+    directories reused unlisted. ``tree_cache``: the encoding of a cached tree id when it is
+    at hand in memory (else ``None``), which lets a directory listed from the cache be
+    patched instead of rebuilt entry by entry."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, root: Path, matcher: Matcher, sink: Sink, pool: Pool,
+                 limits: Limits | None = None, cache: dict[bytes, DirCache] | None = None,
+                 scan_ns: int = 0, entry_budget: list[int] | None = None,
+                 dirty: set[bytes] | None = None,
+                 previous_skipped: list[Skipped] | None = None,
+                 tree_cache: Callable[[bytes], bytes | None] | None = None) -> None:
+        self.root = root
+        self.matcher = matcher
+        self.sink = sink
+        self.pool = pool
+        self.limits = limits if limits is not None else Limits()
+        self.cache = cache if cache is not None else {}
+        self.scan_ns = scan_ns
+        self.entry_budget = entry_budget if entry_budget is not None else [0]
+        self.dirty = dirty
+        self.previous_skipped = previous_skipped if previous_skipped is not None else []
+        self.tree_cache = tree_cache
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []
         self._reader = FileReader(self.sink, self.pool, self.stats, self.skipped)

@@ -19,13 +19,14 @@ serves, and works on its state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..statcache import DirCache
 from ..trees import DIR, FILE, HEADER, SYMLINK
 from .model import IFDIR, IFMT, IFREG, NAME, NO_CHANGES, OID, DirNode
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .context import ScanContext
 
 

@@ -8,7 +8,7 @@ the reader, the incremental machinery, the tree builder) reads and writes these 
 from __future__ import annotations
 
 import stat as st
-from dataclasses import dataclass
+from collections import namedtuple
 
 from ..trees import DIR, FILE, SYMLINK
 
@@ -21,43 +21,64 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
     from ..statcache import DirCache
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_over_max_bytes",
+                        defaults=(300_000, 2 << 30, 256 << 20, False))):
     """What one scan may take in. ``max_bytes`` never blocks a snapshot unless
     ``refuse_over_max_bytes``: over it, the largest new files are left out (and reported)
-    until the rest fits; the SnapshotManager API refuses instead, as seed 002 documents."""
+    until the rest fits; the SnapshotManager API refuses instead, as seed 002 documents.
+    ``max_file_size``: new files above it are skipped and reported."""
 
-    max_entries: int = 300_000
-    max_bytes: int = 2 << 30
-    max_file_size: int = 256 << 20  # new files above this are skipped and reported
-    refuse_over_max_bytes: bool = False
+    __slots__ = ()
 
 
-@dataclass
 class ScanStats:
-    files: int = 0
-    dirs: int = 0
-    symlinks: int = 0
-    bytes: int = 0
-    hashed: int = 0  # files actually read
-    reused_trees: int = 0
+    """Counts of one scan (``hashed``: files actually read)."""
+
+    __slots__ = ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees")
+
+    def __init__(self, files: int = 0, dirs: int = 0, symlinks: int = 0, bytes: int = 0,
+                 hashed: int = 0, reused_trees: int = 0) -> None:
+        self.files = files
+        self.dirs = dirs
+        self.symlinks = symlinks
+        self.bytes = bytes
+        self.hashed = hashed
+        self.reused_trees = reused_trees
+
+    def _values(self) -> tuple[int, ...]:
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ScanStats):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return "ScanStats(" + ", ".join(f"{k}={getattr(self, k)}" for k in self.__slots__) + ")"
 
 
 Changes = tuple[int, int, int]  # (created, modified, deleted) files and symlinks
 NO_CHANGES: Changes = (0, 0, 0)
 
 
-@dataclass
 class ScanResult:
-    oid: bytes  # tree id of the root directory
-    mode: int
-    stats: ScanStats
-    skipped: list[Skipped]
-    cache: dict[bytes, DirCache]
-    #: files and symlinks created, modified and deleted since the tree the stat cache
-    #: describes, counted as :func:`~ctrlz.engine.diff.count_changes` would; ``None`` when
-    #: the cache could not tell (no cache for the root, or a directory missing from it)
-    changes: Changes | None = None
+    """One root's scan: ``oid``, the tree id of the root directory; ``changes``, the files and
+    symlinks created, modified and deleted since the tree the stat cache describes, counted as
+    :func:`~ctrlz.engine.diff.count_changes` would (``None`` when the cache could not tell: no
+    cache for the root, or a directory missing from it)."""
+
+    __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes")
+
+    def __init__(self, oid: bytes, mode: int, stats: ScanStats, skipped: list[Skipped],
+                 cache: dict[bytes, DirCache], changes: Changes | None = None) -> None:
+        self.oid = oid
+        self.mode = mode
+        self.stats = stats
+        self.skipped = skipped
+        self.cache = cache
+        self.changes = changes
 
 
 # entry slots: [name, kind, permission bits, size, mtime_ns, stat key, oid]

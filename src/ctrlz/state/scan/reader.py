@@ -12,22 +12,26 @@ import os
 import stat as st
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
 
 from ...types import Skipped
 from .. import meter
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import Sink
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # every snapshot loads this module: typing stays out of it
     from concurrent.futures import Future
+    from typing import Any, Protocol
 
+    class Pool(Protocol):
+        """Where large files are read: a ``ThreadPoolExecutor``, or the snapshot engine's
+        wrapper that starts one only when a file is big enough to need it."""
 
-class Pool(Protocol):
-    """Where large files are read: a ``ThreadPoolExecutor``, or the snapshot engine's
-    wrapper that starts one only when a file is big enough to need it."""
+        def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]: ...
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]: ...
+    #: one read: ("ok", oid, sink payload, stat after) | ("skip", reason, …) | ("gone", …)
+    ReadResult = tuple[str, Any, Any, Any]
+
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _MAX_INFLIGHT = 256
@@ -35,9 +39,6 @@ _READ_ATTEMPTS = 3
 _BATCH_FILES = 8
 _BATCH_BYTES = 16 << 20
 _INLINE_MAX = 1 << 20  # files below this are read by the walking thread itself
-
-#: one read: ("ok", oid, sink payload, stat after) | ("skip", reason, …) | ("gone", …)
-ReadResult = tuple[str, Any, Any, Any]
 
 
 class FileReader:

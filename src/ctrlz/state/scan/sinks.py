@@ -11,26 +11,35 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from ..objects import LOOSE_MIN, ObjectWriter, encode_small
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _STREAM = 1 << 20
 
 
-class Sink(Protocol):
-    """Where scanned content goes: into the store, or only through the hash (a dry scan)."""
+class Sink:
+    """Where scanned content goes: into the store, or only through the hash (a dry scan).
+    A plain base class rather than a ``typing.Protocol``: every snapshot loads this module,
+    and ``typing`` would cost each one milliseconds."""
 
-    def put(self, data: bytes) -> bytes: ...
+    def put(self, data: bytes) -> bytes:
+        raise NotImplementedError
 
-    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]: ...
+    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+        raise NotImplementedError
 
-    def accept(self, oid: bytes, payload: Any) -> None: ...
+    def accept(self, oid: bytes, payload: Any) -> None:
+        raise NotImplementedError
 
-    def discard(self, payload: Any) -> None: ...
+    def discard(self, payload: Any) -> None:
+        raise NotImplementedError
 
 
-class StoreSink:
+class StoreSink(Sink):
     """Writes new content into the store through an :class:`ObjectWriter`."""
 
     def __init__(self, writer: ObjectWriter) -> None:
@@ -39,11 +48,14 @@ class StoreSink:
         self.blobs: dict[bytes, bytes] = {}  # trees and link targets put by this scan
 
     def put(self, data: bytes) -> bytes:
-        """Trees and link targets: mostly new, so encoded straight away; ``put_encoded``
-        skips what the store holds (``writer.put`` would ask the index twice)."""
+        """Trees and link targets. Asked about first, so that a snapshot that changed
+        nothing compresses nothing (and never loads zstandard); one index query either way,
+        as ``put_encoded(checked=True)`` does not ask again."""
         oid = self.digest(data)
-        codec, stored = encode_small(data)
-        self.writer.put_encoded(oid, len(data), codec, stored)
+        writer = self.writer
+        if not writer.contains(oid):
+            codec, stored = encode_small(data)
+            writer.put_encoded(oid, len(data), codec, stored, checked=True)
         self.blobs[oid] = data
         return oid
 
@@ -74,7 +86,7 @@ class StoreSink:
                 pass
 
 
-class HashSink:
+class HashSink(Sink):
     """Computes ids without storing anything: diff against the working tree.
 
     ``known_clone(fd, size)``: the id of a stored clone the file shares every block with, so
