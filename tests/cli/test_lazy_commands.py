@@ -3,7 +3,9 @@ be what the commands say themselves."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from importlib import import_module
@@ -123,3 +125,91 @@ def test_list_outside_a_workspace_fails_the_same_way_on_both_doors(tmp_path: Pat
     assert fast.returncode == slow.returncode == 3
     assert fast.stderr == slow.stderr and fast.stderr.startswith("ctrlz: error: ")
     assert fast.stdout == slow.stdout == ""
+
+
+def _fast_door(args: list[str], cwd: Path, modules: tuple[str, ...]
+               ) -> subprocess.CompletedProcess[str]:
+    """``ctrlz ARGS`` through ``main``; stderr ends with the exit status and the loaded
+    modules among ``modules``."""
+    code = ("import sys\nfrom ctrlz.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    sys.stderr.write(f'exit {e.code}\\n')\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({modules!r})),"
+            " file=sys.stderr)")
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def test_snapshot_runs_without_click_and_prints_what_the_click_command_prints(
+        tmp_path: Path) -> None:
+    from ctrlz import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    (root / "pipe").mkdir()
+    os.mkfifo(root / "pipe" / "fifo")  # skipped, and said so on both doors
+    with Workspace.init(root) as ws:
+        ws.snapshot(label="base")
+    outputs = {}
+    for door in ("fast", "click"):
+        (root / "a.txt").write_text(door.ljust(5, "!"))  # one file changed, same size
+        for args in (["snapshot"], ["snapshot", "--json"]):
+            if door == "fast":
+                run = _fast_door(args, root, ("click", "rich"))
+                assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+                run.stderr = "".join(run.stderr.splitlines(keepends=True)[:-2])
+            else:
+                run = _click_path(args, root)
+                assert run.returncode == 0, run.stderr
+            outputs[door, len(args)] = run
+    for n in (1, 2):  # the same shape: ids and times differ
+        fast, slow = outputs["fast", n], outputs["click", n]
+        assert fast.stderr == slow.stderr
+        if n == 1:
+            assert "skipped pipe/fifo" in fast.stderr
+            assert re.sub(r"snap_\w+", "ID", fast.stdout) == \
+                re.sub(r"snap_\w+", "ID", slow.stdout)
+        else:
+            assert json.loads(fast.stdout).keys() == json.loads(slow.stdout).keys()
+    with Workspace.open(root) as ws:
+        assert [s.type for s in ws.snapshots()] == ["manual"] * 5
+
+
+def test_snapshot_outside_a_workspace_fails_the_same_way_on_both_doors(tmp_path: Path
+                                                                       ) -> None:
+    ctrlz = str(Path(sys.executable).parent / "ctrlz")
+    fast = subprocess.run([ctrlz, "snapshot"], cwd=tmp_path, capture_output=True, text=True)
+    slow = _click_path(["snapshot"], tmp_path)
+    assert fast.returncode == slow.returncode == 3
+    assert fast.stderr == slow.stderr and fast.stderr.startswith("ctrlz: error: ")
+
+
+#: what a snapshot or a rollback never needs: each is milliseconds of every such process
+HEAVY = ("click", "rich", "dataclasses", "typing", "socket", "threading", "zstandard",
+         "concurrent")
+
+
+def test_a_no_change_snapshot_and_a_rollback_load_nothing_heavy(tmp_path: Path) -> None:
+    """A cold ``ctrlz snapshot`` of an unchanged tree loads none of ``HEAVY`` (no daemon
+    runs, so no socket either); a rollback of a small edit none but zstandard, which it
+    needs to decompress the old content (and which brings typing with it)."""
+    from ctrlz import Workspace
+
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n" * 50)
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    with Workspace.init(root) as ws:
+        first = ws.snapshot()
+    run = _fast_door(["snapshot"], root, HEAVY)
+    assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+    (root / "src" / "a.py").write_text("a = 2\n")
+    code = ("import sys\nfrom ctrlz import Workspace\n"
+            f"with Workspace.open('.') as ws:\n    ws.restore({first.id!r})\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({HEAVY!r})))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    loaded = set(eval(run.stdout))  # noqa: S307  # a list of names we printed
+    assert not {m.partition(".")[0] for m in loaded} - {"zstandard", "typing"}, loaded
+    assert (root / "src" / "a.py").read_text() == "a = 1\n" * 50

@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run(args[1] if len(args) > 1 else ""))
     if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
         return
-    if args in (["list"], ["list", "--json"]):  # the most run command, without click
+    if args in (["list"], ["list", "--json"]):  # the most run commands, without click
         sys.exit(_guarded(lambda: _list(args)))
+    if args in (["snapshot"], ["snapshot", "--json"]):
+        sys.exit(_guarded(lambda: _snapshot(args)))
     import click
 
     from .app import cli
@@ -102,6 +104,12 @@ def _guarded(run: Callable[[], None]) -> int:
 
 def _list(args: list[str]) -> None:
     from .listing import run
+
+    run(as_json=args[1:] == ["--json"])
+
+
+def _snapshot(args: list[str]) -> None:
+    from .taking import run
 
     run(as_json=args[1:] == ["--json"])
 

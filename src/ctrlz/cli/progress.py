@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
+
     from ..state.meter import Meter
 
 DELAY = 0.5
@@ -27,6 +28,8 @@ def shown() -> Iterator[None]:
     if not sys.stderr.isatty():
         yield
         return
+    import threading
+
     from ..state import meter
 
     bar = meter.Meter()

@@ -77,22 +77,12 @@ def snapshot_cmd(state: State, label: str | None, pin: bool, type_: str, as_json
       ctrlz snapshot -m "before refactor" --pin
       ctrlz snapshot --type auto --json
     """
+    from .taking import show
+
     ws = state.workspace()
     with progress.shown():
         snap = ws.snapshot(type=type_, label=label, pinned=pin)
-    if as_json:
-        render.emit_json(snap.to_json())
-        return
-    name = f' "{snap.label}"' if snap.label else ""
-    render.out(f"{snap.id}{name}  {render.snapshot_summary(snap)}")
-    from ..types import show_path
-
-    shown = 10
-    for k in snap.skipped[:shown]:  # paths as `ctrlz status` shows them, without the root
-        render.note(f"skipped {show_path(k.path.partition(b'/')[2])}: {k.reason}")
-    if len(snap.skipped) > shown:
-        render.note(f"skipped {len(snap.skipped) - shown} more path(s); "
-                    f"see `ctrlz show {snap.id}`")
+    show(snap, as_json)
 
 
 def _type_text(s) -> str:  # noqa: ANN001

@@ -1,0 +1,48 @@
+"""``ctrlz snapshot``'s output, and its plain forms without click.
+
+Agents' shell wrappers and people's muscle memory run ``ctrlz snapshot`` more than any other
+writing command, and click is a third of its cold start. :func:`ctrlz.cli.main` runs the two
+plain forms, ``ctrlz snapshot`` and ``ctrlz snapshot --json``, straight through :func:`run`;
+every other form (a label, a pin, a type) goes through click to ``snapshot_cmd``, which
+prints with the same :func:`show`. One output, two doors.
+"""
+
+from __future__ import annotations
+
+from . import progress, render
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..types import Snapshot
+
+#: skipped paths printed under a snapshot; the rest are counted (``ctrlz show`` lists them)
+SHOWN_SKIPPED = 10
+
+
+def show(snap: Snapshot, as_json: bool) -> None:
+    """The new snapshot: its record as JSON, or one line and what it left out."""
+    if as_json:
+        render.emit_json(snap.to_json())
+        return
+    name = f' "{snap.label}"' if snap.label else ""
+    render.out(f"{snap.id}{name}  {render.snapshot_summary(snap)}")
+    from ..types import show_path
+
+    for k in snap.skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
+        render.note(f"skipped {show_path(k.path.partition(b'/')[2])}: {k.reason}")
+    if len(snap.skipped) > SHOWN_SKIPPED:
+        render.note(f"skipped {len(snap.skipped) - SHOWN_SKIPPED} more path(s); "
+                    f"see `ctrlz show {snap.id}`")
+
+
+def run(as_json: bool) -> None:
+    """The whole of ``ctrlz snapshot [--json]`` (the click-free door): a manual snapshot."""
+    from .listing import open_here
+
+    ws = open_here()
+    try:
+        with progress.shown():
+            snap = ws.snapshot()
+        show(snap, as_json)
+    finally:
+        ws.close()
