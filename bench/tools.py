@@ -88,6 +88,9 @@ class Ctrlz(Tool):
         for key in list(env):
             if key.startswith("CTRLZ_"):
                 del env[key]
+        # every timed snapshot is a manual one: more repetitions than manual_max's 12 must
+        # not meet the pool's cap (the daemon, started with this environment, agrees)
+        env["CTRLZ_MANUAL_MAX"] = "10000"
         return env
 
     def _op(self, *args: str) -> tuple[float, str]:
