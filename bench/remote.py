@@ -77,6 +77,10 @@ class Server:
 
 
 def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str]) -> float:
+    """Seconds ``cmd`` took. Dirty pages are flushed first: restic never fsyncs, so without
+    this the writeback of its restore (or of ctrlz's own earlier steps) lands in whichever
+    command runs next, and ctrlz's fsyncs wait for it."""
+    os.sync()
     t = time.perf_counter()
     r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str),
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -25,7 +25,9 @@ all at once from a few threads: a journaling filesystem folds concurrent fsyncs 
 (measured on ext4: ten files in 2 ms, against 40 ms one after another). Large ones flush each
 filesystem that holds a temp file (``syncfs``) instead, which is what makes restoring 100,000
 files take seconds rather than minutes. At the end every filesystem the restore touched is
-flushed, not only the first.
+flushed, not only the first. Large files (loose objects, 4 MiB and up) are decoded, checked,
+written and fsynced by a few worker threads while the main thread goes on; a batch is renamed
+only once all of its workers are done, so the order (data durable, then the rename) holds.
 """
 
 from __future__ import annotations

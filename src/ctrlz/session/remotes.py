@@ -101,7 +101,8 @@ def key_material(spec: RemoteSpec) -> bytes | None:
 
 def open_remote(spec: RemoteSpec, *, create: str | None = None,
                 bandwidth: int = 0) -> RemoteRepo:
-    backend = open_backend(spec.url, spec.endpoint_url, spec.region, spec.profile)
+    backend = open_backend(spec.url, spec.endpoint_url, spec.region, spec.profile,
+                           model_cache=_model_cache())
     if bandwidth > 0:
         backend = Limited(backend, bandwidth)  # type: ignore[assignment]
     grace = os.environ.get(GRACE_ENV)
@@ -111,6 +112,20 @@ def open_remote(spec: RemoteSpec, *, create: str | None = None,
         raise UsageError(f"${GRACE_ENV} must be a number of seconds") from None
     return RemoteRepo.open(backend, key=key_material(spec), create=create,
                            encrypt=spec.encrypt, grace=grace_s)
+
+
+def _model_cache() -> str:
+    """Where S3 backends keep botocore's parsed models (``state/remote/s3.py``): the user's
+    cache directory, not ``CTRLZ_HOME``, so that every store, and a clone into a new home,
+    reads one copy."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
+        return os.path.join(base, "ctrlz", "botocore")
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("ctrlz"), "botocore")
 
 
 def default_remote(ws: ProtectedWorkspace, name: str | None) -> RemoteSpec:

@@ -63,7 +63,7 @@ from .strays import StrayMarker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
     from typing import BinaryIO
 
@@ -240,19 +240,33 @@ class ObjectStore(CloneObjects, StrayMarker):
 
     def write_to(self, oid: bytes, fd: int) -> int:
         """Write the object to an open file descriptor, verifying it; returns its size."""
+        write = self.loose_writer(oid)
+        if write is None:
+            return write_all(fd, self.read(oid))
+        return write(fd)
+
+    def loose_writer(self, oid: bytes) -> Callable[[int], int] | None:
+        """For a loose object, :meth:`write_to` split in two: the catalog lookup and the open
+        happen now, and the function returned streams, decodes, hashes and writes (verified)
+        without touching anything shared, so a restore may run it on another thread. ``None``
+        for a packed object. The function must be called once: it closes the file."""
         loose = self._open_loose(oid)
         if loose is None:
-            return write_all(fd, self.read(oid))
+            return None
         f, codec = loose
-        hasher = self.new_hasher()
-        total = 0
-        with f:
-            for chunk in decoded_chunks(f, codec):
-                hasher.update(chunk)
-                total += write_all(fd, chunk)
-        if not self.content_ok(oid, codec, hasher.digest()):
-            raise _corrupt(oid)
-        return total
+
+        def write(fd: int) -> int:
+            hasher = self.new_hasher()
+            total = 0
+            with f:
+                for chunk in decoded_chunks(f, codec):
+                    hasher.update(chunk)
+                    total += write_all(fd, chunk)
+            if not self.content_ok(oid, codec, hasher.digest()):
+                raise _corrupt(oid)
+            return total
+
+        return write
 
     def read_stored(self, pack: int, offset: int, length: int) -> bytes:
         """Raw stored bytes of a packed object (gc copies them between packs)."""
@@ -299,6 +313,11 @@ class ObjectWriter:
                 return
             self.store.writer_started()
             self._marked = True
+
+    def mark_writing(self) -> None:
+        """For a caller that writes its own temp files into ``objects/`` before adopting them
+        (:meth:`adopt_large`): the strays marker goes down before the first one (thread-safe)."""
+        self._mark()
 
     def contains(self, oid: bytes) -> bool:
         """Is ``oid`` stored (or being stored)? Asks the index row by row until that gets

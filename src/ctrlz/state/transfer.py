@@ -177,19 +177,57 @@ class ObjectSink:
         """Stage an object :meth:`check` passed (``data``: what it returned)."""
         if self.writer.contains(oid):
             return
+        written = self.write_loose(oid, size, codec, stored, data)
+        if written is not None:
+            self.stage_written(oid, size, codec, written)
+            return
+        self.writer.put_encoded(oid, size, codec, stored)
+        self.added += 1
+        self.bytes += size
+
+    def write_loose(self, oid: bytes, size: int, codec: int, stored: bytes, data: bytes
+                    ) -> tuple[str, int] | None:
+        """Write a checked object that is stored loose (``LOOSE_MIN`` and up, or a clone) to
+        a durable temp file in ``objects/``; ``None`` for one that goes into a pack.
+
+        Thread-safe and touching no writer state but the strays marker, so a pull runs it on
+        its download threads: the file writes and fsyncs of a clone's large objects overlap
+        with the downloads instead of queueing behind them on one thread. The temp file is
+        invisible until :meth:`stage_written` adopts it (on the caller's thread)."""
         seal = _check_clone(oid, size, codec, stored[:len(oid)])
-        if seal is not None:
-            self._add_loose(oid, size, codec, data, seal)
-        elif size >= LOOSE_MIN:
-            self._add_loose(oid, size, codec, stored)
-        else:
-            self.writer.put_encoded(oid, size, codec, stored)
+        if seal is None and size < LOOSE_MIN:
+            return None
+        self.writer.mark_writing()  # before the first file: a crash's temp file is swept
+        body = data if seal is not None else stored  # a clone is kept as its raw bytes
+        tmp = self._temp_path()
+        try:
+            with open(tmp, "wb") as out:
+                out.write(body)
+                out.flush()
+                os.fsync(out.fileno())
+            if seal is not None:
+                cow.write_seal(tmp, self.store.algorithm, seal)
+        except BaseException:
+            _unlink(tmp)
+            raise
+        return os.fspath(tmp), len(body)
+
+    def stage_written(self, oid: bytes, size: int, codec: int, written: tuple[str, int]
+                      ) -> None:
+        """Adopt a temp file :meth:`write_loose` wrote (or drop it, if the object is already
+        staged)."""
+        tmp, length = written
+        if self.writer.contains(oid):
+            _unlink(tmp)
+            return
+        self.writer.adopt_large(oid, tmp, size, length, codec)
         self.added += 1
         self.bytes += size
 
     def add_stream(self, oid: bytes, size: int, codec: int, length: int,
                    chunks: Iterator[bytes]) -> None:
         """Check and stage a large object that arrives in pieces, without holding it whole."""
+        self.writer.mark_writing()
         tmp = self._temp_path()
         hasher = self.store.new_hasher()
         total = 0
@@ -225,22 +263,6 @@ class ObjectSink:
         self.writer.adopt_large(oid, tmp, size, size if codec == CLONE else length, codec)
         self.added += 1
         self.bytes += size
-
-    def _add_loose(self, oid: bytes, size: int, codec: int, stored: bytes,
-                   seal: bytes | None = None) -> None:
-        """A loose object from its stored bytes (a clone: its raw bytes, with its seal)."""
-        tmp = self._temp_path()
-        try:
-            with open(tmp, "wb") as out:
-                out.write(stored)
-                out.flush()
-                os.fsync(out.fileno())
-            if seal is not None:
-                cow.write_seal(tmp, self.store.algorithm, seal)
-        except BaseException:
-            _unlink(tmp)
-            raise
-        self.writer.adopt_large(oid, tmp, size, len(stored), codec)
 
     def _temp_path(self):  # type: ignore[no-untyped-def]
         """A temp file in ``objects/`` (what recovery sweeps after a crash)."""

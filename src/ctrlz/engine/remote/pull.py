@@ -12,6 +12,8 @@ writer's recovery removes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,25 +52,38 @@ def locate(index: RemoteIndex, oid: bytes, remote: RemoteRepo, what: str) -> Loc
 
 
 def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]], sink: ObjectSink,
-                  accept: Callable[[bytes, Location, bytes, bytes], None],
-                  raw: bool = True) -> None:
+                  accept: Callable[[bytes, Location, bytes, Any], None],
+                  raw: bool = True, write_loose: bool = False) -> None:
     """Fetch objects, check each against its id on the download threads
     (:meth:`ObjectSink.check`), and hand it to ``accept`` with its raw bytes (``raw``; else
     only a clone's, which staging needs: a 2 GB clone keeps one form of each file in memory,
-    not two); any damage names the object and its pack."""
+    not two); any damage names the object and its pack.
 
-    def check(oid: bytes, loc: Location, stored: bytes) -> bytes | CorruptObject:
+    ``write_loose``: an object stored loose (large, or a clone) is also written to its temp
+    file there (:meth:`ObjectSink.write_loose`), and ``accept`` gets that file's
+    ``(path, length)`` instead of bytes: a clone's disk writes then run beside its downloads,
+    not one after another on this thread."""
+
+    def check(oid: bytes, loc: Location, stored: bytes) -> Any:
         try:
             data = sink.check(oid, loc.size, loc.codec, stored)
-            return data if raw or loc.codec == CLONE else b""
         except CorruptObject as exc:
             return exc  # raised below, in order, with the pack named
+        if write_loose:
+            written = sink.write_loose(oid, loc.size, loc.codec, stored, data)
+            if written is not None:
+                return written
+        return data if raw or loc.codec == CLONE else b""
 
-    for oid, loc, stored, data in remote.fetch_each(wanted, check):
-        if isinstance(data, CorruptObject) or data is None:
-            raise RemoteError(f"{remote.url}: {data} in {pack_key(loc.pack)}; the remote copy "
-                              "is damaged (run `ctrlz verify --remote`); nothing was pulled")
-        accept(oid, loc, stored, data)
+    with closing(remote.fetch_each(wanted, check)) as fetched:
+        # closing: on an error below, the download threads finish (and their temp files are
+        # down) before the caller's clean-up sweeps the store
+        for oid, loc, stored, data in fetched:
+            if isinstance(data, CorruptObject) or data is None:
+                raise RemoteError(f"{remote.url}: {data} in {pack_key(loc.pack)}; the remote "
+                                  "copy is damaged (run `ctrlz verify --remote`); nothing was "
+                                  "pulled")
+            accept(oid, loc, stored, data)
 
 
 def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]],
@@ -97,10 +112,13 @@ def pull(repo: Repository, remote: RemoteRepo, records: Sequence[dict[str, Any]]
                                   "the local one with that id; nothing was pulled")
         if not fresh:
             return report
-        index = remote.load_index(cache)
-        # read from the copy gc keeps: a pack gc condemned (one it repacked, say) may be
-        # deleted once the grace period is over, even while this pull runs
-        index.avoid(remote.condemned())
+        # the index and the gc state in one round: read from the copy gc keeps, since a
+        # pack gc condemned (one it repacked, say) may be deleted once the grace period is
+        # over, even while this pull runs
+        with ThreadPoolExecutor(1) as pool:
+            condemned = pool.submit(remote.condemned)
+            index = remote.load_index(cache)
+            index.avoid(condemned.result())
         with receiving(repo) as sink:
             _fetch_all(repo, remote, index, sink, fresh, progress)
             commit_received(repo, sink, fresh)
@@ -142,12 +160,15 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
     wanted = [(oid, locate(index, oid, remote, "a snapshot")) for oid in blobs
               if not sink.has(oid)]
 
-    def accept_blob(oid: bytes, loc: Location, stored: bytes, data: bytes) -> None:
-        sink.stage(oid, loc.size, loc.codec, stored, data)
+    def accept_blob(oid: bytes, loc: Location, stored: bytes, data: Any) -> None:
+        if isinstance(data, tuple):  # written to its temp file on the download thread
+            sink.stage_written(oid, loc.size, loc.codec, data)
+        else:
+            sink.stage(oid, loc.size, loc.codec, stored, data)
         if progress:
             progress(len(stored))
 
-    fetch_checked(remote, wanted, sink, accept_blob, raw=False)
+    fetch_checked(remote, wanted, sink, accept_blob, raw=False, write_loose=True)
 
 
 def _committed(repo: Repository, oid: bytes) -> bool:

@@ -26,8 +26,9 @@ from .backend import Backend
 
 
 def open_backend(url: str, endpoint_url: str | None = None, region: str | None = None,
-                 profile: str | None = None) -> Backend:
-    """A backend for ``s3://bucket/prefix`` or ``file:///absolute/path``."""
+                 profile: str | None = None, model_cache: str | None = None) -> Backend:
+    """A backend for ``s3://bucket/prefix`` or ``file:///absolute/path``. ``model_cache``: a
+    directory where an S3 backend may keep botocore's parsed models (:mod:`.s3`)."""
     if url.startswith("s3://"):
         from .s3 import S3Backend, parse_s3_url
 
@@ -35,7 +36,7 @@ def open_backend(url: str, endpoint_url: str | None = None, region: str | None =
             bucket, prefix = parse_s3_url(url)
         except ValueError as exc:
             raise RemoteError(str(exc)) from None
-        return S3Backend(bucket, prefix, endpoint_url, region, profile)
+        return S3Backend(bucket, prefix, endpoint_url, region, profile, model_cache)
     if url.startswith("file://"):
         from .local import LocalBackend
 

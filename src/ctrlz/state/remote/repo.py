@@ -279,9 +279,13 @@ class RemoteRepo:
     def load_index(self, cache: Path | None, workers: int = 8) -> RemoteIndex:
         """Read every index file, through a local cache of the immutable ones. An index whose
         pack is not listed is left out (packs are written before their index, so the pack
-        listing, taken second, holds every pack of every index listed first)."""
+        listing, taken second, holds every pack of every index listed first). The pack
+        listing's round trip runs while the cached copies are parsed."""
         names = [k.rpartition("/")[2] for k, _, _ in self.backend.list("index/")]
-        packs = {k.rpartition("/")[2] for k, _, _ in self.backend.list("data/")}
+        lister = ThreadPoolExecutor(1)
+        packs_f = lister.submit(lambda: {k.rpartition("/")[2]
+                                         for k, _, _ in self.backend.list("data/")})
+        lister.shutdown(wait=False)
         names = [n for n in names if len(n) == 64]
         if cache is not None:
             cache.mkdir(parents=True, exist_ok=True)
@@ -312,11 +316,13 @@ class RemoteRepo:
             return parsed
 
         index = RemoteIndex()
-        index.dangling = {bytes.fromhex(n) for n in names if n not in packs}
         # cached copies are parsed here (threads would only take turns on the GIL); only
         # downloads go to the pool. The listing's order is kept: the first location wins.
+        parsed = {n: cached(n) for n in names}
+        packs = packs_f.result()
+        index.dangling = {bytes.fromhex(n) for n in names if n not in packs}
         wanted = [n for n in names if n in packs]
-        loaded: list[Parsed | None] = [cached(n) for n in wanted]
+        loaded: list[Parsed | None] = [parsed[n] for n in wanted]
         absent = [i for i, got in enumerate(loaded) if got is None]
         if absent:
             with ThreadPoolExecutor(min(workers, len(absent))) as pool:
