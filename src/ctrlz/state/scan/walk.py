@@ -60,7 +60,7 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     if check and matcher._ignores_only and not rules.forced:
         dc = rules.check or matcher._check(rules)
         if not dc.always:
-            quick = (dc.lits, dc.suffixes, dc.prefixes)
+            quick = (dc.lits, dc.suffixes, (_TEMP, *dc.prefixes))  # temp files: excluded
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
     files = links = nbytes = 0
@@ -69,17 +69,10 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     needed = sc._needed
     for de in listing:
         name: bytes = de.name  # type: ignore[assignment]
-        if quick is not None:
-            if name.startswith(_TEMP):
-                continue
-            if name in quick[0] or name.endswith(quick[1]) or name.startswith(quick[2]):
-                try:
-                    is_dir = de.is_dir(follow_symlinks=False)
-                except OSError:
-                    is_dir = False
-                if matcher.excluded(rules, name, prefix + name, is_dir):
-                    continue
-        elif check:
+        # ask the matcher only about a name some rule may exclude (``excluded`` drops
+        # ctrlz's own temp files first)
+        if check if quick is None else (name in quick[0] or name.endswith(quick[1])
+                                        or name.startswith(quick[2])):
             try:
                 is_dir = de.is_dir(follow_symlinks=False)
             except OSError:
