@@ -53,13 +53,21 @@ def tree_state(root: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
     return out
 
 
+@pytest.fixture(scope="session")
+def shared_cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the whole run: what goes there (parsed botocore models) is
+    derived data, keyed by its sources, so tests may share it; the user's own stays untouched."""
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
 @pytest.fixture(autouse=True)
-def ctrlz_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def ctrlz_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_cache_home: Path) -> Path:
     """Every test gets its own store home and config dir; real user state is never touched."""
     home = tmp_path / "ctrlz-home"
     monkeypatch.setenv("CTRLZ_HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared_cache_home))
     for key in list(os.environ):
         if key.startswith("CTRLZ_") and key != "CTRLZ_HOME":
             monkeypatch.delenv(key)

@@ -252,6 +252,17 @@ def test_store_inside_workspace_is_refused(ws_dir: Path, monkeypatch: pytest.Mon
     assert not (ws_dir / ".ctrlz").exists()
 
 
+def test_home_may_be_given_as_a_string(ws_dir: Path, tmp_path: Path) -> None:
+    make_tree(ws_dir, {"a.txt": "a"})
+    home = str(tmp_path / "elsewhere")
+    ws = Workspace.init(ws_dir, home=home)
+    ws.snapshot(label="one")
+    ws.close()
+    again = Workspace.open(ws_dir, home=home)
+    assert [s.label for s in again.snapshots()] == ["one"]
+    again.close()
+
+
 def test_git_directory_is_captured(ws_dir: Path) -> None:
     make_tree(ws_dir, {".git": {"HEAD": "ref: refs/heads/main\n", "config": "[core]\n"},
                        ".gitignore": ".*\n", "a.txt": "a"})

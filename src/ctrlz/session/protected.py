@@ -78,14 +78,15 @@ class ProtectedWorkspace:
     # -- opening -----------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: str | os.PathLike[str] = ".", home: Path | None = None,
+    def init(cls, path: str | os.PathLike[str] = ".",
+             home: str | os.PathLike[str] | None = None,
              config: Config | None = None) -> Self:
         """Start protecting ``path``; idempotent."""
         root = Path(path).expanduser()
         if not root.is_dir():
             raise UsageError(f"{root} is not a directory")
         root = root.resolve()
-        home = (home or default_home()).expanduser()
+        home = Path(home or default_home()).expanduser()
         store = store_path_for(root, home)
         if _inside(home, root) or _inside(store, root):
             raise WorkspaceError(
@@ -97,9 +98,10 @@ class ProtectedWorkspace:
         return cls(root, Repository.open(store), config, home)
 
     @classmethod
-    def find(cls, start: str | os.PathLike[str] = ".", home: Path | None = None) -> Path | None:
+    def find(cls, start: str | os.PathLike[str] = ".",
+             home: str | os.PathLike[str] | None = None) -> Path | None:
         """The protected workspace that contains ``start``, if any."""
-        home = (home or default_home()).expanduser()
+        home = Path(home or default_home()).expanduser()
         here = Path(start).expanduser().resolve()
         for candidate in (here, *here.parents):
             if Repository.exists(store_path_for(candidate, home)):
@@ -107,9 +109,10 @@ class ProtectedWorkspace:
         return None
 
     @classmethod
-    def open(cls, start: str | os.PathLike[str] = ".", home: Path | None = None,
+    def open(cls, start: str | os.PathLike[str] = ".",
+             home: str | os.PathLike[str] | None = None,
              config: Config | None = None) -> Self:
-        home = (home or default_home()).expanduser()
+        home = Path(home or default_home()).expanduser()
         if not Path(start).expanduser().exists():
             raise UsageError(f"{start} does not exist")
         root = cls.find(start, home)
