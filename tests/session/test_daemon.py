@@ -247,7 +247,8 @@ def test_cli_daemon_start_status_stop(ws: Workspace) -> None:
     assert "daemon: running" in ctrlz("start")
     info = json.loads(ctrlz("status", "--json"))
     assert info["type"] == "daemon" and info["running"] and info["ready"]
-    assert info["watched_dirs"] >= 10 and info["served"] == {"dirty": 0, "full": 0, "handed": 0}
+    assert info["watched_dirs"] >= 10 and info["served"] == {"dirty": 0, "full": 0, "handed": 0,
+                                                            "restores": 0}
     assert info["root"] == str(ws.root)
     status = subprocess.run([CTRLZ, "status", "--json"], cwd=ws.root, capture_output=True,
                             text=True, timeout=120)

@@ -5,6 +5,10 @@ The property that matters is the same as for the daemon itself: whatever route a
 takes, it is exactly the snapshot a full scan would take, and a restore's safety snapshot holds
 every later edit, so ``undo`` brings it back. A capture that fails after the hand-out must not
 lose the changes it was told about.
+
+The restores here run in this process, as a long-lived one's do (the service, the MCP server):
+that is the path which asks the daemon for its dirty set. A short-lived process hands the whole
+restore to the daemon instead; that is ``test_daemon_restore.py``.
 """
 
 # ruff: noqa: F811 - the daemon and ws fixtures come from test_daemon
@@ -25,6 +29,13 @@ from ctrlz.state import failpoints
 from ctrlz.workspace import Workspace
 
 from .test_daemon import CTRLZ, daemon, edit_randomly, full_root, until, ws  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def restores_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctrlz.session.protected import ProtectedWorkspace
+
+    monkeypatch.setattr(ProtectedWorkspace, "restore_by_daemon", False)
 
 
 def served(ws: Workspace) -> dict[str, int]:

@@ -23,7 +23,8 @@ def _show(info: dict[str, Any]) -> None:
         dirs = info["watched_dirs"]
         render.out(f"  watching {dirs:,} director{'y' if dirs == 1 else 'ies'}; snapshots served: "
                    f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full; "
-                   f"changes handed to {served.get('handed', 0)} other snapshot(s)")
+                   f"changes handed to {served.get('handed', 0)} other snapshot(s); "
+                   f"restores run: {served.get('restores', 0)}")
         render.out(f"  stops after {info['idle_seconds']} s without requests "
                    f"(idle for {info['idle_for_s']} s)")
     failure = info.get("last_failure")

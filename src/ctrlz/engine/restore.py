@@ -42,13 +42,14 @@ from ..state.repository import Repository
 from ..state.scan import Limits
 from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
-from ..types import Skipped, Snapshot, show_path
+from ..types import Snapshot, show_path
 from . import journal
 from .apply import Applier, ApplyFailed, Identity, require_empty_destination
 from .check import verify_applied
 from .diff import TreeReader
 from .graft import DiskCapture, graft
-from .plan import SYMLINK_OP, WRITE, Action, Planner, RestorePlan
+from .plan import SYMLINK_OP, WRITE, Planner, RestorePlan
+from .requests import Request, RestoreResult  # noqa: F401 - the engine's records, re-exported
 from .snapshot import (
     DirtySource,
     new_snapshot_id,
@@ -60,47 +61,6 @@ from .snapshot import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-
-class RestoreResult:
-    """What a restore did (or, for a dry run, would do), and the safety snapshot that
-    undoes it."""
-
-    __slots__ = ("target", "plan", "safety", "applied", "skipped", "conflicts", "dry_run",
-                 "destination", "kind")
-
-    def __init__(self, target: Snapshot, plan: RestorePlan, safety: Snapshot | None = None,
-                 applied: list[Action] | None = None, skipped: list[Skipped] | None = None,
-                 conflicts: list[Skipped] | None = None, dry_run: bool = False,
-                 destination: str | None = None, kind: str = "rollback") -> None:
-        self.target = target
-        self.plan = plan
-        self.safety = safety
-        self.applied = applied if applied is not None else []
-        self.skipped = skipped if skipped is not None else []
-        self.conflicts = conflicts if conflicts is not None else []
-        self.dry_run = dry_run
-        self.destination = destination
-        self.kind = kind
-
-    def __repr__(self) -> str:
-        return f"RestoreResult({self.to_json(strip_root=False)})"
-
-    def to_json(self, strip_root: bool = True) -> dict[str, Any]:
-        def p(path: bytes) -> str:
-            return show_path(path.partition(b"/")[2] if strip_root else path)
-
-        return {
-            "target": self.target.id,
-            "safety_snapshot": self.safety.id if self.safety else None,
-            "dry_run": self.dry_run,
-            "destination": self.destination,
-            "counts": self.plan.counts(),
-            "actions": [{**a.to_json(), "path": p(a.path)} for a in
-                        (self.plan.actions if self.dry_run else self.applied)],
-            "skipped": [{"path": p(s.path), "reason": s.reason} for s in self.skipped],
-            "conflicts": [{"path": p(s.path), "reason": s.reason} for s in self.conflicts],
-        }
 
 
 BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
@@ -132,35 +92,6 @@ class TargetContext:
 #: builds the target from the captured state; returns (root tree id, base snapshot whose
 #: metadata and rules the target takes)
 TargetBuilder = Callable[[TargetContext], tuple[bytes, Snapshot]]
-
-
-class Request:
-    """One restore, as a face or the session layer asks for it.
-
-    ``kind``: rollback, revert, undo, redo, rewind, toolcall, turn-rollback or restore.
-    ``target``, or ``build_target`` to build it from the captured state. ``paths``: the
-    virtual paths the restore is limited to; ``explicit``: virtual paths captured and covered
-    whatever the rules. ``undo``: how the undo entry is left (``{"record": {...}}``,
-    ``{"undo_of": seq}``, ``{"redo_of": seq}`` or ``{}``). ``label``: what the safety
-    snapshot is labelled with."""
-
-    __slots__ = ("kind", "target", "paths", "explicit", "build_target", "undo", "label",
-                 "dry_run", "numbered_safety")
-
-    def __init__(self, kind: str, target: Snapshot | None = None,
-                 paths: Sequence[bytes] | None = None, explicit: Sequence[bytes] = (),
-                 build_target: TargetBuilder | None = None,
-                 undo: dict[str, Any] | None = None, label: str | None = None,
-                 dry_run: bool = False, numbered_safety: bool = True) -> None:
-        self.kind = kind
-        self.target = target
-        self.paths = paths
-        self.explicit = explicit
-        self.build_target = build_target
-        self.undo = undo if undo is not None else {}
-        self.label = label
-        self.dry_run = dry_run
-        self.numbered_safety = numbered_safety
 
 
 # -- in place ----------------------------------------------------------------------------------

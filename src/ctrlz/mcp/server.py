@@ -367,6 +367,9 @@ def serve(start: str | os.PathLike[str] = ".", log_level: str = "WARNING") -> No
     """Serve over stdio until the client goes away. Logs go to stderr; stdout is the
     protocol."""
     logging.basicConfig(level=log_level.upper(), format="ctrlz mcp: %(levelname)s %(message)s")
+    from ..session.protected import keep_restores_in_process
+
+    keep_restores_in_process()
     build(start).run()
 
 

@@ -119,8 +119,11 @@ def _poll_seconds() -> float:
 def run(port: int | None = None, gateway: bool = True) -> int:
     """The whole life of the service; its exit status."""
     from ..locator import default_home
+    from ..session.protected import keep_restores_in_process
     from .context import ServiceState
     from .events import EventBus
+
+    keep_restores_in_process()
 
     run_dir = runtime.ensure_run_dir()
     lock_fd = _lock(run_dir)

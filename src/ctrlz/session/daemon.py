@@ -18,6 +18,12 @@ Priming: right after its watches are in place the daemon scans the tree once wit
 anything. When that scan's root equals the newest snapshot's, the fresh stat cache describes
 that snapshot exactly, so it is kept, and the first request is already incremental.
 
+Restores: a short-lived process hands its rollback to the daemon whole (``op: restore``, see
+:mod:`.restore_wire`); the daemon runs ``session.restores.run`` with the watcher's dirty set as
+the capture's scan, under the same rule as a snapshot. It answers ``ok: false`` only before
+starting; after that, failure included, the outcome is the reply, so that the caller never
+runs the restore a second time.
+
 Lifecycle: one daemon per store (an flock on ``<store>/daemon.lock``), a socket at
 ``<store>/daemon.sock`` that only the owner's uid may use, a log at ``<store>/daemon.log``. It
 stops after ``daemon_idle_seconds`` without a request, on ``ctrlz daemon stop`` or SIGTERM, when
@@ -79,7 +85,7 @@ class Daemon:
         self.since_ns = 0  # the dirty set holds every change after this moment
         self._carry: set[bytes] = set()  # taken by a snapshot that failed
         self._carry_rescan = False
-        self.served = {"dirty": 0, "full": 0, "handed": 0}
+        self.served = {"dirty": 0, "full": 0, "handed": 0, "restores": 0}
         self.primed = False
         from .autopush import AutoPusher
 
@@ -158,6 +164,8 @@ class Daemon:
             return self.snapshot(message)
         if op == "dirty":
             return self.hand_out_dirty(message)
+        if op == "restore":
+            return self.restore(message)
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def info(self) -> dict[str, Any]:
@@ -178,11 +186,13 @@ class Daemon:
         current = load_config(self.ws.root)
         if current.to_json() != self.config_json:
             self.stop_reason = "the workspace configuration changed"
-            return {"ok": False, "error": "the configuration changed; work in-process"}
+            return {"ok": False, "refused": True,
+                    "error": "the configuration changed; work in-process"}
         wanted = message.get("config")
         if wanted is not None and wanted != json.loads(json.dumps(current.values)):
-            return {"ok": False, "error": "the caller's configuration differs from the "
-                                          "workspace's files; work in-process"}
+            return {"ok": False, "refused": True,
+                    "error": "the caller's configuration differs from the workspace's files; "
+                             "work in-process"}
         return None
 
     def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -216,6 +226,53 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "snapshot": snap.to_json(), "scan": scan,
                 "dirty_dirs": len(dirty) if dirty is not None else None}
+
+    def restore(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Run a restore a short-lived process handed over (see :mod:`.restore_wire`), with
+        the watcher's dirty set as its capture's scan. ``ok: false`` only before anything
+        started; once the engine runs, its outcome is the reply, failure included, so that
+        the caller never restores a second time in-process."""
+        from . import restore_wire, restores
+
+        refusal = self._refusal(message)
+        if refusal is not None:
+            return refusal
+        try:
+            req = restore_wire.decode_request(self.ws, message["request"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            return {"ok": False, "error": f"malformed restore request: {exc}"}
+        except CtrlzError as exc:  # the target is gone: the caller meets that itself
+            return {"ok": False, "error": str(exc)}
+        self.last_request = time.monotonic()
+        taken: list[tuple[set[bytes], bool, int]] = []
+
+        def dirty_source() -> list[set[bytes] | None] | None:
+            # asked by the capture step under the store lock, as for a snapshot
+            dirs, trusted, sync_ns = self._take_dirty()
+            taken.append((dirs, trusted, sync_ns))
+            return [dirs] if trusted else None
+
+        try:
+            result = restores.run(self.ws, req, dirty_source=dirty_source)
+        except Exception as exc:
+            if not isinstance(exc, CtrlzError):
+                log.exception("restore failed")
+            if taken:
+                # whether the capture committed or not, the next scan is a full one: what
+                # was taken must not be lost, and a full scan never misses anything
+                self._carry, self._carry_rescan = taken[0][0], True
+            self._flushed = False
+            return {"ok": True, "failed": restore_wire.encode_error(exc)}
+        if taken:
+            self._carry, self._carry_rescan = set(), False
+            self.since_ns = taken[0][2]
+        self._flushed = False
+        self.served["restores"] += 1
+        log.info("restore to %s (%d actions)", req.target.id if req.target else "?",
+                 len(result.applied))
+        if self.pusher is not None:
+            self.pusher.kick()
+        return {"ok": True, "result": restore_wire.encode_result(result)}
 
     def _take_dirty(self) -> tuple[set[bytes], bool, int]:
         """The directories changed since ``since_ns`` (with any a failed snapshot left), whether

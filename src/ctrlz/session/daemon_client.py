@@ -47,6 +47,12 @@ class DaemonUnavailable(Exception):
     """No daemon answered, or it answered with an error; the caller falls back."""
 
 
+class DaemonLost(Exception):
+    """The daemon took a request that changes the workspace and stopped before answering (it
+    was killed, or crashed): whether the work was done is unknown, so the caller must not
+    simply do it again. Not a :class:`DaemonUnavailable`, so that no fallback catches it."""
+
+
 @contextlib.contextmanager
 def socket_address(store: Path) -> Iterator[str]:
     """The daemon socket's address in ``store`` (see :func:`unix_address`)."""
@@ -98,15 +104,21 @@ def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
 
 
 def request(store: Path, message: dict[str, Any], *,
-            timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
+            timeout: float | None = REPLY_TIMEOUT_S,
+            at_most_once: bool = False) -> dict[str, Any]:
     """Send one request and return the daemon's reply (``{"ok": true, ...}``); anything else,
-    including an ``ok: false`` reply, raises :class:`DaemonUnavailable`."""
+    including an ``ok: false`` reply, raises :class:`DaemonUnavailable`.
+
+    ``at_most_once``: for a request the daemon must not be asked twice (a restore). Once the
+    whole message is sent, a missing or broken reply raises :class:`DaemonLost` instead; a
+    message the daemon never got whole cannot have been acted on (it reads to the newline)."""
     if not os.path.exists(os.path.join(store, SOCKET_NAME)):
         # no daemon has ever listened here, or it stopped: the common case costs one stat
         # and never loads the socket module
         raise DaemonUnavailable("no daemon is running")
     import socket
 
+    sent = False
     try:
         with socket_address(store) as address, \
                 socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
@@ -114,8 +126,11 @@ def request(store: Path, message: dict[str, Any], *,
             s.connect(address)
             s.settimeout(timeout)
             send_message(s, message)
+            sent = True
             reply = read_message(s)
     except (OSError, ValueError, TypeError) as exc:  # TypeError: nothing JSON can carry
+        if sent and at_most_once:
+            raise DaemonLost(str(exc)) from None
         raise DaemonUnavailable(f"no daemon answered: {exc}") from None
     if reply.get("ok") is not True:
         raise DaemonUnavailable(str(reply.get("error") or "the daemon refused the request"))
@@ -130,6 +145,18 @@ def snapshot(store: Path, *, type: str, label: str | None = None,
     which the daemon refuses to serve unless they are the ones it runs with."""
     return request(store, {"op": "snapshot", "type": type, "label": label,
                            "session_id": session_id, "pinned": pinned, "config": config})
+
+
+def restore(store: Path, req: dict[str, Any],
+            config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ask the daemon to run a restore (``req``: see :mod:`ctrlz.session.restore_wire`).
+    Its reply is ``{"ok": true, "result": ...}`` or, when the restore ran and failed,
+    ``{"ok": true, "failed": ...}``: an ``ok: false`` reply (:class:`DaemonUnavailable`)
+    always means that nothing was started, so the caller may restore in-process instead.
+    No reply timeout: a restore takes as long as it takes, and a daemon that dies closes the
+    socket (:class:`DaemonLost`)."""
+    return request(store, {"op": "restore", "request": req, "config": config},
+                   timeout=None, at_most_once=True)
 
 
 def dirty(store: Path, config: dict[str, Any] | None = None) -> set[bytes] | None:

@@ -51,6 +51,11 @@ def recover(repo: Repository) -> list[str]:
     return finish_interrupted(repo)
 
 
+def keep_restores_in_process() -> None:
+    """For a long-lived process: every restore it runs, it runs itself."""
+    ProtectedWorkspace.restore_by_daemon = False
+
+
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
@@ -66,6 +71,12 @@ class ProtectedWorkspace:
     #: watcher's dirty set, and tells a restore's capture what changed, so neither lists the
     #: whole tree (see :mod:`ctrlz.session.daemon`). The daemon turns it off for itself.
     use_daemon = True
+    #: Whether a restore is handed to a running workspace daemon (``session.restores.run``):
+    #: it saves a process opened for one command its start-up and its stat walk. A process
+    #: that keeps workspaces open (the service, the MCP server) turns it off for itself with
+    #: :func:`keep_restores_in_process`: it is warm already, and restores what it is asked
+    #: to where its own clients see it (progress, events, its crash semantics).
+    restore_by_daemon = True
 
     def __init__(self, root: Path, repo: Repository, config: Config, home: Path) -> None:
         self.root = root

@@ -15,26 +15,44 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..engine.restore import Request, RestoreResult, recover, restore_in_place, restore_into
-from ..engine.snapshot import gc_paused
+from ..engine.requests import Request, RestoreResult
 from ..errors import RestoreError, UsageError
+from ..state import meter
 from ..state.oplog import Operation
 from . import journal
 
+# The engine itself loads in :func:`run`, when the restore is not handed to the daemon.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..engine.snapshot import DirtySource
     from ..reports import UndoResult
     from .protected import ProtectedWorkspace
 
 PathArg = str | os.PathLike[str] | bytes
 
 
-def run(ws: ProtectedWorkspace, req: Request) -> RestoreResult:
-    """Hand one request to the engine, then record what it did."""
+def run(ws: ProtectedWorkspace, req: Request,
+        dirty_source: DirtySource | None = None) -> RestoreResult:
+    """Hand one request to the engine, then record what it did.
+
+    In a short-lived process (``ws.restore_by_daemon``) with the workspace daemon running,
+    the daemon runs it: the same engine, warm, its capture scanning only what its watcher saw
+    change (:func:`_by_daemon`). ``dirty_source``: what the capture step asks for that, when
+    not the daemon (the daemon passes its own watcher)."""
+    if (ws.restore_by_daemon and ws.use_daemon and dirty_source is None
+            and req.build_target is None and not req.dry_run and meter.current() is None
+            and not ws.repo.lock.held):
+        result = _by_daemon(ws, req)
+        if result is not None:
+            return result
+    from ..engine.restore import restore_in_place
+    from ..engine.snapshot import gc_paused
+
     with gc_paused(), ws.repo.lock:
         try:
             result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req,
-                                      ws.config.limits, dirty_source=ws.dirty_source)
+                                      ws.config.limits,
+                                      dirty_source=dirty_source or ws.dirty_source)
         except RestoreError as exc:
             partial = getattr(exc, "result", None)
             if partial is not None:
@@ -44,6 +62,35 @@ def run(ws: ProtectedWorkspace, req: Request) -> RestoreResult:
             journal.record_restored(ws.session_db, result)
             ws.enforce_pools()
     return result
+
+
+def _by_daemon(ws: ProtectedWorkspace, req: Request) -> RestoreResult | None:
+    """The restore, run by the workspace daemon; None when none runs or it declined before
+    starting (the caller then restores in-process). Once the daemon has the request, its
+    outcome is final: its error is raised here, and a daemon that died mid-way is an error
+    that says how to see what happened, never a second attempt.
+
+    Not with a progress bar on screen (the socket carries no progress; a person at a
+    terminal gets the bar rather than the milliseconds), not for a dry run, and not for a
+    target built from the captured state (code, which a socket cannot carry)."""
+    from . import daemon_client, restore_wire
+
+    try:
+        reply = daemon_client.restore(ws.store_path, restore_wire.encode_request(req),
+                                      config=ws.config.values)
+    except daemon_client.DaemonUnavailable:
+        return None
+    except daemon_client.DaemonLost as exc:
+        raise RestoreError(
+            f"the workspace daemon stopped during the {req.kind} without answering ({exc}); "
+            "it may have been applied in part, and the next ctrlz command undoes an "
+            "interrupted restore from its journal: run `ctrlz status`, then `ctrlz list` for "
+            "the safety snapshot that `ctrlz undo` returns to"
+        ) from None
+    failed = reply.get("failed")
+    if failed is not None:
+        raise restore_wire.decode_error(ws, failed)
+    return restore_wire.decode_result(ws, reply["result"])
 
 
 def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,
@@ -90,12 +137,16 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
         raise UsageError(f"{dest} is inside the workspace; restore into a directory "
                          "outside it, or use rollback")
     vpaths = [ws.vpath(ws.relpath(p)) for p in paths] if paths else None
+    from ..engine.restore import restore_into
+
     return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run)
 
 
 def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
     """Take back the newest operation that is not undone yet: restore the state captured just
     before it, over the same paths. ``dry_run``: the plan only; the log is untouched."""
+    from ..engine.restore import recover
+
     with ws.repo.lock:
         recover(ws.repo)  # an interrupted restore leaves its undo entry first
         op = ws.oplog.next_undo()
@@ -108,6 +159,8 @@ def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
 def redo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
     """Apply again the oldest undone operation: restore the state it had produced (captured
     by its undo), or else its target. ``dry_run``: the plan only."""
+    from ..engine.restore import recover
+
     with ws.repo.lock:
         recover(ws.repo)
         op = ws.oplog.next_redo()

@@ -1,0 +1,142 @@
+"""A restore request, its result and its error, as JSON for the workspace daemon's socket.
+
+Why a restore crosses a process boundary at all: a rollback run from a fresh process pays the
+interpreter, the engine's imports and a stat walk of the whole tree for its safety snapshot
+before it touches one file. The daemon has all of that warm (its watcher knows which
+directories changed), so a short-lived caller hands it the :class:`Request` and renders the
+:class:`RestoreResult` it gets back. It is the same engine, called in another process.
+
+Everything here is data: paths, names and object ids travel as hex (they are bytes, and may
+not be UTF-8), snapshots by id (both processes read the same catalog). An error travels as its
+class name in :mod:`ctrlz.errors`, its message and, for an incomplete restore, its result.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from ..engine.plan import Action, RestorePlan
+from ..engine.requests import Request, RestoreResult
+from ..errors import CtrlzError, RestoreError
+from ..state.trees import Entry
+from ..types import Skipped
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .protected import ProtectedWorkspace
+
+
+def _hex(b: bytes | None) -> str | None:
+    return None if b is None else b.hex()
+
+
+def _bytes(s: str | None) -> bytes | None:
+    return None if s is None else bytes.fromhex(s)
+
+
+def _entry(e: Entry | None) -> list[Any] | None:
+    return None if e is None else [e.name.hex(), e.kind, e.mode, e.size, e.mtime_ns,
+                                   _hex(e.oid)]
+
+
+def _unentry(d: list[Any] | None) -> Entry | None:
+    if d is None:
+        return None
+    name, kind, mode, size, mtime_ns, oid = d
+    return Entry(bytes.fromhex(name), kind, mode, size, mtime_ns, _bytes(oid))
+
+
+def _action(a: Action) -> list[Any]:
+    return [a.op, a.path.hex(), _entry(a.entry), _entry(a.expect), a.change]
+
+
+def _unaction(d: list[Any]) -> Action:
+    op, path, entry, expect, change = d
+    return Action(op, bytes.fromhex(path), _unentry(entry), _unentry(expect), change)
+
+
+def _skips(items: list[Skipped]) -> list[list[str]]:
+    return [[s.path.hex(), s.reason] for s in items]
+
+
+def _unskips(d: list[list[str]]) -> list[Skipped]:
+    return [Skipped(bytes.fromhex(p), r) for p, r in d]
+
+
+def encode_request(req: Request) -> dict[str, Any]:
+    """Only a request with a stored target travels (a built target is code, not data)."""
+    assert req.target is not None and req.build_target is None
+    return {"kind": req.kind, "target": req.target.id,
+            "paths": None if req.paths is None else [p.hex() for p in req.paths],
+            "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
+            "label": req.label, "dry_run": req.dry_run,
+            "numbered_safety": req.numbered_safety}
+
+
+def decode_request(ws: ProtectedWorkspace, d: dict[str, Any]) -> Request:
+    """Raises ``ValueError``/``KeyError``/``TypeError`` on a malformed request and
+    :class:`~ctrlz.errors.SnapshotNotFound` when the target is gone."""
+    target = ws.resolve(str(d["target"]))
+    paths = d["paths"]
+    undo = d["undo"]
+    if not isinstance(undo, dict):
+        raise TypeError("undo is not an object")
+    return Request(kind=str(d["kind"]), target=target,
+                   paths=None if paths is None else [bytes.fromhex(p) for p in paths],
+                   explicit=[bytes.fromhex(p) for p in d["explicit"]], undo=undo,
+                   label=None if d["label"] is None else str(d["label"]),
+                   dry_run=bool(d["dry_run"]), numbered_safety=bool(d["numbered_safety"]))
+
+
+def encode_result(r: RestoreResult) -> dict[str, Any]:
+    plan = r.plan
+    return {"target": r.target.id, "safety": r.safety.id if r.safety else None,
+            "kind": r.kind, "dry_run": r.dry_run, "destination": r.destination,
+            "plan": {"removals": [_action(a) for a in plan.removals],
+                     "writes": [_action(a) for a in plan.writes],
+                     "finals": [_action(a) for a in plan.finals],
+                     "skipped": _skips(plan.skipped)},
+            "applied": [_action(a) for a in r.applied], "skipped": _skips(r.skipped),
+            "conflicts": _skips(r.conflicts)}
+
+
+def decode_result(ws: ProtectedWorkspace, d: dict[str, Any]) -> RestoreResult:
+    catalog = ws.repo.catalog
+    target = catalog.snapshot(d["target"])
+    safety = catalog.snapshot(d["safety"]) if d["safety"] else None
+    if target is None or (d["safety"] and safety is None):
+        raise RestoreError("the workspace daemon reported a restore whose snapshots this "
+                           "process cannot find; run `ctrlz list` to see what was done")
+    plan = RestorePlan(target)
+    p = d["plan"]
+    plan.removals = [_unaction(a) for a in p["removals"]]
+    plan.writes = [_unaction(a) for a in p["writes"]]
+    plan.finals = [_unaction(a) for a in p["finals"]]
+    plan.skipped = _unskips(p["skipped"])
+    return RestoreResult(target, plan, safety, [_unaction(a) for a in d["applied"]],
+                         _unskips(d["skipped"]), _unskips(d["conflicts"]),
+                         bool(d["dry_run"]), d["destination"], str(d["kind"]))
+
+
+def encode_error(exc: BaseException) -> dict[str, Any]:
+    """A ctrlz error keeps its class; anything else (a bug, an ``OSError`` the engine did not
+    expect) becomes a :class:`RestoreError` that says where to look."""
+    if isinstance(exc, CtrlzError):
+        result = getattr(exc, "result", None)
+        return {"error": type(exc).__name__, "message": str(exc),
+                "result": encode_result(result) if isinstance(result, RestoreResult) else None}
+    return {"error": "RestoreError", "result": None,
+            "message": f"the workspace daemon's restore failed: {type(exc).__name__}: {exc}; "
+                       "its log (`ctrlz daemon status`) has the details"}
+
+
+def decode_error(ws: ProtectedWorkspace, d: dict[str, Any]) -> CtrlzError:
+    cls = getattr(errors, str(d.get("error")), None)
+    if not (isinstance(cls, type) and issubclass(cls, CtrlzError)):
+        cls = RestoreError
+    message = str(d.get("message") or "the workspace daemon's restore failed")
+    exc = cls(message)
+    if d.get("result") is not None:
+        exc.result = decode_result(ws, d["result"])  # type: ignore[attr-defined]
+    return exc

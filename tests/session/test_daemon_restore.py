@@ -1,0 +1,163 @@
+"""Restores handed to the workspace daemon: a real daemon process, real inotify, a real socket.
+
+What must hold: the daemon's restore is the restore the caller would have run (same files, a
+safety snapshot, an undo entry); a request it declines is run in-process instead; once it has
+the request, its outcome is the caller's, failure included, and never run a second time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctrlz.errors import RestoreError
+from ctrlz.session import daemon_client
+from ctrlz.workspace import Workspace
+from tests.conftest import tree_state
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    root = tmp_path / "work"
+    for d in range(4):
+        for f in range(4):
+            p = root / f"pkg{d}" / f"f{f}.py"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"# {d}/{f}\n" * 20)
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "run.log").write_text("ignored\n")
+    workspace = Workspace.init(root)
+    workspace.snapshot(label="base")
+    yield workspace
+    daemon_client.stop(workspace.store_path)
+    workspace.close()
+
+
+@pytest.fixture
+def daemon(ws: Workspace) -> Workspace:
+    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    assert info["ready"], info
+    return ws
+
+
+def served(ws: Workspace) -> int:
+    return int(daemon_client.status(ws.store_path)["served"]["restores"])
+
+
+def edit(root: Path) -> None:
+    (root / "pkg0" / "f0.py").write_text("changed\n")
+    (root / "pkg1" / "f1.py").unlink()
+    (root / "pkg2" / "new.py").write_text("new\n")
+    shutil.rmtree(root / "pkg3")
+    (root / "run.log").write_text("still ignored, never touched\n")
+
+
+def test_the_daemon_runs_the_rollback_and_it_is_undoable(daemon: Workspace) -> None:
+    ws = daemon
+    before = tree_state(ws.root)
+    edit(ws.root)
+    edited = tree_state(ws.root)
+    result = ws.rollback("base")
+    assert served(ws) == 1
+    after = tree_state(ws.root)
+    assert after.keys() == before.keys()
+    assert all(after[p][:3] == before[p][:3] for p in before if p != "run.log")
+    assert (ws.root / "run.log").read_text() == "still ignored, never touched\n"
+    assert result.safety is not None and result.safety.type == "safety"
+    assert result.plan.counts() == {"created": 1 + 4, "modified": 1, "deleted": 1,
+                                    "permissions_changed": 0}
+    assert {a.path.partition(b"/")[2] for a in result.applied} >= {b"pkg0/f0.py",
+                                                                  b"pkg2/new.py"}
+    undone = ws.undo()  # the undo stack is the store's, whoever ran the restore
+    assert undone.restore.safety is not None
+    now = tree_state(ws.root)
+    assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
+
+
+def test_the_daemon_sees_edits_made_right_before_the_rollback(daemon: Workspace) -> None:
+    """The capture scans what the watcher saw change: an edit the instant before the request
+    is in the safety snapshot, so undo brings it back."""
+    ws = daemon
+    for i in range(5):
+        (ws.root / "pkg0" / "f0.py").write_text(f"edit {i}\n")
+        ws.rollback("base")
+        assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
+        ws.undo()
+        assert (ws.root / "pkg0" / "f0.py").read_text() == f"edit {i}\n"
+    assert served(ws) == 5
+
+
+def test_a_declined_request_is_run_in_process(daemon: Workspace) -> None:
+    ws = daemon
+    (ws.root / ".ctrlz.toml").write_text('exclude_patterns = ["pkg3"]\n')  # daemon steps down
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    ws.rollback("base")
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
+
+
+def test_a_failure_in_the_daemon_is_raised_here_and_not_retried(daemon: Workspace) -> None:
+    ws = daemon
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    (ws.root / "pkg1" / "f1.py").write_text("changed too\n")
+    locked = ws.root / "pkg1" / "f1.py"
+    if subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available on this file system")
+    try:
+        safeties = len([s for s in ws.snapshots() if s.type == "safety"])
+        with pytest.raises(RestoreError, match="ctrlz undo"):
+            ws.rollback("base")
+        assert len([s for s in ws.snapshots() if s.type == "safety"]) == safeties + 1
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=True)
+    assert locked.read_text() == "changed too\n"
+    ws.undo()  # the failed rollback's undo entry returns what it changed
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "changed\n"
+
+
+def test_a_daemon_that_dies_holding_the_request_is_an_error_not_a_second_restore(
+        ws: Workspace) -> None:
+    """A peer on the daemon's socket that takes the request and closes without a word, as a
+    daemon killed mid-restore does: the caller must report it, not restore again."""
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    got: list[bytes] = []
+    with daemon_client.socket_address(ws.store_path) as address:
+        listener.bind(address)
+    listener.listen(1)
+
+    def take_and_die() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            got.append(conn.makefile("rb").readline())
+
+    peer = threading.Thread(target=take_and_die)
+    peer.start()
+    try:
+        with pytest.raises(RestoreError,
+                           match="stopped during the rollback without answering .* `ctrlz status`"):
+            ws.rollback("base")
+    finally:
+        peer.join(30)
+        listener.close()
+        (ws.store_path / daemon_client.SOCKET_NAME).unlink()
+    assert b'"op": "restore"' in got[0]
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "changed\n"  # not run here as well
+    assert [s.type for s in ws.snapshots()] == ["manual"]
+
+
+def test_long_lived_processes_restore_themselves(daemon: Workspace,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctrlz.session.protected import ProtectedWorkspace
+
+    ws = daemon
+    monkeypatch.setattr(ProtectedWorkspace, "restore_by_daemon", False)
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    ws.rollback("base")
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
+    assert served(ws) == 0
