@@ -249,6 +249,15 @@ class ProtectedWorkspace:
         return self.repo.catalog.snapshots()
 
     def resolve(self, ref: str) -> Snapshot:
+        """A snapshot by id, ``latest``, label, id prefix, number or ``cp-N``
+        (:func:`ctrlz.engine.refs.resolve`). A full id or ``latest`` is one catalog query (the
+        same answer, since those are tried first), so the refs that restores and scripts pass
+        cost the same at any length of history; the rest reads the list."""
+        key = ref.strip()
+        catalog = self.repo.catalog
+        exact = catalog.latest() if key in ("latest", "HEAD", "@") else catalog.snapshot(key)
+        if exact is not None:
+            return exact
         return resolve(self.snapshots(), ref)
 
     def remove(self, refs: Sequence[str]) -> list[Snapshot]:
