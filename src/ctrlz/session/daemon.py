@@ -268,8 +268,9 @@ class Daemon:
             self.since_ns = taken[0][2]
         self._flushed = False
         self.served["restores"] += 1
-        log.info("restore to %s (%d actions)", req.target.id if req.target else "?",
-                 len(result.applied))
+        log.info("restore to %s (%d actions; capture: %s)",
+                 req.target.id if req.target else "?", len(result.applied),
+                 f"{len(taken[0][0])} dirty dirs" if taken and taken[0][1] else "full scan")
         if self.pusher is not None:
             self.pusher.kick()
         return {"ok": True, "result": restore_wire.encode_result(result)}
