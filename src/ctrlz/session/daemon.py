@@ -61,6 +61,10 @@ from . import daemon_client as wire
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
 from .protected import ProtectedWorkspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..engine.requests import Request
+
 log = logging.getLogger("ctrlz.daemon")
 
 #: Seconds without requests before the deferred stat cache is written for other processes.
@@ -232,7 +236,7 @@ class Daemon:
         the watcher's dirty set as its capture's scan. ``ok: false`` only before anything
         started; once the engine runs, its outcome is the reply, failure included, so that
         the caller never restores a second time in-process."""
-        from . import restore_wire, restores
+        from . import restore_wire
 
         refusal = self._refusal(message)
         if refusal is not None:
@@ -244,6 +248,18 @@ class Daemon:
         except CtrlzError as exc:  # the target is gone: the caller meets that itself
             return {"ok": False, "error": str(exc)}
         self.last_request = time.monotonic()
+        try:
+            return self._run_restore(req)
+        except Exception as exc:  # after the engine may have started: never an ``ok: false``
+            log.exception("restore failed after it started")
+            return {"ok": True, "failed": {
+                "error": "RestoreError", "result": None,
+                "message": f"the workspace daemon's restore failed: {type(exc).__name__}: "
+                           f"{exc}; run `ctrlz status` and `ctrlz list` to see what was done"}}
+
+    def _run_restore(self, req: Request) -> dict[str, Any]:
+        from . import restore_wire, restores
+
         taken: list[tuple[set[bytes], bool, int]] = []
 
         def dirty_source() -> list[set[bytes] | None] | None:
