@@ -8,8 +8,10 @@ the request, its outcome is the caller's, failure included, and never run a seco
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,3 +163,40 @@ def test_long_lived_processes_restore_themselves(daemon: Workspace,
     ws.rollback("base")
     assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
     assert served(ws) == 0
+
+
+def test_ctrl_c_while_the_daemon_restores_says_it_goes_on(ws: Workspace) -> None:
+    """``ctrlz rollback`` (a real CLI process) interrupted while a daemon holds its request:
+    exit 7 with a line that says the daemon goes on, not "interrupted" as if nothing ran."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with daemon_client.socket_address(ws.store_path) as address:
+        listener.bind(address)
+    listener.listen(1)
+    got = threading.Event()
+    held: list[socket.socket] = []
+
+    def take_and_hold() -> None:
+        conn, _ = listener.accept()
+        conn.makefile("rb").readline()
+        held.append(conn)
+        got.set()
+
+    peer = threading.Thread(target=take_and_hold)
+    peer.start()
+    ctrlz = str(Path(sys.executable).parent / "ctrlz")
+    proc = subprocess.Popen([ctrlz, "rollback", "base"], cwd=ws.root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert got.wait(60), "the CLI never sent its request"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        peer.join(30)
+        for conn in held:
+            conn.close()
+        listener.close()
+        (ws.store_path / daemon_client.SOCKET_NAME).unlink()
+    assert proc.returncode == 7, err
+    assert err.startswith("ctrlz: error: interrupted; the workspace daemon goes on with the "
+                          "rollback"), err
+    assert "Traceback" not in err

@@ -80,6 +80,13 @@ def _by_daemon(ws: ProtectedWorkspace, req: Request) -> RestoreResult | None:
                                       config=ws.config.values)
     except daemon_client.DaemonUnavailable:
         return None
+    except KeyboardInterrupt:
+        # the daemon has the request and goes on without us: say so, rather than let the
+        # usual "interrupted" suggest that nothing happened
+        raise RestoreError(
+            f"interrupted; the workspace daemon goes on with the {req.kind} if it had "
+            "received it: run `ctrlz list` in a moment for its safety snapshot, which "
+            "`ctrlz undo` returns to") from None
     except daemon_client.DaemonLost as exc:
         raise RestoreError(
             f"the workspace daemon stopped during the {req.kind} without answering ({exc}); "
