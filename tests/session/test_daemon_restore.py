@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,3 +201,30 @@ def test_ctrl_c_while_the_daemon_restores_says_it_goes_on(ws: Workspace) -> None
     assert err.startswith("ctrlz: error: interrupted; the workspace daemon goes on with the "
                           "rollback"), err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("point", "after"), [("restore-journal-written", 0),
+                                              ("restore-place", 2),
+                                              ("restore-before-commit", 0)])
+def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch, point: str, after: int) -> None:
+    """SIGKILL inside the daemon's restore, at a named point: the caller gets the error (no
+    second restore), the next opening recovers the journal, and ``undo`` returns the edits."""
+    edit(ws.root)
+    edited = tree_state(ws.root)
+    monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", f"{point}:{after}")
+    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
+    with pytest.raises(RestoreError, match="stopped during the rollback without answering"):
+        ws.rollback("base")
+    deadline = time.monotonic() + 60
+    while daemon_client.running(ws.store_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = Workspace.open(ws.root)
+    try:
+        assert again.recovered, "the interrupted restore's journal was not there to recover"
+        again.undo()
+        now = tree_state(again.root)
+        assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
+    finally:
+        again.close()

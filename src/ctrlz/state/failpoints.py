@@ -11,6 +11,9 @@ with:
 
 ``after`` lets the point pass that many times first, so a test can strike the 7th file of a
 restore rather than the first. Unarmed points cost one dict lookup.
+
+A process a test cannot reach into (the workspace daemon it starts) arms kill points from its
+environment when this module loads: ``CTRLZ_TEST_FAILPOINTS="name[:after][,name[:after]]"``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,16 @@ def arm_call(name: str, fn: Callable[[], None], after: int = 0) -> None:
 
 def disarm_all() -> None:
     _armed.clear()
+
+
+def _arm_from_environment() -> None:
+    for item in os.environ.get("CTRLZ_TEST_FAILPOINTS", "").split(","):
+        name, _, after = item.strip().partition(":")
+        if name:
+            arm(name, int(after) if after.isdigit() else 0)
+
+
+_arm_from_environment()
 
 
 def hit(name: str) -> None:
