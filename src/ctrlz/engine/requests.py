@@ -15,13 +15,16 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
+    from ..state.repository import Repository
+    from ..state.trees import Entry
     from ..types import Skipped, Snapshot
+    from .diff import TreeReader
     from .plan import Action, RestorePlan
-    from .restore import TargetContext
 
+    BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
     #: builds the target from the captured state; returns (root tree id, base snapshot whose
     #: metadata and rules the target takes)
-    TargetBuilder = Callable[[TargetContext], tuple[bytes, Snapshot]]
+    TargetBuilder = Callable[["TargetContext"], tuple[bytes, Snapshot]]
 
 
 class RestoreResult:
@@ -92,3 +95,28 @@ class Request:
         self.label = label
         self.dry_run = dry_run
         self.numbered_safety = numbered_safety
+
+
+class TargetContext:
+    """What a target builder may use: the captured state, and a way to add trees and bodies
+    (stored for a real restore, only hashed for a dry run)."""
+
+    def __init__(self, repo: Repository, current: Snapshot, read: TreeReader,
+                 put_tree: Callable[[bytes], bytes], put_body: BodySink,
+                 put_blob: Callable[[bytes], bytes]) -> None:
+        self.repo = repo
+        self.current = current  # the captured state (the safety snapshot, or a dry scan)
+        self.read = read  # reads trees of the store and of the target under construction
+        self._put_tree = put_tree
+        #: ``put_body(oid, size, read_all, write_to)``: make a file body available to the
+        #: apply step (``read_all()`` returns it, ``write_to(fd)`` streams it)
+        self.put_body = put_body
+        self.put_blob = put_blob  # a small blob (a link target); returns its id
+
+    def graft(self, base_root: bytes, changes: dict[bytes, Entry | None]) -> bytes:
+        from .graft import graft
+
+        def dir_mode(_vpath: bytes) -> int:
+            return 0o755
+
+        return graft(self.read, self._put_tree, base_root, changes, dir_mode)

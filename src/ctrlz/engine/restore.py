@@ -46,10 +46,13 @@ from ..types import Snapshot, show_path
 from . import journal
 from .apply import Applier, ApplyFailed, Identity, require_empty_destination
 from .check import verify_applied
-from .diff import TreeReader
 from .graft import DiskCapture, graft
 from .plan import SYMLINK_OP, WRITE, Planner, RestorePlan
-from .requests import Request, RestoreResult  # noqa: F401 - the engine's records, re-exported
+from .requests import (  # noqa: F401 - the engine's records, re-exported
+    Request,
+    RestoreResult,
+    TargetContext,
+)
 from .snapshot import (
     DirtySource,
     new_snapshot_id,
@@ -61,37 +64,6 @@ from .snapshot import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-
-BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
-
-
-class TargetContext:
-    """What a target builder may use: the captured state, and a way to add trees and bodies
-    (stored for a real restore, only hashed for a dry run)."""
-
-    def __init__(self, repo: Repository, current: Snapshot, read: TreeReader,
-                 put_tree: Callable[[bytes], bytes], put_body: BodySink,
-                 put_blob: Callable[[bytes], bytes]) -> None:
-        self.repo = repo
-        self.current = current  # the captured state (the safety snapshot, or a dry scan)
-        self.read = read  # reads trees of the store and of the target under construction
-        self._put_tree = put_tree
-        #: ``put_body(oid, size, read_all, write_to)``: make a file body available to the
-        #: apply step (``read_all()`` returns it, ``write_to(fd)`` streams it)
-        self.put_body = put_body
-        self.put_blob = put_blob  # a small blob (a link target); returns its id
-
-    def graft(self, base_root: bytes, changes: dict[bytes, Entry | None]) -> bytes:
-        def dir_mode(_vpath: bytes) -> int:
-            return 0o755
-
-        return graft(self.read, self._put_tree, base_root, changes, dir_mode)
-
-
-#: builds the target from the captured state; returns (root tree id, base snapshot whose
-#: metadata and rules the target takes)
-TargetBuilder = Callable[[TargetContext], tuple[bytes, Snapshot]]
 
 
 # -- in place ----------------------------------------------------------------------------------

@@ -24,8 +24,9 @@ the capture's scan, under the same rule as a snapshot. It answers ``ok: false`` 
 starting; after that, failure included, the outcome is the reply, so that the caller never
 runs the restore a second time.
 
-Lifecycle: one daemon per store (an flock on ``<store>/daemon.lock``), a socket at
-``<store>/daemon.sock`` that only the owner's uid may use, a log at ``<store>/daemon.log``. It
+Lifecycle (the process around the daemon is :mod:`.daemon_process`): one daemon per store (an
+flock on ``<store>/daemon.lock``), a socket at ``<store>/daemon.sock`` that only the owner's uid
+may use, a log at ``<store>/daemon.log``. It
 stops after ``daemon_idle_seconds`` without a request, on ``ctrlz daemon stop`` or SIGTERM, when
 the workspace or the store disappears, and when the workspace's configuration changes (it
 refuses that request, so the caller snapshots with the new rules, and the next hook starts a
@@ -43,12 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import socket
-import struct
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from ..engine.snapshot import disk_ignore_reader, internal_dirs, scan_working
@@ -57,8 +53,6 @@ from ..sources.watch import Watcher
 from ..state.exclude import Matcher
 from ..state.statcache import StatCache
 from ..state.trees import encode_tree
-from . import daemon_client as wire
-from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
 from .protected import ProtectedWorkspace
 
 TYPE_CHECKING = False
@@ -69,7 +63,6 @@ log = logging.getLogger("ctrlz.daemon")
 
 #: Seconds without requests before the deferred stat cache is written for other processes.
 FLUSH_AFTER_S = 2.0
-LOG_MAX = 1 << 20
 #: More changed directories than this are not worth sending: the caller scans fully.
 HAND_OUT_MAX = 20_000
 
@@ -257,7 +250,10 @@ class Daemon:
                 "message": f"the workspace daemon's restore failed: {type(exc).__name__}: "
                            f"{exc}; run `ctrlz status` and `ctrlz list` to see what was done"}}
 
+
     def _run_restore(self, req: Request) -> dict[str, Any]:
+        """The restore itself, and the dirty-set bookkeeping around it (as :meth:`snapshot`
+        does for a snapshot)."""
         from . import restore_wire, restores
 
         taken: list[tuple[set[bytes], bool, int]] = []
@@ -368,163 +364,3 @@ class Daemon:
             except CtrlzError as exc:
                 log.info("stat cache not written: %s", exc)
         self.ws.close()
-
-
-def _peer_uid(conn: socket.socket) -> int:
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
-def serve(daemon: Daemon, listener: socket.socket) -> None:
-    """Answer requests one at a time (snapshots take the store lock anyway) until told to
-    stop; the one-second accept timeout drives :meth:`Daemon.tick`."""
-    listener.settimeout(1.0)
-    while daemon.stop_reason is None:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            daemon.tick()
-            continue
-        with conn:
-            conn.settimeout(10.0)
-            try:
-                if _peer_uid(conn) != os.getuid():
-                    wire.send_message(conn, {"ok": False, "error": "not the workspace owner"})
-                    continue
-                message = wire.read_message(conn)
-            except (OSError, ValueError) as exc:
-                log.info("bad request: %s", exc)
-                try:
-                    wire.send_message(conn, {"ok": False, "error": f"bad request: {exc}"})
-                except OSError:
-                    pass
-                continue
-            try:
-                reply = daemon.handle(message)
-            except Exception as exc:  # one bad request must not take the watcher down
-                log.exception("request %r failed", message.get("op"))
-                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            conn.settimeout(30.0)
-            try:
-                wire.send_message(conn, reply)
-            except OSError as exc:  # the hook gave up; the snapshot stands
-                log.info("could not reply: %s", exc)
-    log.info("stopping: %s", daemon.stop_reason)
-
-
-def _setup_log(store: Path) -> None:
-    path = store / LOG_NAME
-    try:
-        if path.stat().st_size > LOG_MAX:
-            os.replace(path, path.with_name(LOG_NAME + ".1"))
-    except FileNotFoundError:
-        pass
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(
-        f"%(asctime)s [{os.getpid()}] %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-
-
-def _record_failure(store: Path, reason: str) -> None:
-    data = {"time_ns": time.time_ns(), "pid": os.getpid(), "reason": reason}
-    tmp = store / (FAILED_NAME + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, store / FAILED_NAME)
-
-
-def _bind(store: Path) -> socket.socket:
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    with wire.socket_address(store) as address:
-        try:
-            os.unlink(address)  # stale, from a daemon that was killed: we hold the lock now
-        except FileNotFoundError:
-            pass
-        old = os.umask(0o077)
-        try:
-            listener.bind(address)
-        finally:
-            os.umask(old)
-    listener.listen(64)
-    return listener
-
-
-def run_daemon(root: Path, store: Path, parent_pid: int | None = None) -> int:
-    """The daemon's whole life; returns its exit status. Quietly does nothing when another
-    daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above."""
-    import fcntl
-
-    store = Path(store)
-    lock_fd = os.open(store / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(lock_fd)
-        return 0
-    os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, f"{os.getpid()}\n".encode())  # for `ctrlz daemon stop` before it listens
-    _setup_log(store)
-    stopping: list[int] = []
-    daemon: Daemon | None = None
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.append(signum)
-        if daemon is not None:
-            daemon.stop_reason = f"signal {signum}"
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    listener: socket.socket | None = None
-    try:
-        ws = ProtectedWorkspace.open(root)
-        if ws.store_path.resolve() != store.resolve():
-            raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
-        daemon = Daemon(ws, parent_pid)
-        daemon.start()
-        (store / FAILED_NAME).unlink(missing_ok=True)
-        listener = _bind(store)  # requests queue in the backlog while we prime
-        try:
-            daemon.prime()
-        except CtrlzError as exc:
-            log.info("prime skipped: %s", exc)
-        if stopping:
-            daemon.stop_reason = f"signal {stopping[0]}"
-        serve(daemon, listener)
-        return 0
-    except Exception as exc:
-        log.exception("daemon failed")
-        try:
-            _record_failure(store, f"{type(exc).__name__}: {exc}")
-        except OSError:
-            pass
-        return 1
-    finally:
-        if listener is not None:
-            with wire.socket_address(store) as address:
-                try:
-                    os.unlink(address)
-                except OSError:
-                    pass
-            listener.close()
-        if daemon is not None:
-            daemon.close()
-        os.close(lock_fd)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    parent: int | None = None
-    if len(args) == 4 and args[2] == "--parent-pid" and args[3].isdigit():
-        parent, args = int(args[3]), args[:2]
-    if len(args) != 2:
-        print("usage: python -m ctrlz.session.daemon ROOT STORE [--parent-pid PID]",
-              file=sys.stderr)
-        return 2
-    if parent is not None and os.getppid() != parent:
-        return 0  # the service died before we started: nobody would supervise us
-    return run_daemon(Path(args[0]), Path(args[1]), parent)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
     from collections.abc import Iterator
     from typing import Any
 
+#: what a daemon process runs (``python -m``)
+DAEMON_MODULE = "ctrlz.session.daemon_process"
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
@@ -214,7 +216,7 @@ def spawn(root: Path, store: Path) -> bool:
     import subprocess
 
     subprocess.Popen(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store)],
+        [sys.executable, "-m", DAEMON_MODULE, os.fsdecode(root), os.fsdecode(store)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True, cwd="/")
     return True
@@ -227,7 +229,7 @@ def spawn_supervised(root: Path, store: Path, parent_pid: int) -> subprocess.Pop
     import subprocess
 
     return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", "ctrlz.session.daemon", os.fsdecode(root), os.fsdecode(store),
+        [sys.executable, "-m", DAEMON_MODULE, os.fsdecode(root), os.fsdecode(store),
          "--parent-pid", str(parent_pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True, cwd="/")

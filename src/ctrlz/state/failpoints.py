@@ -12,8 +12,8 @@ with:
 ``after`` lets the point pass that many times first, so a test can strike the 7th file of a
 restore rather than the first. Unarmed points cost one dict lookup.
 
-A process a test cannot reach into (the workspace daemon it starts) arms kill points from its
-environment when this module loads: ``CTRLZ_TEST_FAILPOINTS="name[:after][,name[:after]]"``.
+A process a test cannot reach into (the workspace daemon it starts) arms kill points from a
+spec its entry point reads from the environment (:func:`arm_spec`).
 """
 
 from __future__ import annotations
@@ -41,14 +41,12 @@ def disarm_all() -> None:
     _armed.clear()
 
 
-def _arm_from_environment() -> None:
-    for item in os.environ.get("CTRLZ_TEST_FAILPOINTS", "").split(","):
+def arm_spec(spec: str) -> None:
+    """Kill points from ``"name[:after][,name[:after]]"`` (empty: none)."""
+    for item in spec.split(","):
         name, _, after = item.strip().partition(":")
         if name:
             arm(name, int(after) if after.isdigit() else 0)
-
-
-_arm_from_environment()
 
 
 def hit(name: str) -> None:
