@@ -255,7 +255,8 @@ class ProtectedWorkspace:
         cost the same at any length of history; the rest reads the list."""
         key = ref.strip()
         catalog = self.repo.catalog
-        exact = catalog.latest() if key in ("latest", "HEAD", "@") else catalog.snapshot(key)
+        exact = (catalog.latest() if key in ("latest", "HEAD", "@") else
+                 catalog.snapshot(key) if key.startswith("snap_") and key.isascii() else None)
         if exact is not None:
             return exact
         return resolve(self.snapshots(), ref)
