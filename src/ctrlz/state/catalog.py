@@ -207,6 +207,11 @@ class Catalog:
     def all_oids(self) -> set[bytes]:
         return {bytes(r[0]) for r in self.db.execute("SELECT oid FROM objects")}
 
+    def holds_more_objects_than(self, n: int) -> bool:
+        """Whether the store has more than ``n`` objects, at a cost bounded by ``n``."""
+        return self.db.execute("SELECT 1 FROM objects LIMIT 1 OFFSET ?", (n,)).fetchone() \
+            is not None
+
     def lookup(self, oid: bytes) -> ObjectRow | None:
         row = self.db.execute(
             "SELECT oid, pack, offset, length, size, codec FROM objects WHERE oid = ?", (oid,)

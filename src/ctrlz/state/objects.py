@@ -280,6 +280,10 @@ class ObjectStore(CloneObjects, StrayMarker):
         return w
 
 
+#: a store with at most this many objects has its ids loaded by a writer's first question
+_LOAD_AT_ONCE = 4096
+
+
 class ObjectWriter:
     """Adds objects during one locked operation; nothing is visible until :meth:`commit`.
 
@@ -322,8 +326,13 @@ class ObjectWriter:
     def contains(self, oid: bytes) -> bool:
         """Is ``oid`` stored (or being stored)? Asks the index row by row until that gets
         frequent, then loads every id once: a no-change snapshot writes one or two objects and
-        should not load 100,000 ids to do it."""
+        should not load 100,000 ids to do it. A store of a few thousand objects (a first
+        snapshot's, which asks about every file) loads its ids at once: that costs less than
+        a handful of lookups."""
         if self._known is None:
+            if self._lookups == 0 and not self.store.catalog.holds_more_objects_than(
+                    _LOAD_AT_ONCE):
+                return oid in self.known
             self._lookups += 1
             if self._lookups <= 2048:
                 return oid in self._new or self.store.catalog.lookup(oid) is not None
