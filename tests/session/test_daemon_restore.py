@@ -7,6 +7,7 @@ the request, its outcome is the caller's, failure included, and never run a seco
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -228,3 +229,26 @@ def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
         assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
     finally:
         again.close()
+
+
+def test_random_edits_rollbacks_and_undos_through_the_daemon(daemon: Workspace) -> None:
+    """Random edits (including same-size, same-mtime ones the stat cache cannot see), then a
+    rollback the daemon runs to a random earlier snapshot: the tree is exactly that snapshot,
+    and undo brings back exactly the edited tree (compared by full in-process scans)."""
+    from tests.session.test_daemon import edit_randomly, full_root
+
+    ws = daemon
+    rng = random.Random(4242)
+    for _ in range(8):
+        edit_randomly(ws.root, rng)
+        ws.snapshot(type="auto")
+        edit_randomly(ws.root, rng)
+        edited = full_root(ws)
+        target = rng.choice(ws.snapshots())
+        before = served(ws)
+        result = ws.rollback(target.id)
+        assert served(ws) == before + 1
+        assert result.safety is not None and result.safety.root == edited
+        assert full_root(ws) == target.root
+        ws.undo()
+        assert full_root(ws) == edited
