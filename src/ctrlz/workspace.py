@@ -129,7 +129,11 @@ class Workspace(ProtectedWorkspace):
     def rollback(self, ref: str, paths: Sequence[str | bytes] | None = None,
                  dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
         """Roll the workspace (or only ``paths``) back to snapshot ``ref``, in place, after a
-        safety snapshot; ``ctrlz undo`` (or :meth:`undo`) takes it back."""
+        safety snapshot; ``ctrlz undo`` (or :meth:`undo`) takes it back.
+
+        With the workspace daemon running, the daemon runs it (the same engine, warm, see
+        docs/agents.md); a long-lived program that wants its restores in its own process
+        calls :func:`ctrlz.session.protected.keep_restores_in_process` once."""
         from .session import restores
 
         return restores.rollback(self, ref, paths, dry_run=dry_run, kind=kind)
