@@ -7,6 +7,7 @@ the request, its outcome is the caller's, failure included, and never run a seco
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import signal
@@ -252,3 +253,23 @@ def test_random_edits_rollbacks_and_undos_through_the_daemon(daemon: Workspace) 
         assert full_root(ws) == target.root
         ws.undo()
         assert full_root(ws) == edited
+
+
+def test_non_utf8_names_and_a_revert_cross_the_socket_intact(daemon: Workspace) -> None:
+    """Paths travel as hex: a name that is not UTF-8 is restored by the daemon byte for byte,
+    and a one-file revert leaves every other path alone."""
+    ws = daemon
+    name = os.fsencode(ws.root) + b"/pkg0/caf\xe9 \xff.txt"
+    with open(name, "wb") as f:
+        f.write(b"original\n")
+    ws.snapshot(label="with odd name")
+    with open(name, "wb") as f:
+        f.write(b"changed\n")
+    (ws.root / "pkg1" / "f1.py").write_text("keep this edit\n")
+    before = served(ws)
+    result = ws.revert(b"pkg0/caf\xe9 \xff.txt")
+    assert served(ws) == before + 1
+    with open(name, "rb") as f:
+        assert f.read() == b"original\n"
+    assert (ws.root / "pkg1" / "f1.py").read_text() == "keep this edit\n"
+    assert [a.path.partition(b"/")[2] for a in result.applied] == [b"pkg0/caf\xe9 \xff.txt"]
