@@ -26,12 +26,12 @@ runs the restore a second time.
 
 Lifecycle (the process around the daemon is :mod:`.daemon_process`): one daemon per store (an
 flock on ``<store>/daemon.lock``), a socket at ``<store>/daemon.sock`` that only the owner's uid
-may use, a log at ``<store>/daemon.log``. It
-stops after ``daemon_idle_seconds`` without a request, on ``ctrlz daemon stop`` or SIGTERM, when
-the workspace or the store disappears, and when the workspace's configuration changes (it
-refuses that request, so the caller snapshots with the new rules, and the next hook starts a
-fresh daemon). A start that fails is recorded in ``daemon-failed.json``, which keeps hooks from
-respawning it for a while, and shown by ``ctrlz daemon status``.
+may use, a log at ``<store>/daemon.log``. It stops after ``daemon_idle_seconds`` without a
+request, on ``ctrlz daemon stop`` or SIGTERM, when the workspace or the store disappears, and
+when the workspace's configuration changes (it refuses that request, so the caller snapshots
+with the new rules, and the next hook starts a fresh daemon). A start that fails is recorded in
+``daemon-failed.json``, which keeps hooks from respawning it for a while, and shown by ``ctrlz
+daemon status``.
 
 Under the ctrlz service (``--parent-pid``): the service starts one daemon per registered
 workspace and restarts it when it dies, so such a daemon never stops for idleness; it stops when
@@ -183,13 +183,11 @@ class Daemon:
         current = load_config(self.ws.root)
         if current.to_json() != self.config_json:
             self.stop_reason = "the workspace configuration changed"
-            return {"ok": False, "refused": True,
-                    "error": "the configuration changed; work in-process"}
+            return {"ok": False, "error": "the configuration changed; work in-process"}
         wanted = message.get("config")
         if wanted is not None and wanted != json.loads(json.dumps(current.values)):
-            return {"ok": False, "refused": True,
-                    "error": "the caller's configuration differs from the workspace's files; "
-                             "work in-process"}
+            return {"ok": False, "error": "the caller's configuration differs from the "
+                                          "workspace's files; work in-process"}
         return None
 
     def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +247,6 @@ class Daemon:
                 "error": "RestoreError", "result": None,
                 "message": f"the workspace daemon's restore failed: {type(exc).__name__}: "
                            f"{exc}; run `ctrlz status` and `ctrlz list` to see what was done"}}
-
 
     def _run_restore(self, req: Request) -> dict[str, Any]:
         """The restore itself, and the dirty-set bookkeeping around it (as :meth:`snapshot`
