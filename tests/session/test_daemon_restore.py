@@ -7,6 +7,7 @@ the request, its outcome is the caller's, failure included, and never run a seco
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -273,3 +274,22 @@ def test_non_utf8_names_and_a_revert_cross_the_socket_intact(daemon: Workspace) 
         assert f.read() == b"original\n"
     assert (ws.root / "pkg1" / "f1.py").read_text() == "keep this edit\n"
     assert [a.path.partition(b"/")[2] for a in result.applied] == [b"pkg0/caf\xe9 \xff.txt"]
+
+
+def test_a_restore_whose_report_is_megabytes_comes_back_whole(daemon: Workspace) -> None:
+    """Thousands of paths make a reply far larger than a snapshot's: the caller must read it
+    all, not take a long reply for a daemon that died."""
+    ws = daemon
+    many = ws.root / "many"
+    many.mkdir()
+    for i in range(10_000):
+        (many / f"file-with-a-longish-name-{i:05d}.txt").write_text(f"{i}\n")
+    ws.snapshot(label="many")
+    shutil.rmtree(many)
+    from ctrlz.session import restore_wire
+
+    result = ws.rollback("many")
+    assert len(json.dumps(restore_wire.encode_result(result))) > 2 * daemon_client.MAX_MESSAGE
+    assert len(result.applied) >= 10_000
+    assert sorted(p.name for p in many.iterdir()) == sorted(
+        f"file-with-a-longish-name-{i:05d}.txt" for i in range(10_000))

@@ -78,8 +78,9 @@ def unix_address(directory: str | os.PathLike[str], name: str) -> Iterator[str]:
         os.close(fd)
 
 
-def read_message(sock: socket.socket) -> dict[str, Any]:
-    """One JSON object terminated by a newline (or by the peer closing the connection)."""
+def read_message(sock: socket.socket, limit: int | None = MAX_MESSAGE) -> dict[str, Any]:
+    """One JSON object terminated by a newline (or by the peer closing the connection), of
+    at most ``limit`` bytes (None: any; for a restore's report, which names every path)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -90,8 +91,8 @@ def read_message(sock: socket.socket) -> dict[str, Any]:
         size += len(chunk)
         if chunk.endswith(b"\n"):
             break
-        if size > MAX_MESSAGE:
-            raise ValueError(f"message longer than {MAX_MESSAGE} bytes")
+        if limit is not None and size > limit:
+            raise ValueError(f"message longer than {limit} bytes")
     data = b"".join(chunks)
     if not data.strip():
         raise ValueError("empty message")
@@ -113,7 +114,9 @@ def request(store: Path, message: dict[str, Any], *,
 
     ``at_most_once``: for a request the daemon must not be asked twice (a restore). Once the
     whole message is sent, a missing or broken reply raises :class:`DaemonLost` instead; a
-    message the daemon never got whole cannot have been acted on (it reads to the newline)."""
+    message the daemon never got whole cannot have been acted on (it reads to the newline).
+    Its reply is read whatever its size: a report of what was done must not be taken for a
+    daemon that died."""
     if not os.path.exists(os.path.join(store, SOCKET_NAME)):
         # no daemon has ever listened here, or it stopped: the common case costs one stat
         # and never loads the socket module
@@ -129,7 +132,7 @@ def request(store: Path, message: dict[str, Any], *,
             s.settimeout(timeout)
             send_message(s, message)
             sent = True
-            reply = read_message(s)
+            reply = read_message(s, None if at_most_once else MAX_MESSAGE)
     except (OSError, ValueError, TypeError) as exc:  # TypeError: nothing JSON can carry
         if sent and at_most_once:
             raise DaemonLost(str(exc)) from None

@@ -90,14 +90,19 @@ def decode_request(ws: ProtectedWorkspace, d: dict[str, Any]) -> Request:
 
 
 def encode_result(r: RestoreResult) -> dict[str, Any]:
+    """``applied`` goes as indexes into the plan's actions (in the order of
+    :attr:`RestorePlan.actions`): the applied actions are the plan's own, and a restore of
+    many paths would otherwise send each one twice."""
     plan = r.plan
+    where = {id(a): i for i, a in enumerate(plan.actions)}
+    applied = [where.get(id(a), _action(a)) for a in r.applied]
     return {"target": r.target.id, "safety": r.safety.id if r.safety else None,
             "kind": r.kind, "dry_run": r.dry_run, "destination": r.destination,
             "plan": {"removals": [_action(a) for a in plan.removals],
                      "writes": [_action(a) for a in plan.writes],
                      "finals": [_action(a) for a in plan.finals],
                      "skipped": _skips(plan.skipped)},
-            "applied": [_action(a) for a in r.applied], "skipped": _skips(r.skipped),
+            "applied": applied, "skipped": _skips(r.skipped),
             "conflicts": _skips(r.conflicts)}
 
 
@@ -114,7 +119,9 @@ def decode_result(ws: ProtectedWorkspace, d: dict[str, Any]) -> RestoreResult:
     plan.writes = [_unaction(a) for a in p["writes"]]
     plan.finals = [_unaction(a) for a in p["finals"]]
     plan.skipped = _unskips(p["skipped"])
-    return RestoreResult(target, plan, safety, [_unaction(a) for a in d["applied"]],
+    actions = plan.actions
+    applied = [actions[a] if isinstance(a, int) else _unaction(a) for a in d["applied"]]
+    return RestoreResult(target, plan, safety, applied,
                          _unskips(d["skipped"]), _unskips(d["conflicts"]),
                          bool(d["dry_run"]), d["destination"], str(d["kind"]))
 
