@@ -1,5 +1,6 @@
-"""The records of one restore: what a face asks for (:class:`Request`) and what the engine did
-(:class:`RestoreResult`).
+"""The records of one restore: what a face asks for (:class:`Request`, and the
+:class:`TargetContext` a target built from the captured state is given) and what the engine
+did (:class:`RestoreResult`).
 
 They live apart from the engine so that a process which only asks for a restore and reports
 it (a short-lived command handing the work to the workspace daemon, see
