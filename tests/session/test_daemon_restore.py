@@ -293,3 +293,17 @@ def test_a_restore_whose_report_is_megabytes_comes_back_whole(daemon: Workspace)
     assert len(result.applied) >= 10_000
     assert sorted(p.name for p in many.iterdir()) == sorted(
         f"file-with-a-longish-name-{i:05d}.txt" for i in range(10_000))
+
+
+def test_a_request_in_another_wire_version_is_declined_and_run_here(
+        daemon: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As from a daemon left running across an upgrade: it declines before starting, and
+    the caller restores in its own process."""
+    from ctrlz.session import restore_wire
+
+    ws = daemon
+    monkeypatch.setattr(restore_wire, "VERSION", restore_wire.VERSION + 1)
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    ws.rollback("base")
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
+    assert served(ws) == 0

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from .protected import ProtectedWorkspace
 
 
+#: The format of a request and its reply. A daemon declines (before starting) a request of
+#: another version: a daemon left running across an upgrade, and the caller restores itself.
+VERSION = 1
+
+
 def _hex(b: bytes | None) -> str | None:
     return None if b is None else b.hex()
 
@@ -67,7 +72,7 @@ def _unskips(d: list[list[str]]) -> list[Skipped]:
 def encode_request(req: Request) -> dict[str, Any]:
     """Only a request with a stored target travels (a built target is code, not data)."""
     assert req.target is not None and req.build_target is None
-    return {"kind": req.kind, "target": req.target.id,
+    return {"version": VERSION, "kind": req.kind, "target": req.target.id,
             "paths": None if req.paths is None else [p.hex() for p in req.paths],
             "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
             "label": req.label, "dry_run": req.dry_run,
@@ -77,6 +82,8 @@ def encode_request(req: Request) -> dict[str, Any]:
 def decode_request(ws: ProtectedWorkspace, d: dict[str, Any]) -> Request:
     """Raises ``ValueError``/``KeyError``/``TypeError`` on a malformed request and
     :class:`~ctrlz.errors.SnapshotNotFound` when the target is gone."""
+    if d.get("version") != VERSION:
+        raise ValueError(f"request version {d.get('version')!r}, this daemon speaks {VERSION}")
     target = ws.resolve(str(d["target"]))
     paths = d["paths"]
     undo = d["undo"]
@@ -143,7 +150,13 @@ def decode_error(ws: ProtectedWorkspace, d: dict[str, Any]) -> CtrlzError:
     if not (isinstance(cls, type) and issubclass(cls, CtrlzError)):
         cls = RestoreError
     message = str(d.get("message") or "the workspace daemon's restore failed")
-    exc = cls(message)
+    try:
+        exc = cls(message)
+    except TypeError:  # a class that wants more than a message
+        exc = RestoreError(message)
     if d.get("result") is not None:
-        exc.result = decode_result(ws, d["result"])  # type: ignore[attr-defined]
+        try:
+            exc.result = decode_result(ws, d["result"])  # type: ignore[attr-defined]
+        except (CtrlzError, KeyError, TypeError, ValueError, IndexError):
+            pass  # the error itself is what the caller must see
     return exc

@@ -97,7 +97,13 @@ def _by_daemon(ws: ProtectedWorkspace, req: Request) -> RestoreResult | None:
     failed = reply.get("failed")
     if failed is not None:
         raise restore_wire.decode_error(ws, failed)
-    return restore_wire.decode_result(ws, reply["result"])
+    try:
+        return restore_wire.decode_result(ws, reply["result"])
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise RestoreError(
+            f"the workspace daemon ran the {req.kind}, but its report could not be read "
+            f"({type(exc).__name__}: {exc}); run `ctrlz list` for its safety snapshot, which "
+            "`ctrlz undo` returns to") from None
 
 
 def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,
