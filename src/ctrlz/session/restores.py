@@ -90,9 +90,9 @@ def _by_daemon(ws: ProtectedWorkspace, req: Request) -> RestoreResult | None:
     except daemon_client.DaemonLost as exc:
         raise RestoreError(
             f"the workspace daemon stopped during the {req.kind} without answering ({exc}); "
-            "it may have been applied in part, and the next ctrlz command undoes an "
-            "interrupted restore from its journal: run `ctrlz status`, then `ctrlz list` for "
-            "the safety snapshot that `ctrlz undo` returns to"
+            "it may have been applied in part. The next ctrlz command cleans up after it from "
+            "its journal and records its undo entry: run `ctrlz status`, then `ctrlz undo` "
+            "to return to the state before it"
         ) from None
     failed = reply.get("failed")
     if failed is not None:
