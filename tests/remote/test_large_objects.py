@@ -29,12 +29,18 @@ def _store_files(home: Path) -> list[Path]:
     return [p for p in (home / "workspaces").rglob("objects/**/*") if p.is_file()]
 
 
-def test_clone_of_large_files_round_trips(tmp_path: Path) -> None:
+def _pushed(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace of large files, snapshotted and pushed to the ``file://`` remote ``nas``."""
     home = tmp_path / "home"
     ws = _large(tmp_path / "ws", home)
     ctrlz("snapshot", cwd=ws, home=home)
     ctrlz("remote", "add", "nas", f"file://{tmp_path}/nas", cwd=ws, home=home)
     ctrlz("push", "nas", cwd=ws, home=home)
+    return ws, home
+
+
+def test_clone_of_large_files_round_trips(tmp_path: Path) -> None:
+    ws, home = _pushed(tmp_path)
     other = tmp_path / "h2"
     ctrlz("clone", f"file://{tmp_path}/nas", str(tmp_path / "c"), cwd=tmp_path, home=other)
     assert tree_state(tmp_path / "c") == tree_state(ws)
@@ -45,11 +51,7 @@ def test_clone_of_large_files_round_trips(tmp_path: Path) -> None:
 
 
 def test_a_damaged_large_object_adds_nothing(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    ws = _large(tmp_path / "ws", home)
-    ctrlz("snapshot", cwd=ws, home=home)
-    ctrlz("remote", "add", "nas", f"file://{tmp_path}/nas", cwd=ws, home=home)
-    ctrlz("push", "nas", cwd=ws, home=home)
+    ws, home = _pushed(tmp_path)
     packs = [p for p in (tmp_path / "nas" / "data").rglob("*") if p.is_file()]
     biggest = max(packs, key=lambda p: p.stat().st_size)
     body = bytearray(biggest.read_bytes())

@@ -5,6 +5,8 @@ safety snapshot, an undo entry); a request it declines is run in-process instead
 the request, its outcome is the caller's, failure included, and never run a second time.
 """
 
+# ruff: noqa: F811 - the daemon fixture comes from test_daemon
+
 from __future__ import annotations
 
 import json
@@ -27,6 +29,8 @@ from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 from tests.conftest import tree_state
 
+from .test_daemon import daemon  # noqa: F401 - started on this module's own ws fixture
+
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Iterator[Workspace]:
@@ -43,13 +47,6 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
     yield workspace
     daemon_client.stop(workspace.store_path)
     workspace.close()
-
-
-@pytest.fixture
-def daemon(ws: Workspace) -> Workspace:
-    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
-    assert info["ready"], info
-    return ws
 
 
 def served(ws: Workspace) -> int:
