@@ -1,5 +1,6 @@
 """Incremental snapshots must equal full ones: random edits, each snapshot taken from a dirty set
-(what a watcher reports) or by a full stat walk, checked against an independent scan.
+(what a watcher reports: directories, or directories and the names that changed in them) or by
+a full stat walk, checked against an independent scan.
 
 For every snapshot: the root tree equals a scan from scratch (no stat cache), the
 created/modified/deleted counts the scan produced equal those of a Merkle diff against the
@@ -26,7 +27,7 @@ from ctrlz import Workspace
 from ctrlz.engine import snapshot as snapshot_mod
 from ctrlz.engine.diff import count_changes, diff_trees
 from ctrlz.engine.snapshot import _scan_all
-from ctrlz.state.scan import HashSink, Limits
+from ctrlz.state.scan import DirtyDirs, HashSink, Limits
 from ctrlz.state.statcache import StatCache
 
 NAMES = ["a", "b", "c d"]
@@ -67,6 +68,8 @@ class IncrementalMachine(RuleBasedStateMachine):
         self.ws = Workspace.init(self.root, home=self.tmp / "home")
         self.ws.snapshot(type="auto")
         self.dirty: set[bytes] = set()
+        self.names: dict[bytes, set[bytes]] = {}  # per directory, the names a watcher saw
+        self.whole: set[bytes] = set()  # directories a watcher would report whole (new ones)
         self.diffs = 0
         original = snapshot_mod.diff_trees
 
@@ -82,14 +85,25 @@ class IncrementalMachine(RuleBasedStateMachine):
         self.ws.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def touched(self, rel: str) -> None:
-        """Mark what a watcher would: the directory holding ``rel``, and ``rel`` itself and
-        everything below it when it is a directory now."""
-        self.dirty.add(os.fsencode(rel.rpartition("/")[0]))
+    def touched(self, rel: str, *, enter: bool = True) -> None:
+        """Mark what a watcher would: the directory holding ``rel`` (and ``rel`` as a name
+        in it), and, unless ``enter`` is false (a directory's own mode changed), ``rel``
+        itself and everything below it when it is a directory now: a new directory is
+        reported whole."""
+        parent, _, name = rel.rpartition("/")
+        self.saw(os.fsencode(parent), os.fsencode(name))
         path = self.root / rel
-        if path.is_dir() and not path.is_symlink():
+        if enter and path.is_dir() and not path.is_symlink():
             for dirpath, _dirs, _files in os.walk(path):
-                self.dirty.add(os.fsencode(os.path.relpath(dirpath, self.root)))
+                d = os.fsencode(os.path.relpath(dirpath, self.root))
+                self.dirty.add(d)
+                self.whole.add(d)
+                self.names.pop(d, None)
+
+    def saw(self, d: bytes, name: bytes) -> None:
+        self.dirty.add(d)
+        if d not in self.whole:
+            self.names.setdefault(d, set()).add(name)
 
     def enterable(self, rel: str) -> bool:
         """Every directory above ``rel`` is a real one (no edit goes through a link)."""
@@ -151,7 +165,7 @@ class IncrementalMachine(RuleBasedStateMachine):
         if path.is_dir():
             mode = 0o750 if executable else 0o755
         os.chmod(path, mode)
-        self.touched(rel)
+        self.touched(rel, enter=False)
 
     @rule(rel=st.sampled_from(PATHS))
     def make_fifo(self, rel: str) -> None:
@@ -166,6 +180,15 @@ class IncrementalMachine(RuleBasedStateMachine):
     def spurious_event(self, rel: str) -> None:
         """A watcher may report a directory in which nothing changed."""
         self.dirty.add(os.fsencode(rel))
+        self.whole.add(os.fsencode(rel))
+        self.names.pop(os.fsencode(rel), None)
+
+    @rule(rel=st.sampled_from(FILES + PATHS))
+    def spurious_name(self, rel: str) -> None:
+        """Or a name in which nothing changed (an event on a file written with the same
+        bytes, or on a name that came and went)."""
+        parent, _, name = rel.rpartition("/")
+        self.saw(os.fsencode(parent), os.fsencode(name))
 
     @rule()
     def forget_trees(self) -> None:
@@ -192,10 +215,16 @@ class IncrementalMachine(RuleBasedStateMachine):
         assert kept.snapshot_id == snap.id
         assert cache_shape(kept.roots[0]) == cache_shape(cache)
         self.dirty = set()
+        self.names = {}
+        self.whole = set()
 
     @rule()
     def snapshot_from_dirty_set(self) -> None:
         self.check(set(self.dirty))
+
+    @rule()
+    def snapshot_from_dirty_names(self) -> None:
+        self.check(DirtyDirs(self.dirty, {d: frozenset(n) for d, n in self.names.items()}))
 
     @rule()
     def snapshot_full(self) -> None:

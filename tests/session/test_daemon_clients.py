@@ -204,3 +204,20 @@ def test_a_snapshot_handed_to_the_daemon_loads_no_scanning_code(daemon: Workspac
     for heavy in ("ctrlz.engine.snapshot", "ctrlz.state.exclude", "ctrlz.state.scan",
                   "ctrlz.engine.retention", "ctrlz.engine.restore"):
         assert heavy not in loaded, f"{heavy} was loaded"
+
+
+def test_the_hand_out_names_what_changed_in_each_directory(daemon: Workspace) -> None:
+    """The fsmonitor answer carries, per directory, the names that changed (a capture then
+    stats those alone); a directory new since the last take is named whole."""
+    ws = daemon
+    (ws.root / "pkg2" / "mod" / "f1.py").write_text("edited\n")
+    (ws.root / "pkg2" / "mod" / "f4.py").unlink()
+    (ws.root / "fresh").mkdir()
+    (ws.root / "fresh" / "x.py").write_text("new\n")
+    with ws.repo.lock:  # as a capture asks: under the store lock, a snapshot right after
+        handed = daemon_client.dirty(ws.store_path, ws.config.values)
+        assert handed == {b"", b"pkg2/mod", b"fresh"}
+        assert handed.names == {b"": {b"fresh"}, b"pkg2/mod": {b"f1.py", b"f4.py"}}
+        snap = ws.snapshot(label="from the hand-out", dirty=handed)
+    assert snap.root == full_root(ws)
+    assert (snap.created, snap.modified, snap.deleted) == (1, 1, 1)

@@ -133,6 +133,34 @@ def test_create_modify_delete(start) -> None:
     assert w.take_dirty().dirs == set()
 
 
+def test_dirty_names_say_what_changed_in_a_directory(start) -> None:
+    """A directory in which events named only a few entries is reported with those names, so
+    a scan stats just them; a new directory, or one with too many changed names, is whole."""
+    from ctrlz.sources.watch import NAMES_MAX
+
+    def setup(r: Path) -> None:
+        (r / "big").mkdir()
+        for i in range(NAMES_MAX + 5):
+            (r / "big" / f"f{i}").write_text("x")
+        (r / "sub").mkdir()
+
+    w, _rec, root = start(setup=setup)
+    (root / "big/f1").write_text("edited")
+    (root / "big/f2").unlink()
+    os.rename(root / "big/f3", root / "big/renamed")
+    os.chmod(root / "sub", 0o700)  # the directory's own mode: a name in its parent
+    os.mkdir(root / "new")
+    (root / "new/inside").write_text("x")
+    taken = w.take_dirty()
+    assert taken.dirs == {b"", b"big", b"new"} and not taken.rescan_all
+    assert taken.names == {b"": {b"sub", b"new"}, b"big": {b"f1", b"f2", b"f3", b"renamed"}}
+    for i in range(NAMES_MAX + 1):
+        (root / "big" / f"f{i + 4}").write_text("again")
+    (root / "new/inside").write_text("y")  # known since the last take: a name now
+    taken = w.take_dirty()
+    assert taken.dirs == {b"big", b"new"} and taken.names == {b"new": {b"inside"}}
+
+
 def test_new_nested_dirs_filled_immediately(start) -> None:
     """mkdir -p a/b && echo x > a/b/c: the files land before the watch on a/b can exist."""
     w, rec, root = start()

@@ -80,7 +80,7 @@ class Daemon:
         self.started_ns = time.time_ns()
         self.last_request = time.monotonic()
         self.since_ns = 0  # the dirty set holds every change after this moment
-        self._carry: set[bytes] = set()  # taken by a snapshot that failed
+        self._carry: frozenset[bytes] = frozenset()  # taken by a snapshot that failed
         self._carry_rescan = False
         self.served = {"dirty": 0, "full": 0, "handed": 0, "restores": 0}
         self.primed = False
@@ -210,7 +210,7 @@ class Daemon:
                 # nothing was committed: keep what was taken for the next request
                 self._carry, self._carry_rescan = dirs, not trusted
                 raise
-            self._carry, self._carry_rescan = set(), False
+            self._carry, self._carry_rescan = frozenset(), False
             self.since_ns = sync_ns
         self._flushed = False
         scan = "dirty" if trusted else "full"
@@ -253,9 +253,9 @@ class Daemon:
         does for a snapshot)."""
         from . import restore_wire, restores
 
-        taken: list[tuple[set[bytes], bool, int]] = []
+        taken: list[tuple[frozenset[bytes], bool, int]] = []
 
-        def dirty_source() -> list[set[bytes] | None] | None:
+        def dirty_source() -> list[frozenset[bytes] | None] | None:
             # asked by the capture step under the store lock, as for a snapshot
             dirs, trusted, sync_ns = self._take_dirty()
             taken.append((dirs, trusted, sync_ns))
@@ -273,7 +273,7 @@ class Daemon:
             self._flushed = False
             return {"ok": True, "failed": restore_wire.encode_error(exc)}
         if taken:
-            self._carry, self._carry_rescan = set(), False
+            self._carry, self._carry_rescan = frozenset(), False
             self.since_ns = taken[0][2]
         self._flushed = False
         self.served["restores"] += 1
@@ -284,16 +284,20 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "result": restore_wire.encode_result(result)}
 
-    def _take_dirty(self) -> tuple[set[bytes], bool, int]:
+    def _take_dirty(self) -> tuple[frozenset[bytes], bool, int]:
         """The directories changed since ``since_ns`` (with any a failed snapshot left), whether
         they may be combined with the store's stat cache (the rule in the module docstring), and
         the moment the set was taken, which becomes ``since_ns`` once a snapshot uses it."""
+        from ..state.scan import DirtyDirs
+
         cache = self.ws.repo.load_statcache()
         sync_ns = time.time_ns()
         taken = self.watcher.take_dirty()
         trusted = (not taken.rescan_all and not self._carry_rescan
                    and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns)
-        return self._carry | taken.dirs, trusted, sync_ns
+        # a directory carried over from a failed snapshot is listed whole
+        names = {d: n for d, n in taken.names.items() if d not in self._carry}
+        return DirtyDirs(self._carry | taken.dirs, names), trusted, sync_ns
 
     def hand_out_dirty(self, message: dict[str, Any]) -> dict[str, Any]:
         """What changed since the stat cache was written, for a process about to snapshot
@@ -315,13 +319,17 @@ class Daemon:
         repo.defer_statcache_writes = True
         dirs, trusted, sync_ns = self._take_dirty()
         trusted = trusted and len(dirs) <= HAND_OUT_MAX
-        self._carry, self._carry_rescan = set(), False
+        self._carry, self._carry_rescan = frozenset(), False
         self.since_ns = sync_ns
         self._flushed = True
         self.served["handed"] += 1
         log.info("dirty set handed out (%s)",
                  f"{len(dirs)} dirs" if trusted else "untrusted: full scan")
-        return {"ok": True, "dirty": sorted(d.hex() for d in dirs) if trusted else None}
+        if not trusted:
+            return {"ok": True, "dirty": None}
+        names = getattr(dirs, "names", {})
+        return {"ok": True, "dirty": sorted(d.hex() for d in dirs),
+                "names": {d.hex(): sorted(n.hex() for n in ns) for d, ns in names.items()}}
 
     # -- housekeeping -----------------------------------------------------------------------
 

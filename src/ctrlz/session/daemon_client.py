@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
     from collections.abc import Iterator
     from typing import Any
 
+    from ..state.scan import DirtyDirs
+
 #: what a daemon process runs (``python -m``)
 DAEMON_MODULE = "ctrlz.session.daemon_process"
 SOCKET_NAME = "daemon.sock"
@@ -164,18 +166,24 @@ def restore(store: Path, req: dict[str, Any],
                    timeout=None, at_most_once=True)
 
 
-def dirty(store: Path, config: dict[str, Any] | None = None) -> set[bytes] | None:
+def dirty(store: Path, config: dict[str, Any] | None = None) -> DirtyDirs | None:
     """The directories (workspace-relative) that changed since the store's stat cache was
-    written, from the daemon's watcher; None when it cannot vouch for that (a full scan is
-    needed). Only for a caller that holds the store lock and snapshots right after: the
-    daemon hands the set over and forgets it (see ``Daemon.hand_out_dirty``)."""
+    written, and in some of them the only names that did, from the daemon's watcher; None
+    when it cannot vouch for that (a full scan is needed). Only for a caller that holds the
+    store lock and snapshots right after: the daemon hands the set over and forgets it (see
+    ``Daemon.hand_out_dirty``). A daemon that sends no names has every directory listed
+    whole."""
+    from ..state.scan import DirtyDirs
+
     reply = request(store, {"op": "dirty", "config": config}, timeout=DIRTY_TIMEOUT_S)
     dirs = reply.get("dirty")
     if dirs is None:
         return None
     try:
-        return {bytes.fromhex(d) for d in dirs}
-    except (TypeError, ValueError):
+        names = {bytes.fromhex(d): frozenset(bytes.fromhex(n) for n in ns)
+                 for d, ns in (reply.get("names") or {}).items()}
+        return DirtyDirs((bytes.fromhex(d) for d in dirs), names)
+    except (TypeError, ValueError, AttributeError):
         raise DaemonUnavailable("the daemon sent a malformed dirty set") from None
 
 

@@ -11,7 +11,8 @@ What the session gets:
   can occasionally be reported ``created`` twice when a new directory is scanned while its first
   files are still being written.
 - :meth:`Watcher.take_dirty`: the directories whose listing or files changed since the last
-  take, so a snapshot taken during a session re-scans only those. ``rescan_all`` means "the
+  take, and in each the names that changed (unless there were many, or the directory is new),
+  so a snapshot taken during a session re-scans only those. ``rescan_all`` means "the
   watcher cannot vouch for the set": after a queue overflow, a watch that could not be added
   (``max_user_watches`` exhausted), the root moving, or a callback raising.
 - ``on_overflow(reason)``: fired whenever ``rescan_all`` is raised, so the session can reconcile
@@ -44,7 +45,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -71,6 +72,10 @@ _GIT_INFO_EXCLUDE = b".git/info/exclude"
 _GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
+#: Past this many changed names, a directory is reported whole: listing it once is cheaper than
+#: this many ``lstat`` calls, and the set stays small whatever happens in it.
+NAMES_MAX = 256
+_NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
 # default) still has ten times the room it needs.
 _BATCH_DELAY = 0.01
@@ -92,10 +97,13 @@ class FileEvent:
 @dataclass(frozen=True)
 class DirtySet:
     """Directories (workspace-relative, ``b""`` for the root) whose listing or files changed.
-    ``rescan_all`` overrides ``dirs``: the watcher may have missed changes anywhere."""
+    ``rescan_all`` overrides ``dirs``: the watcher may have missed changes anywhere. ``names``:
+    for some of ``dirs``, every name an event named in it; a directory without an entry here
+    is to be listed whole (it is new, or more than ``NAMES_MAX`` of its names changed)."""
 
     dirs: frozenset[bytes]
     rescan_all: bool
+    names: dict[bytes, frozenset[bytes]] = field(default_factory=dict)
 
 
 def combine(earlier: Action, later: Action) -> Action | None:
@@ -183,7 +191,8 @@ class Watcher:
 
         # Shared, under _lock.
         self._lock = threading.Lock()
-        self._dirty: set[bytes] = set()
+        #: per dirty directory, the names events named in it; ``None``: the whole directory
+        self._dirty: dict[bytes, set[bytes] | None] = {}
         self._rescan_all = False
         self._unwatched: set[bytes] = set()  # dirs whose watch failed: rescan_all stays up
         self._sync_waiters: list[threading.Event] = []
@@ -243,10 +252,11 @@ class Watcher:
         with self._lock:
             thread_dead = self._thread is not None and not self._thread.is_alive() \
                 and not self._stopping.is_set()
+            names = {d: frozenset(n) for d, n in self._dirty.items() if n is not None}
             out = DirtySet(frozenset(self._dirty),
                            self._rescan_all or bool(self._unwatched) or self._failed
-                           or thread_dead or not synced)
-            self._dirty = set()
+                           or thread_dead or not synced, names)
+            self._dirty = {}
             self._rescan_all = False
         return out
 
@@ -344,7 +354,7 @@ class Watcher:
             self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
             return
-        self._mark_dirty(d)
+        self._mark_dirty(d, name)
         if mask & _CREATED:
             self._record(rel, "created", is_dir)
             if is_dir:
@@ -477,9 +487,20 @@ class Watcher:
 
     # -- dirty set, pending events, delivery ------------------------------------------------
 
-    def _mark_dirty(self, d: bytes) -> None:
+    def _mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
+        """``d`` changed: only at ``name`` when one is given, else anywhere (a directory new to
+        the watcher). Whole wins over names, whatever the order the two come in."""
         with self._lock:
-            self._dirty.add(d)
+            if name is None:
+                self._dirty[d] = None
+                return
+            names = self._dirty.get(d, _NO_NAMES)
+            if names is _NO_NAMES:
+                self._dirty[d] = {name}
+            elif names is not None:
+                names.add(name)
+                if len(names) > NAMES_MAX:
+                    self._dirty[d] = None
 
     def _lose(self, reason: str) -> None:
         log.warning("file watcher: %s; the session must rescan", reason)

@@ -25,7 +25,7 @@ The parts, one job each:
 * :mod:`.scanner` -- :class:`Scanner`, the context plus the two passes that run the steps.
 """
 
-from .model import Changes, Limits, ScanResult, ScanStats
+from .model import Changes, DirtyDirs, Limits, ScanResult, ScanStats
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,5 +48,5 @@ def __getattr__(name: str) -> object:
     globals()[name] = value
     return value
 
-__all__ = ["Changes", "HashSink", "Limits", "ScanResult", "ScanStats", "Scanner", "Sink",
-           "StoreSink"]
+__all__ = ["Changes", "DirtyDirs", "HashSink", "Limits", "ScanResult", "ScanStats", "Scanner",
+           "Sink", "StoreSink"]

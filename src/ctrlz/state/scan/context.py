@@ -15,7 +15,7 @@ from ...types import Skipped
 from ..exclude import Matcher
 from ..statcache import DirCache
 from ..trees import Entry
-from .model import Changes, DirNode, Limits, ScanStats
+from .model import Changes, DirNode, DirtyDirs, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
 
@@ -51,8 +51,9 @@ class ScanContext:
     cached as racily clean (not trusted next time). ``entry_budget`` is shared across roots.
     ``dirty``: directories a watcher saw change since the cache was written; ``None``:
     unknown, list everything. Any other directory with a cache entry is reused without being
-    listed. ``previous_skipped``: what the cache's snapshot skipped, carried over for
-    directories reused unlisted. ``tree_cache``: the encoding of a cached tree id when it is
+    listed; in one a :class:`DirtyDirs` gives names for, only those names are stat'ed.
+    ``previous_skipped``: what the cache's snapshot skipped, carried over for directories
+    reused unlisted. ``tree_cache``: the encoding of a cached tree id when it is
     at hand in memory (else ``None``), which lets a directory listed from the cache be
     patched instead of rebuilt entry by entry."""
 
@@ -93,5 +94,7 @@ class ScanContext:
         self.patched_trees: dict[bytes, bytes] = {}
         #: per needed directory, the names of its needed subdirectories
         self._needed_children: dict[bytes, list[bytes]] = {}
+        #: per partly dirty directory, the only names in it that changed (:class:`DirtyDirs`)
+        self.dirty_names = dirty.names if isinstance(dirty, DirtyDirs) else {}
         if self.dirty is not None:
             self._needed, self._needed_children = needed_dirs(self.dirty)

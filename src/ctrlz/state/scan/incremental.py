@@ -19,12 +19,13 @@ serves, and works on its state.
 
 from __future__ import annotations
 
-from ..statcache import DirCache
+from ..statcache import CacheEntry, DirCache
 from ..trees import DIR, FILE, HEADER, SYMLINK
 from .model import IFDIR, IFMT, IFREG, NAME, NO_CHANGES, OID, DirNode
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from .context import ScanContext
@@ -103,13 +104,31 @@ def list_from_cache(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> Non
     the cached one, and only the subdirectories on the way to a change are entered."""
     assert node.cached is not None and sc._needed is not None
     node.from_cache = True
-    prefix = node.rel + b"/" if node.rel else b""
+    cached_rules(sc, node)
+    cached_entries(sc, node, stack, node.cached[1].items())
+    sc.skipped += [k for k in sc.previous_skipped
+                   if k.path.rpartition(b"/")[0] == node.rel]
+
+
+def cached_rules(sc: ScanContext, node: DirNode) -> None:
+    """Enter the directory's own ``.gitignore`` when its cached listing has one (a changed
+    one would have made the watcher ask for a full scan)."""
+    assert node.cached is not None
     if node.rel and b".gitignore" in node.cached[1] and sc.matcher.rules.use_gitignore:
         parent_rules = node.slot[0].rules if node.slot else node.rules
         node.rules = sc.matcher.enter(parent_rules, node.rel.rpartition(b"/")[2],
                                       node.rel, has_ignore=True)
-    files = links = nbytes = 0
-    for name, (key, oid, _trusted) in node.cached[1].items():
+
+
+def cached_entries(sc: ScanContext, node: DirNode, stack: list[DirNode],
+                   items: Iterable[tuple[bytes, CacheEntry]]) -> None:
+    """Add cached entries to ``node`` as they were, entering the subdirectories on the way
+    to a change and reusing the others whole."""
+    assert sc._needed is not None
+    prefix = node.rel + b"/" if node.rel else b""
+    files = links = nbytes = added = 0
+    for name, (key, oid, _trusted) in items:
+        added += 1
         mode = key[0]
         fmt = mode & IFMT
         if fmt == IFDIR:
@@ -135,9 +154,7 @@ def list_from_cache(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> Non
     sc.stats.files += files
     sc.stats.symlinks += links
     sc.stats.bytes += nbytes
-    sc.entry_budget[0] += len(node.entries)
-    sc.skipped += [k for k in sc.previous_skipped
-                   if k.path.rpartition(b"/")[0] == node.rel]
+    sc.entry_budget[0] += added
 
 
 def reuse_unlisted(sc: ScanContext, rel: bytes, entry: list[Any], sub: DirCache) -> None:

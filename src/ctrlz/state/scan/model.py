@@ -14,6 +14,7 @@ from ..trees import DIR, FILE, SYMLINK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it light
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from ...types import Skipped
@@ -79,6 +80,26 @@ class ScanResult:
         self.skipped = skipped
         self.cache = cache
         self.changes = changes
+
+
+class DirtyDirs(frozenset[bytes]):
+    """The directories a watcher saw change, and for some of them the names it saw change.
+
+    A directory with a name set is *partly* dirty: nothing happened in it but to those names,
+    so a scan stats just them and takes every other entry from the stat cache (git's
+    fsmonitor reports paths for the same reason: a big directory with one edit should cost
+    one ``lstat``, not one per entry). A directory without one is listed whole. Set
+    operations return a plain ``frozenset``, so anything that combines dirty sets without
+    knowing about names falls back to listing whole directories: never to seeing less."""
+
+    __slots__ = ("names",)
+    names: dict[bytes, frozenset[bytes]]
+
+    def __new__(cls, dirs: Iterable[bytes],
+                names: Mapping[bytes, frozenset[bytes]] | None = None) -> DirtyDirs:
+        self = super().__new__(cls, dirs)
+        self.names = {d: n for d, n in (names or {}).items() if d in self}
+        return self
 
 
 # entry slots: [name, kind, permission bits, size, mtime_ns, stat key, oid]

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 
 from ...errors import WorkspaceError
+from ..exclude import GITIGNORE
 from ..statcache import DirCache
 from .build import finish
 from .context import ScanContext
 from .incremental import list_unchanged
 from .model import DirNode, ScanResult
-from .walk import list_disk, release_deferred
+from .walk import list_disk, list_names, release_deferred
 
 
 class Scanner(ScanContext):
@@ -54,10 +55,14 @@ class Scanner(ScanContext):
                           self._changes.get(b""))
 
     def _list(self, node: DirNode, stack: list[DirNode]) -> None:
-        """A directory the watcher saw no change in is listed from the cache; any other one
-        from the disk."""
-        if (self._needed is not None and node.cached is not None and self.dirty is not None
-                and node.rel not in self.dirty):
-            list_unchanged(self, node, stack)
-            return
+        """A directory the watcher saw no change in is listed from the cache, one it saw only
+        some names change in from the cache and those names; any other one from the disk."""
+        if self._needed is not None and node.cached is not None and self.dirty is not None:
+            if node.rel not in self.dirty:
+                list_unchanged(self, node, stack)
+                return
+            names = self.dirty_names.get(node.rel)
+            if names is not None and GITIGNORE not in names:
+                list_names(self, node, stack, names)
+                return
         list_disk(self, node, stack)

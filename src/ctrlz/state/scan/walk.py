@@ -16,7 +16,7 @@ from ...errors import LimitExceeded
 from ...types import Skipped
 from ..exclude import _TEMP, GITIGNORE
 from ..trees import DIR, FILE, SYMLINK
-from .incremental import reuse_unlisted
+from .incremental import cached_entries, reuse_unlisted
 from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, DirNode, special_kind
 
 #: files at least this big that the scan must read wait until the walk has the workspace's
@@ -25,6 +25,8 @@ DEFER_MIN = 1 << 20
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .context import ScanContext
 
 
@@ -38,17 +40,68 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
         node.unreadable = True
         sc.skipped.append(Skipped(node.rel, f"directory unreadable: {exc.strerror}"))
         return
-    matcher = sc.matcher
-    has_ignore = False
-    if node.rel and matcher.rules.use_gitignore and not node.rules.in_git:
+    if _reads_ignore_file(sc, node):
         for de in listing:
             if de.name == GITIGNORE:
-                has_ignore = True
+                _enter_ignore_file(sc, node)
                 break
-    if has_ignore:
-        parent_rules = node.slot[0].rules if node.slot else node.rules
-        node.rules = matcher.enter(parent_rules, node.rel.rpartition(b"/")[2], node.rel,
-                                   has_ignore=True)
+    take_listing(sc, node, stack, listing)
+
+
+def list_names(sc: ScanContext, node: DirNode, stack: list[DirNode],
+               names: frozenset[bytes]) -> None:
+    """List a directory in which the watcher saw only ``names`` change: every other entry is
+    the cached one (as in a directory it saw no change in), and only ``names`` are stat'ed,
+    each exactly as :func:`list_disk` takes an entry. The caller rules out a changed
+    ``.gitignore`` (the watcher asks for a full scan then anyway)."""
+    assert node.cached is not None
+    if _reads_ignore_file(sc, node) and (GITIGNORE in node.cached[1]
+                                         or os.path.lexists(node.path + b"/" + GITIGNORE)):
+        _enter_ignore_file(sc, node)
+    cached_entries(sc, node, stack,
+                   [item for item in node.cached[1].items() if item[0] not in names])
+    sc.skipped += [k for k in sc.previous_skipped
+                   if k.path.rpartition(b"/")[0] == node.rel
+                   and k.path.rpartition(b"/")[2] not in names]
+    take_listing(sc, node, stack, [_Named(node.path, name) for name in sorted(names)])
+
+
+class _Named:
+    """One name of a directory, answering what :func:`take_listing` asks of an
+    ``os.DirEntry`` (one ``lstat``, on first use; a missing name raises as a vanished
+    entry's ``stat`` does)."""
+
+    __slots__ = ("name", "path", "_stat")
+
+    def __init__(self, parent: bytes, name: bytes) -> None:
+        self.name = name
+        self.path = parent + b"/" + name
+        self._stat: os.stat_result | None = None
+
+    def stat(self, *, follow_symlinks: bool = False) -> os.stat_result:
+        if self._stat is None:
+            self._stat = os.lstat(self.path)
+        return self._stat
+
+    def is_dir(self, *, follow_symlinks: bool = False) -> bool:
+        return self.stat().st_mode & IFMT == IFDIR
+
+
+def _reads_ignore_file(sc: ScanContext, node: DirNode) -> bool:
+    return bool(node.rel) and sc.matcher.rules.use_gitignore and not node.rules.in_git
+
+
+def _enter_ignore_file(sc: ScanContext, node: DirNode) -> None:
+    parent_rules = node.slot[0].rules if node.slot else node.rules
+    node.rules = sc.matcher.enter(parent_rules, node.rel.rpartition(b"/")[2], node.rel,
+                                  has_ignore=True)
+
+
+def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
+                 listing: Sequence[os.DirEntry[bytes] | _Named]) -> None:
+    """Take the entries of ``listing`` into ``node`` (its rules already entered): the
+    scan's hot path, one pass over a directory."""
+    matcher = sc.matcher
     rules, limits = node.rules, sc.limits
     cached_map = node.cached[1] if node.cached is not None else {}
     check = matcher.may_exclude(rules)
