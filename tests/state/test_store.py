@@ -27,6 +27,20 @@ def test_trees_with_traversal_names_are_corrupt(name: bytes) -> None:
         decode_tree(data)
 
 
+@pytest.mark.parametrize("body", [
+    b"x 644 1 1 " + b"00" * 32 + b" a\0",  # unknown kind
+    b"f 644 1 1 " + b"zz" * 32 + b" a\0",  # not hex
+    b"f 644 1 1 " + b"0" * 63 + b" a\0",  # odd hex
+    b"f 9 1 1 " + b"00" * 32 + b" a\0",  # not octal
+    b"f 644 1 " + b"00" * 32 + b"\0",  # a field short
+    b"f 644 1 1 " + b"00" * 32 + b" b\0f 644 1 1 " + b"00" * 32 + b" a\0",  # unsorted
+    b"f 644 1 1 " + b"00" * 32 + b" a\0f 644 1 1 " + b"00" * 32 + b" a\0",  # twice
+])
+def test_malformed_tree_records_are_corrupt(body: bytes) -> None:
+    with pytest.raises(CorruptObject):
+        decode_tree(b"ctrlz-tree 1\n" + body)
+
+
 def matcher(rules: Rules, files: dict[bytes, bytes]) -> Matcher:
     return Matcher(rules, files.get)
 

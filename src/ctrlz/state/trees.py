@@ -19,6 +19,7 @@ a directory's mtime changes whenever it is written to, so committing it would on
 
 from __future__ import annotations
 
+from binascii import unhexlify
 from collections import namedtuple
 
 from ..errors import CorruptObject
@@ -60,8 +61,17 @@ def valid_name(name: bytes) -> bool:
     return bool(name) and name not in (b".", b"..") and b"/" not in name and b"\0" not in name
 
 
+#: a record's kind field, decoded (a dict lookup instead of ``bytes.decode`` per entry)
+_KIND_OF = {b"f": FILE, b"l": SYMLINK, b"d": DIR}
+
+
 def decode_tree(data: bytes) -> list[Entry]:
-    """Decode and validate a tree; a malformed tree is corruption, never a path to follow."""
+    """Decode and validate a tree; a malformed tree is corruption, never a path to follow.
+
+    Every plan, diff and listing decodes the trees on its way, and a directory of a thousand
+    entries is a thousand records, so the loop keeps to what each one needs: one split, a
+    dict lookup for the kind, ``unhexlify`` straight from bytes, and the entry tuple built
+    without the named tuple's keyword machinery."""
     if not data.startswith(HEADER):
         raise CorruptObject("tree object has an unknown header; run `ctrlz verify`")
     body = data[len(HEADER):]
@@ -70,17 +80,18 @@ def decode_tree(data: bytes) -> list[Entry]:
     if not body.endswith(b"\0"):
         raise CorruptObject("tree object is truncated; run `ctrlz verify`")
     entries: list[Entry] = []
-    previous = None
-    for record in body[:-1].split(b"\0"):
-        try:
+    append = entries.append
+    make = tuple.__new__
+    kinds = _KIND_OF
+    previous = b""  # names are sorted, unique and never empty: each must exceed the last
+    try:
+        for record in body[:-1].split(b"\0"):
             kind, mode, size, mtime, oid, name = record.split(b" ", 5)
-            entry = Entry(name, kind.decode(), int(mode, 8), int(size), int(mtime),
-                          bytes.fromhex(oid.decode()))
-        except ValueError as exc:
-            raise CorruptObject(f"tree record is malformed ({exc}); run `ctrlz verify`") from exc
-        unsorted = previous is not None and name <= previous
-        if entry.kind not in KINDS or not valid_name(name) or unsorted:
-            raise CorruptObject(f"tree holds an invalid entry {name!r}; run `ctrlz verify`")
-        previous = name
-        entries.append(entry)
+            if name <= previous or name in (b".", b"..") or b"/" in name or kind not in kinds:
+                raise CorruptObject(f"tree holds an invalid entry {name!r}; run `ctrlz verify`")
+            append(make(Entry, (name, kinds[kind], int(mode, 8), int(size), int(mtime),
+                                unhexlify(oid))))
+            previous = name
+    except ValueError as exc:  # binascii.Error is one
+        raise CorruptObject(f"tree record is malformed ({exc}); run `ctrlz verify`") from exc
     return entries
