@@ -45,6 +45,8 @@ REPLY_TIMEOUT_S = 300.0
 #: waits for that lock cannot answer until its wait times out; rather than stall, the caller
 #: scans fully (the answer, if it comes late, is then never confirmed; see ``hand_out_dirty``).
 DIRTY_TIMEOUT_S = 3.0
+#: A request with no reply timeout still wakes this often (see :func:`read_message`).
+_TICK_S = 0.5
 
 
 class DaemonUnavailable(Exception):
@@ -80,13 +82,25 @@ def unix_address(directory: str | os.PathLike[str], name: str) -> Iterator[str]:
         os.close(fd)
 
 
-def read_message(sock: socket.socket, limit: int | None = MAX_MESSAGE) -> dict[str, Any]:
+def read_message(sock: socket.socket, limit: int | None = MAX_MESSAGE, *,
+                 patient: bool = False) -> dict[str, Any]:
     """One JSON object terminated by a newline (or by the peer closing the connection), of
-    at most ``limit`` bytes (None: any; for a restore's report, which names every path)."""
+    at most ``limit`` bytes (None: any; for a restore's report, which names every path).
+
+    ``patient``: the socket's timeout is only a tick, and a read that times out is tried
+    again, for ever. A read that blocks with no timeout at all can miss a Ctrl+C: a signal
+    that lands after Python's last check and before the ``recv`` call starts interrupts
+    nothing, and the process waits on (seen under load, about once in ten tries). Each tick
+    returns to Python, which raises the ``KeyboardInterrupt`` then."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = sock.recv(65536)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            if patient:
+                continue
+            raise
         if not chunk:
             break
         chunks.append(chunk)
@@ -134,7 +148,10 @@ def request(store: Path, message: dict[str, Any], *,
             s.settimeout(timeout)
             send_message(s, message)
             sent = True
-            reply = read_message(s, None if at_most_once else MAX_MESSAGE)
+            if timeout is None:
+                s.settimeout(_TICK_S)
+            reply = read_message(s, None if at_most_once else MAX_MESSAGE,
+                                 patient=timeout is None)
     except (OSError, ValueError, TypeError) as exc:  # TypeError: nothing JSON can carry
         if sent and at_most_once:
             raise DaemonLost(str(exc)) from None
