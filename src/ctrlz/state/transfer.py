@@ -264,6 +264,29 @@ class ObjectSink:
         self.added += 1
         self.bytes += size
 
+    def scratch_path(self) -> str:
+        """A temp file's path in ``objects/`` for work in progress (a chunked blob being put
+        together): a crash leaves it to the next writer's sweep, as any temp file."""
+        self.writer.mark_writing()
+        return os.fspath(self._temp_path())
+
+    def assemble(self, oid: bytes, size: int, scratch: str) -> tuple[int, tuple[str, int]]:
+        """Store a large object from ``scratch``, a file holding its raw bytes (the chunks of a
+        chunked blob, put together): read, hashed and written as a snapshot stores a large
+        file, and refused unless it hashes to ``oid``. Returns (codec, written) for
+        :meth:`stage_written`. Thread-safe, like :meth:`write_loose`: a pull assembles
+        several objects at once (compressing releases the GIL)."""
+        fd = os.open(scratch, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            got, tmp, raw, stored, codec = self.writer.ingest_large(fd)
+        finally:
+            os.close(fd)
+        if got != oid or raw != size:
+            _unlink(tmp)  # type: ignore[arg-type]
+            raise CorruptObject(f"object {oid.hex()[:16]} put together from its chunks does "
+                                "not match its id")
+        return codec, (tmp, stored)
+
     def _temp_path(self):  # type: ignore[no-untyped-def]
         """A temp file in ``objects/`` (what recovery sweeps after a crash)."""
         loose = self.store.loose_dir

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import CorruptObject, RemoteError
+from ...state.remote.chunks import CHUNKED
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
 from ...state.trees import Entry, decode_tree
+from .chunklists import read_lists
 from .refs import entries
 from .walk import walk_levels
 
@@ -141,12 +143,13 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
                                remote_tree_fetcher(remote, index, report.errors))
     live_packs: set[bytes] = set()
     wanted = []
+    chunked = []
     for oid in blobs:
         loc = index.objects.get(oid)
         if loc is None:
             report.errors.append(f"object {oid.hex()[:16]} is missing from the remote")
             continue
-        wanted.append((oid, loc))
+        (chunked if loc.codec == CHUNKED else wanted).append((oid, loc))
     for oid in trees:
         if oid in index.objects:
             live_packs.add(index.objects[oid].pack)
@@ -162,5 +165,54 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
         report.bytes += loc.size
         if progress:
             progress(loc.size)
+    _verify_chunked(remote, index, chunked, report, live_packs, progress)
     report.unreferenced_packs = len((set(listing) | index.dangling) - live_packs)
     return report
+
+
+def _verify_chunked(remote: RemoteRepo, index: RemoteIndex,
+                    chunked: list[tuple[bytes, Location]], report: RemoteVerifyReport,
+                    live_packs: set[bytes], progress: Callable[[int], None] | None) -> None:
+    """Check chunked blobs one at a time: each chunk against its id and its length in the
+    list, then the chunks in order against the blob's id (so at most one blob is in memory,
+    as a push holds one)."""
+    lists = read_lists(remote, chunked, report.errors)
+    for oid, loc in chunked:
+        chunks = lists.get(oid)
+        if chunks is None:
+            continue
+        live_packs.add(loc.pack)
+        wanted, missing = [], False
+        for cid in dict.fromkeys(cid for cid, _ in chunks):
+            cloc = index.objects.get(cid)
+            if cloc is None:
+                report.errors.append(f"chunk {cid.hex()[:16]} of object {oid.hex()[:16]} is "
+                                     "missing from the remote")
+                missing = True
+            else:
+                wanted.append((cid, cloc))
+        got: dict[bytes, bytes] = {}
+        for cid, cloc, stored in _fetch_tolerant(remote, wanted, report.errors):
+            live_packs.add(cloc.pack)
+            try:
+                got[cid] = check_stored(remote.digest, cid, cloc.size, cloc.codec, stored)
+            except RemoteError as exc:
+                report.errors.append(f"{pack_key(cloc.pack)}: {exc}")
+        if missing or len(got) != len(wanted):
+            continue
+        hasher = remote.new_hasher()
+        for cid, n in chunks:
+            if len(got[cid]) != n:
+                report.errors.append(f"chunk {cid.hex()[:16]} of object {oid.hex()[:16]} is "
+                                     "not as long as its list says")
+                break
+            hasher.update(got[cid])
+        else:
+            if hasher.digest() != oid:
+                report.errors.append(f"object {oid.hex()[:16]} put together from its chunks "
+                                     "does not match its id")
+                continue
+            report.objects += 1 + len(wanted)
+            report.bytes += loc.size
+            if progress:
+                progress(loc.size)

@@ -34,6 +34,7 @@ from ...state.remote.backend import Conflict
 from ...state.remote.repo import RemoteIndex, RemoteRepo, index_key, pack_key
 from ...state.trees import Entry
 from .check import all_roots, pack_listing, remote_tree_fetcher
+from .chunklists import chunks_of
 from .repack import candidates, live_packs, repack
 from .walk import walk_levels
 
@@ -93,6 +94,7 @@ def _gc_pass(remote: RemoteRepo, index: RemoteIndex,
     trees, blobs = walk_levels([r for _, r in roots],
                                remote_tree_fetcher(remote, index, None, local_tree))
     reached = trees | set(blobs)
+    reached |= chunks_of(remote, index, blobs)  # a chunked blob reaches its chunks
     lost = [o for o in reached if o not in index.objects]
     if lost and not final:
         return report, lost

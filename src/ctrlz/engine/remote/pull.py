@@ -11,6 +11,7 @@ writer's recovery removes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -21,11 +22,13 @@ from typing import Any
 from ...errors import CorruptObject, RemoteError
 from ...state.objects import CLONE
 from ...state.portable import from_record
-from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, pack_key
+from ...state.remote.chunks import CHUNKED
+from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
 from ...state.repository import Repository
 from ...state.transfer import ObjectSink, commit_received, receiving
 from ...state.trees import Entry, decode_tree
 from ...types import Snapshot
+from .chunklists import read_lists
 from .walk import walk_levels
 
 
@@ -159,6 +162,10 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
                                 enter=lambda oid: not _committed(repo, oid))
     wanted = [(oid, locate(index, oid, remote, "a snapshot")) for oid in blobs
               if not sink.has(oid)]
+    chunked = [(oid, loc) for oid, loc in wanted if loc.codec == CHUNKED]
+    if chunked:
+        wanted = [(oid, loc) for oid, loc in wanted if loc.codec != CHUNKED]
+        fetch_chunked(remote, index, sink, chunked, progress)
 
     def accept_blob(oid: bytes, loc: Location, stored: bytes, data: Any) -> None:
         if isinstance(data, tuple):  # written to its temp file on the download thread
@@ -174,3 +181,69 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
 def _committed(repo: Repository, oid: bytes) -> bool:
     return repo.catalog.lookup(oid) is not None
 
+
+
+def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
+                  chunked: list[tuple[bytes, Location]],
+                  progress: Callable[[int], None] | None = None) -> None:
+    """Fetch chunked blobs: their lists, then every distinct chunk once, each checked against
+    its id on the download threads and written there to every place it holds in the blobs'
+    scratch files; then each blob is stored from its scratch file, checked against its own
+    id. A chunk two versions of a file share is downloaded once."""
+    lists = read_lists(remote, chunked)
+    sizes = dict(chunked)
+    places: dict[bytes, list[tuple[str, int, int]]] = {}
+    scratch: dict[bytes, str] = {}
+    try:
+        for oid, chunks in lists.items():
+            path = scratch[oid] = sink.scratch_path()
+            with open(path, "wb") as f:
+                f.truncate(sizes[oid].size)
+            offset = 0
+            for cid, n in chunks:
+                places.setdefault(cid, []).append((path, offset, n))
+                offset += n
+        wanted = [(cid, locate(index, cid, remote, "a chunked object")) for cid in places]
+
+        def place(cid: bytes, loc: Location, stored: bytes) -> int:
+            try:
+                data = check_stored(remote.digest, cid, loc.size, loc.codec, stored)
+            except RemoteError as exc:
+                raise RemoteError(f"{remote.url}: chunk {exc} in {pack_key(loc.pack)}; the "
+                                  "remote copy is damaged (run `ctrlz verify --remote`); "
+                                  "nothing was pulled") from None
+            for path, offset, n in places[cid]:
+                if n != len(data):
+                    raise RemoteError(f"{remote.url}: chunk {cid.hex()[:16]} in "
+                                      f"{pack_key(loc.pack)} is not as long as its list "
+                                      "says; nothing was pulled")
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.pwrite(fd, data, offset)
+                finally:
+                    os.close(fd)
+            return len(stored)
+
+        with closing(remote.fetch_each(wanted, place)) as fetched:
+            for _cid, _loc, _stored, sent in fetched:
+                if progress and sent:
+                    progress(sent)
+        todo = [oid for oid in lists if not sink.has(oid)]
+
+        def assemble(oid: bytes) -> tuple[int, tuple[str, int]]:
+            return sink.assemble(oid, sizes[oid].size, scratch[oid])
+
+        with ThreadPoolExecutor(2, thread_name_prefix="ctrlz-assemble") as pool:
+            try:
+                made = list(pool.map(assemble, todo))
+            except CorruptObject as exc:
+                raise RemoteError(f"{remote.url}: {exc}; the remote copy is damaged (run "
+                                  "`ctrlz verify --remote`); nothing was pulled") from None
+        for oid, (codec, written) in zip(todo, made, strict=True):
+            sink.stage_written(oid, sizes[oid].size, codec, written)
+    finally:
+        for path in scratch.values():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

@@ -20,16 +20,21 @@ never got an index are collected by ``gc --remote``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import RemoteError
+from ...errors import CorruptObject, RemoteError
+from ...state.objects import CLONE
+from ...state.packs import encode_small
 from ...state.portable import to_record
+from ...state.remote.chunks import CHUNK_FROM, CHUNKED, chunked, encode_list
 from ...state.remote.known import MAX_TREES, KnownTrees, load_known, save_known
 from ...state.remote.repo import (
     DATA,
@@ -41,9 +46,10 @@ from ...state.remote.repo import (
     pack_key,
 )
 from ...state.repository import Repository
-from ...state.transfer import open_stored
+from ...state.transfer import decode_stored, open_stored
 from ...types import Snapshot
 from ..reach import Needed, needed_objects
+from .chunklists import chunked_among, read_lists
 from .refs import add_entries, entries, update_ref
 
 
@@ -69,60 +75,153 @@ class PushReport:
 
 
 class _Uploader:
-    """Builds packs from local objects and uploads them on a small thread pool."""
+    """Builds packs from local objects and uploads them on a small thread pool.
+
+    A blob of ``CHUNK_FROM`` bytes and up (not a clone) goes up as a chunk list and the
+    chunks the remote lacks (:mod:`ctrlz.state.remote.chunks`); new chunks are compressed on
+    the upload threads, where zstd runs beside the main thread's reading and cutting."""
 
     def __init__(self, repo: Repository, remote: RemoteRepo, index: RemoteIndex,
                  report: PushReport, workers: int,
-                 progress: Callable[[int], None] | None, cache: Path | None = None) -> None:
+                 progress: Callable[[int], None] | None, cache: Path | None = None,
+                 has: Callable[[bytes], bool] = lambda oid: False) -> None:
         self.repo = repo
         self.cache = cache
         self.remote = remote
         self.index = index
         self.report = report
         self.progress = progress
+        self.has = has  # does the remote hold this chunk (in a pack gc keeps)? relies on it
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="ctrlz-push")
-        self.pending: list[Future[int]] = []
+        self.pending: list[Future[tuple[bytes, bytes, list[Any], int]]] = []
         self.limit = workers * 2
         self.made: dict[bytes, set[bytes]] = {}  # packs this push uploaded -> their objects
+        self.sent: set[bytes] = set()  # chunks this push uploads
+        #: chunk -> a blob it was cut from: a chunk is no local object, so sending it again
+        #: (its pack was condemned meanwhile) means cutting that blob again
+        self.parent_of: dict[bytes, bytes] = {}
 
     def upload(self, oids: Sequence[bytes], kind: bytes, salt: bytes = bytes(8)) -> None:
-        batch: list[tuple[bytes, int, int, bytes]] = []
+        batch: list[tuple[bytes, int, int | None, bytes]] = []
         size = 0
-        for oid in oids:
-            raw, codec, _length, chunks = open_stored(self.repo.objects, oid)
-            stored = b"".join(chunks)
-            batch.append((oid, raw, codec, stored))
-            size += len(stored)
-            if size >= PACK_TARGET:
-                self._submit(kind, batch, salt)
-                batch, size = [], 0
+        lookup = self.repo.objects.catalog.lookup
+        rows = {oid: lookup(oid) for oid in oids} if kind == DATA else {}
+        big = [(oid, row) for oid, row in rows.items()
+               if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE]
+        cuts = self._cut_ahead(big)
+        try:
+            for oid in dict.fromkeys(oids):
+                items: Iterable[tuple[bytes, int, int | None, bytes]]
+                row = rows.get(oid)
+                if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE:
+                    cut_oid, data, cut = next(cuts)
+                    if cut_oid != oid:  # the read-ahead follows this loop's order
+                        raise AssertionError("chunked blobs out of order")
+                    items = self._chunked(oid, data, cut)
+                else:
+                    raw, codec, _length, chunks = open_stored(self.repo.objects, oid)
+                    items = [(oid, raw, codec, b"".join(chunks))]
+                for item in items:
+                    batch.append(item)
+                    size += len(item[3])
+                    if size >= PACK_TARGET:
+                        self._submit(kind, batch, salt)
+                        batch, size = [], 0
+        finally:
+            cuts.close()
         if batch:
             self._submit(kind, batch, salt)
 
-    def _submit(self, kind: bytes, batch: list[tuple[bytes, int, int, bytes]],
+    def _cut_ahead(self, big: list[tuple[bytes, Any]]
+                   ) -> Iterator[tuple[bytes, bytes, list[tuple[bytes, int, int]]]]:
+        """(oid, bytes, cuts) of each big blob, in order: read, checked against its id and
+        cut on two threads (decompressing and hashing release the GIL), at most two blobs
+        ahead of the caller, so no more than three are in memory at once."""
+        if not big:
+            return
+        objects = self.repo.objects
+        digest = self.remote.digest
+
+        def read_and_cut(oid: bytes, row: Any) -> tuple[bytes, list[tuple[bytes, int, int]]
+                                                         ] | None:
+            try:
+                with open(objects.loose_name(oid), "rb") as f:
+                    stored = f.read()
+            except FileNotFoundError:
+                return None  # moved by another process's gc: read it the careful way
+            data = decode_stored(oid, row[4], row[5], stored)
+            if objects.digest(data) != oid:
+                raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; run "
+                                    "`ctrlz verify`")
+            return data, chunked(data, digest)
+
+        with ThreadPoolExecutor(2, thread_name_prefix="ctrlz-cut") as pool:
+            ahead: deque[tuple[bytes, Future[Any]]] = deque()
+            todo = iter(big)
+            try:
+                for oid, row in itertools.islice(todo, 2):
+                    ahead.append((oid, pool.submit(read_and_cut, oid, row)))
+                while ahead:
+                    oid, fut = ahead.popleft()
+                    for nxt, row in itertools.islice(todo, 1):
+                        ahead.append((nxt, pool.submit(read_and_cut, nxt, row)))
+                    got = fut.result()
+                    if got is None:
+                        data = objects.read(oid)
+                        got = data, chunked(data, digest)
+                    yield oid, got[0], got[1]
+            finally:
+                for _, fut in ahead:
+                    fut.cancel()
+
+    def _chunked(self, oid: bytes, data: bytes, cuts: list[tuple[bytes, int, int]]
+                 ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
+        """The chunks of blob ``oid`` (``data``, cut at ``cuts``) the remote lacks (raw:
+        compressed on the pool), then its chunk list."""
+        view = memoryview(data)
+        listing = []
+        for cid, off, n in cuts:
+            listing.append((cid, n))
+            self.parent_of.setdefault(cid, oid)
+            if cid in self.sent or self.has(cid):
+                continue
+            self.sent.add(cid)
+            yield cid, n, None, bytes(view[off:off + n])
+        yield oid, len(data), CHUNKED, encode_list(len(data), listing)
+
+    def _submit(self, kind: bytes, batch: list[tuple[bytes, int, int | None, bytes]],
                 salt: bytes) -> None:
-        pack, body, index, entries_ = self.remote.build_pack(kind, batch, salt)
-        self.index.add(pack, kind, entries_)
-        self.made[pack] = {e[0] for e in entries_}
         self.report.objects += len(batch)
         self.report.packs += 1
         while len(self.pending) >= self.limit:
-            self.pending.pop(0).result()
-        self.pending.append(self.pool.submit(self._put, pack, body, index))
+            self._collect(self.pending.pop(0))
+        self.pending.append(self.pool.submit(self._build_put, kind, batch, salt))
 
-    def _put(self, pack: bytes, body: bytes, index: bytes) -> int:
+    def _build_put(self, kind: bytes, batch: list[tuple[bytes, int, int | None, bytes]],
+                   salt: bytes) -> tuple[bytes, bytes, list[Any], int]:
+        """Compress new chunks, build the pack and upload it, then its index (a pool
+        thread)."""
+        objects = [(oid, size, codec, stored) if codec is not None
+                   else (oid, size, *encode_small(stored)) for oid, size, codec, stored in batch]
+        pack, body, index, entries_ = self.remote.build_pack(kind, objects, salt)
         self.remote.backend.put_new(pack_key(pack), body)  # exists: the same bytes, by name
         self.remote.backend.put_new(index_key(pack), index)  # only after its pack
         self.remote.keep_index(self.cache, pack, index)
         if self.progress:
             self.progress(len(body))
-        return len(body) + len(index)
+        return pack, kind, entries_, len(body) + len(index)
+
+    def _collect(self, future: Future[tuple[bytes, bytes, list[Any], int]]) -> None:
+        pack, kind, entries_, sent = future.result()
+        self.index.add(pack, kind, entries_)
+        self.made[pack] = {e[0] for e in entries_}
+        self.report.bytes += sent
 
     def finish(self) -> None:
         """Wait for every upload so far (an error in one is raised here)."""
         try:
             for f in self.pending:
-                self.report.bytes += f.result()
+                self._collect(f)
         finally:
             self.pending = []
 
@@ -160,13 +259,13 @@ def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
     index.avoid(condemned)  # a copy gc keeps (a repacked pack's objects) over one it drops
     cached = load_known(known, remote.identity) if known is not None else KnownTrees()
     plan = _Plan(repo, remote, index, [s.root for s in todo], cached, condemned)
-    uploader = _Uploader(repo, remote, index, report, workers, progress, cache)
+    uploader = _Uploader(repo, remote, index, report, workers, progress, cache, has=plan.has)
     try:
         plan.walk()
-        report.reused = plan.reused()
         uploader.upload(plan.needed.blobs, DATA)
         uploader.upload(plan.needed.trees, TREE)
         uploader.finish()
+        report.reused = plan.reused()  # chunks too: an upload relies on those already there
         checked = _recheck(remote, plan, uploader, condemned, checked)
         new = [{**to_record(s), "origin": origins.get(s.id, {})} for s in todo]
 
@@ -193,6 +292,7 @@ class _Plan:
     def __init__(self, repo: Repository, remote: RemoteRepo, index: RemoteIndex,
                  roots: list[bytes], known: KnownTrees, condemned: set[bytes]) -> None:
         self.repo = repo
+        self.remote = remote
         self.index = index
         self.roots = roots
         self.condemned = condemned
@@ -203,18 +303,20 @@ class _Plan:
         self.walked: set[bytes] = set()  # every tree entered: complete on the remote after
         self.hits: set[bytes] = set()  # known-complete trees this push reuses
         self.needed = Needed()
+        self.checked: set[bytes] = set()  # chunked blobs whose chunks were relied on
+        self.parent_of: dict[bytes, bytes] = {}  # chunk -> a chunked blob it belongs to
+
+    def has(self, oid: bytes) -> bool:
+        """Does the remote hold ``oid`` in a pack gc keeps? If so, this push relies on it."""
+        loc = self.index.objects.get(oid)
+        if loc is None or loc.pack in self.condemned:
+            return False
+        self.relied.setdefault(loc.pack, set()).add(oid)
+        return True
 
     def walk(self) -> None:
         self.relied = {p: set() for p in self.known.packs}
-        self.walked, self.hits = set(), set()
-        index, condemned = self.index, self.condemned
-
-        def has(oid: bytes) -> bool:
-            loc = index.objects.get(oid)
-            if loc is None or loc.pack in condemned:
-                return False
-            self.relied.setdefault(loc.pack, set()).add(oid)
-            return True
+        self.walked, self.hits, self.checked = set(), set(), set()
 
         def complete(oid: bytes) -> bool:
             if oid in self.known.trees:
@@ -223,7 +325,25 @@ class _Plan:
             self.walked.add(oid)
             return False
 
-        self.needed = needed_objects(self.repo.tree, self.roots, has=has, complete=complete)
+        self.needed = needed_objects(self.repo.tree, self.roots, has=self.has,
+                                     complete=complete)
+        self._rely_on_chunks()
+
+    def _rely_on_chunks(self) -> None:
+        """A chunked blob the remote holds is relied on with its chunks: their packs can be
+        condemned while the list's pack lives on for other objects, and a push that revived
+        the blob would then lose its chunks a grace period later. A blob with a chunk gone
+        or condemned is sent again (its missing chunks and a new list)."""
+        reused = [(oid, loc) for oid, loc in chunked_among(self.index, (
+            o for objs in self.relied.values() for o in objs)) if oid not in self.checked]
+        for oid, chunks in read_lists(self.remote, reused).items():
+            self.checked.add(oid)
+            ok = True
+            for cid, _n in chunks:
+                self.parent_of.setdefault(cid, oid)
+                ok = self.has(cid) and ok
+            if not ok:
+                self.needed.blobs.append(oid)
 
     def reused(self) -> int:
         return sum(len(v) for v in self.relied.values())
@@ -278,6 +398,10 @@ def _recheck(remote: RemoteRepo, plan: _Plan, uploader: _Uploader,
         hit = [p for p in relied if p in condemned]
         if not hit:
             return checked
+        plan.index.avoid(condemned)
+        objects = plan.index.objects
+        uploader.sent = {c for c in uploader.sent
+                         if (loc := objects.get(c)) is not None and loc.pack not in condemned}
         if any(p in plan.known.packs for p in hit):
             plan.drop_known(condemned)  # which objects to send again: walk to find out
             salt = os.urandom(8)  # not a condemned pack again, byte for byte
@@ -285,11 +409,17 @@ def _recheck(remote: RemoteRepo, plan: _Plan, uploader: _Uploader,
             uploader.upload(plan.needed.trees, TREE, salt)
         else:
             index = plan.index
+            plan.condemned = condemned
             again = sorted({o for p in hit for o in relied.pop(p)})
-            kinds = {o: index.packs.get(index.objects[o].pack, (DATA, 0))[0] for o in again}
+            # a chunk is no local object: it is sent again by cutting a blob it came from
+            local = {o for o in again if plan.repo.catalog.lookup(o) is not None}
+            parents = {uploader.parent_of.get(o) or plan.parent_of[o]
+                       for o in again if o not in local}
+            kinds = {o: index.packs.get(index.objects[o].pack, (DATA, 0))[0] for o in local}
             salt = os.urandom(8)  # not the condemned pack again, byte for byte
-            uploader.upload([o for o in again if kinds[o] != TREE], DATA, salt)
-            uploader.upload([o for o in again if kinds[o] == TREE], TREE, salt)
+            uploader.upload(sorted({o for o in local if kinds[o] != TREE} | parents), DATA,
+                            salt)
+            uploader.upload(sorted(o for o in local if kinds[o] == TREE), TREE, salt)
         uploader.finish()
         condemned = None
     raise RemoteError(f"{remote.url}: gc keeps condemning the packs this push relies on; "

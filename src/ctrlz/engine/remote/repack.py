@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 
+from ...errors import CorruptObject, RemoteError
+from ...state.remote.chunks import CHUNKED, decode_list
 from ...state.remote.repo import (
     PACK_HEAD,
     PACK_TARGET,
@@ -107,7 +109,14 @@ def repack(remote: RemoteRepo, index: RemoteIndex, reached: set[bytes],
         batch: list[tuple[bytes, int, int, bytes]] = []
         size = 0
         for oid, loc, stored in remote.fetch(wanted.items()):
-            check_stored(remote.digest, oid, loc.size, loc.codec, stored)
+            if loc.codec == CHUNKED:  # a chunk list: its chunks are checked on their own
+                try:
+                    decode_list(oid, loc.size, stored)
+                except CorruptObject as exc:
+                    raise RemoteError(f"{remote.url}: {exc} in {pack_key(loc.pack)}; gc "
+                                      "stopped; run `ctrlz verify --remote`") from None
+            else:
+                check_stored(remote.digest, oid, loc.size, loc.codec, stored)
             batch.append((oid, loc.size, loc.codec, stored))
             size += len(stored)
             if size >= PACK_TARGET:

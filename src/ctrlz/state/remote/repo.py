@@ -36,7 +36,7 @@ import zstandard
 
 from ...errors import RemoteError
 from ..atomic import TEMP_PREFIX, atomic_write_bytes
-from ..hashing import ALGORITHMS, digest_function
+from ..hashing import ALGORITHMS, digest_function, hasher_factory
 from .backend import Backend, Missing
 from .crypto import Sealer, new_encryption, open_encryption
 
@@ -140,6 +140,7 @@ class RemoteRepo:
         self.sealer = sealer
         self.algorithm: str = config["algorithm"]
         self.digest = digest_function(self.algorithm)
+        self.new_hasher = hasher_factory(self.algorithm)
         self.grace = float(config.get("gc_grace_seconds", DEFAULT_GRACE))
         #: this remote and no other: its URL and its config, which on an encrypted remote holds
         #: a random salt (local caches about the remote are keyed by it)
