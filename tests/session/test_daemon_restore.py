@@ -185,12 +185,28 @@ def test_ctrl_c_while_the_daemon_restores_says_it_goes_on(ws: Workspace) -> None
     peer = threading.Thread(target=take_and_hold)
     peer.start()
     ctrlz = str(Path(sys.executable).parent / "ctrlz")
-    proc = subprocess.Popen([ctrlz, "rollback", "base"], cwd=ws.root, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # a test run started in the background (``make test &``, nohup, some CI runners) has
+    # SIGINT ignored, and an ignored signal stays ignored across exec: give the CLI the
+    # default a person's terminal gives it (a handler is reset to the default on exec)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([ctrlz, "rollback", "base"], cwd=ws.root,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    finally:
+        signal.signal(signal.SIGINT, before)
     try:
         assert got.wait(60), "the CLI never sent its request"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where it hangs, and how it takes signals
+            status = [line for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                      if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+            proc.send_signal(signal.SIGABRT)  # faulthandler prints its stack
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError("the CLI did not stop on Ctrl+C ({}):\n{}".format(
+                ", ".join(status), err)) from None
     finally:
         peer.join(30)
         for conn in held:
