@@ -182,7 +182,6 @@ def _committed(repo: Repository, oid: bytes) -> bool:
     return repo.catalog.lookup(oid) is not None
 
 
-
 def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
                   chunked: list[tuple[bytes, Location]],
                   progress: Callable[[int], None] | None = None) -> None:
@@ -191,14 +190,14 @@ def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
     scratch files; then each blob is stored from its scratch file, checked against its own
     id. A chunk two versions of a file share is downloaded once."""
     lists = read_lists(remote, chunked)
-    sizes = dict(chunked)
+    locs = dict(chunked)
     places: dict[bytes, list[tuple[str, int, int]]] = {}
     scratch: dict[bytes, str] = {}
     try:
         for oid, chunks in lists.items():
             path = scratch[oid] = sink.scratch_path()
             with open(path, "wb") as f:
-                f.truncate(sizes[oid].size)
+                f.truncate(locs[oid].size)
             offset = 0
             for cid, n in chunks:
                 places.setdefault(cid, []).append((path, offset, n))
@@ -231,7 +230,7 @@ def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
         todo = [oid for oid in lists if not sink.has(oid)]
 
         def assemble(oid: bytes) -> tuple[int, tuple[str, int]]:
-            return sink.assemble(oid, sizes[oid].size, scratch[oid])
+            return sink.assemble(oid, locs[oid].size, scratch[oid])
 
         with ThreadPoolExecutor(2, thread_name_prefix="ctrlz-assemble") as pool:
             try:
@@ -240,7 +239,7 @@ def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
                 raise RemoteError(f"{remote.url}: {exc}; the remote copy is damaged (run "
                                   "`ctrlz verify --remote`); nothing was pulled") from None
         for oid, (codec, written) in zip(todo, made, strict=True):
-            sink.stage_written(oid, sizes[oid].size, codec, written)
+            sink.stage_written(oid, locs[oid].size, codec, written)
     finally:
         for path in scratch.values():
             try:
