@@ -15,6 +15,9 @@ import random
 import time
 from pathlib import Path
 
+import pytest
+
+from ctrlz.errors import CorruptObject
 from ctrlz.state.remote.chunks import CHUNK_FROM, CHUNKED, cut, decode_list, encode_list
 
 from ..conftest import tree_state
@@ -59,9 +62,6 @@ def test_the_chunk_list_format_round_trips_and_refuses_damage() -> None:
     chunks = [(bytes([i]) * 32, n) for i, (_, n) in enumerate(pieces)]
     raw = encode_list(len(data), chunks)
     assert decode_list(b"\0" * 32, len(data), raw) == chunks
-    import pytest
-
-    from ctrlz.errors import CorruptObject
     for bad in (raw[:-1], raw[:8] + b"\0" * 8 + raw[16:], raw + b"\0" * 36):
         with pytest.raises(CorruptObject):
             decode_list(b"\0" * 32, len(data), bad)
@@ -112,6 +112,13 @@ def test_clone_pull_and_verify_put_chunked_files_back(tmp_path: Path) -> None:
     _push(clone, other)
     pulled = ctrlz("pull", "--json", cwd=ws, home=home).json()
     assert len(pulled["pulled"]) >= 1
+    # a snapshot only the remote holds, restored elsewhere: fetches its chunks, and no more
+    _edit(ws / "data/blob.bin", 5 * MIB, b"third")
+    snap = ctrlz("snapshot", "--json", cwd=ws, home=home).json()["id"]
+    _push(ws, home)
+    out = tmp_path / "out"
+    ctrlz("restore", snap, "--to", str(out), cwd=clone, home=other)
+    assert tree_state(out) == tree_state(ws)
 
 
 def test_a_damaged_chunk_stops_the_pull_and_verify_names_it(tmp_path: Path) -> None:
