@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.sources.watch import FileEvent, Watcher, combine, git_paths
+from ctrlz.sources.changes import NAMES_MAX, FileEvent, combine, git_paths
+from ctrlz.sources.watch import Watcher
 
 MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
 
@@ -136,8 +137,6 @@ def test_create_modify_delete(start) -> None:
 def test_dirty_names_say_what_changed_in_a_directory(start) -> None:
     """A directory in which events named only a few entries is reported with those names, so
     a scan stats just them; a new directory, or one with too many changed names, is whole."""
-    from ctrlz.sources.watch import NAMES_MAX
-
     def setup(r: Path) -> None:
         (r / "big").mkdir()
         for i in range(NAMES_MAX + 5):

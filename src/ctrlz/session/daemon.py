@@ -58,6 +58,7 @@ from .protected import ProtectedWorkspace
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..engine.requests import Request
+    from ..state.scan import DirtyDirs
 
 log = logging.getLogger("ctrlz.daemon")
 
@@ -284,7 +285,7 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "result": restore_wire.encode_result(result)}
 
-    def _take_dirty(self) -> tuple[frozenset[bytes], bool, int]:
+    def _take_dirty(self) -> tuple[DirtyDirs, bool, int]:
         """The directories changed since ``since_ns`` (with any a failed snapshot left), whether
         they may be combined with the store's stat cache (the rule in the module docstring), and
         the moment the set was taken, which becomes ``since_ns`` once a snapshot uses it."""
@@ -327,9 +328,9 @@ class Daemon:
                  f"{len(dirs)} dirs" if trusted else "untrusted: full scan")
         if not trusted:
             return {"ok": True, "dirty": None}
-        names = getattr(dirs, "names", {})
         return {"ok": True, "dirty": sorted(d.hex() for d in dirs),
-                "names": {d.hex(): sorted(n.hex() for n in ns) for d, ns in names.items()}}
+                "names": {d.hex(): sorted(n.hex() for n in ns)
+                          for d, ns in dirs.names.items()}}
 
     # -- housekeeping -----------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.diff import DIR, MODIFIED, PERMISSIONS, diff_trees
 from ..engine.snapshot import disk_ignore_reader
+from ..sources.changes import git_paths
 from ..sources.trace import ExecEvent, Tracer
-from ..sources.watch import git_paths
 from ..state.exclude import Matcher
 from ..types import Snapshot, iso_utc, text_path
 from .autopush import AutoPusher

@@ -45,16 +45,18 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-log = logging.getLogger(__name__)
+from .changes import NAMES_MAX, Action, DirtySet, FileEvent, combine, git_paths
 
-Action = Literal["created", "modified", "deleted"]
+__all__ = ["NAMES_MAX", "WATCH_MASK", "Action", "DirtySet", "FileEvent", "Watcher", "combine",
+           "git_paths"]
+
+log = logging.getLogger(__name__)
 
 #: The watch mask. IN_EXCL_UNLINK keeps a file that is unlinked while still open from turning a
 #: ``deleted`` back into ``modified``; IN_ONLYDIR | IN_DONT_FOLLOW make sure a directory swapped
@@ -69,76 +71,12 @@ _MODIFIED = F.MODIFY | F.CLOSE_WRITE | F.ATTRIB
 _GIT = b".git"
 _GITIGNORE = b".gitignore"
 _GIT_INFO_EXCLUDE = b".git/info/exclude"
-_GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
-#: Past this many changed names, a directory is reported whole: listing it once is cheaper than
-#: this many ``lstat`` calls, and the set stays small whatever happens in it.
-NAMES_MAX = 256
 _NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
 # default) still has ten times the room it needs.
 _BATCH_DELAY = 0.01
-
-
-@dataclass(frozen=True)
-class FileEvent:
-    """One coalesced change. ``path`` is raw bytes, workspace-relative and '/'-separated, so
-    names that are not valid UTF-8 survive; ``size`` is the size after the change (None for
-    deletions and directories, or when the path vanished before it could be measured)."""
-
-    timestamp: float
-    action: Action
-    path: bytes
-    size: int | None
-    is_dir: bool
-
-
-@dataclass(frozen=True)
-class DirtySet:
-    """Directories (workspace-relative, ``b""`` for the root) whose listing or files changed.
-    ``rescan_all`` overrides ``dirs``: the watcher may have missed changes anywhere. ``names``:
-    for some of ``dirs``, every name an event named in it; a directory without an entry here
-    is to be listed whole (it is new, or more than ``NAMES_MAX`` of its names changed)."""
-
-    dirs: frozenset[bytes]
-    rescan_all: bool
-    names: dict[bytes, frozenset[bytes]] = field(default_factory=dict)
-
-
-def combine(earlier: Action, later: Action) -> Action | None:
-    """Coalesce two actions on one path into one, or None when the path ends as it began
-    (created then deleted). The result depends only on whether the path existed before the
-    first action and exists after the last one:
-
-    created+modified → created, created+deleted → nothing, modified+deleted → deleted,
-    deleted+created → modified.
-    """
-    existed = earlier != "created"
-    exists = later != "deleted"
-    if existed:
-        return "modified" if exists else "deleted"
-    return "created" if exists else None
-
-
-def git_paths(rel: bytes) -> tuple[bool, bool]:
-    """``(quiet, trigger)`` for a path: ``quiet`` when it lies under ``.git/objects`` (no per-path
-    events: a commit writes dozens), ``trigger`` when it is a ref, ``HEAD``, ``logs/HEAD`` or
-    ``packed-refs`` (lock files excluded: git renames them into place, which is the trigger)."""
-    if _GIT not in rel:  # the common case, without splitting
-        return False, False
-    parts = rel.split(b"/")
-    if _GIT not in parts:
-        return False, False
-    tail = parts[parts.index(_GIT) + 1:]
-    if not tail:
-        return False, False
-    if tail[0] == b"objects":
-        return True, False
-    sub = b"/".join(tail)
-    trigger = (sub in _GIT_REFS_FILES or (tail[0] == b"refs" and len(tail) > 1)) \
-        and not sub.endswith(b".lock")
-    return False, trigger
 
 
 @dataclass

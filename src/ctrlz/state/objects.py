@@ -268,6 +268,25 @@ class ObjectStore(CloneObjects, StrayMarker):
 
         return write
 
+    def loose_reader(self, oid: bytes) -> Callable[[], bytes] | None:
+        """For a loose object, :meth:`read` split in two, as :meth:`loose_writer` splits
+        :meth:`write_to`: the lookup and the open happen now, and the function returned
+        decodes and checks the bytes on any thread (a push reads big objects ahead on its
+        pool). ``None`` for a packed object. Call the function once: it closes the file."""
+        loose = self._open_loose(oid)
+        if loose is None:
+            return None
+        f, codec = loose
+
+        def read() -> bytes:
+            with f:
+                data = b"".join(decoded_chunks(f, codec))
+            if not self.content_ok(oid, codec, self.digest(data)):
+                raise _corrupt(oid)
+            return data
+
+        return read
+
     def read_stored(self, pack: int, offset: int, length: int) -> bytes:
         """Raw stored bytes of a packed object (gc copies them between packs)."""
         return self._pread(pack, length, offset)

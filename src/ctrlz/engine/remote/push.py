@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import CorruptObject, RemoteError
+from ...errors import RemoteError
 from ...state.objects import CLONE
 from ...state.packs import encode_small
 from ...state.portable import to_record
@@ -46,7 +46,7 @@ from ...state.remote.repo import (
     pack_key,
 )
 from ...state.repository import Repository
-from ...state.transfer import decode_stored, open_stored
+from ...state.transfer import open_stored
 from ...types import Snapshot
 from ..reach import Needed, needed_objects
 from .chunklists import chunked_among, read_lists
@@ -106,7 +106,7 @@ class _Uploader:
         size = 0
         lookup = self.repo.objects.catalog.lookup
         rows = {oid: lookup(oid) for oid in oids} if kind == DATA else {}
-        big = [(oid, row) for oid, row in rows.items()
+        big = [oid for oid, row in rows.items()
                if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE]
         cuts = self._cut_ahead(big)
         try:
@@ -132,47 +132,45 @@ class _Uploader:
         if batch:
             self._submit(kind, batch, salt)
 
-    def _cut_ahead(self, big: list[tuple[bytes, Any]]
+    def _cut_ahead(self, big: list[bytes]
                    ) -> Iterator[tuple[bytes, bytes, list[tuple[bytes, int, int]]]]:
         """(oid, bytes, cuts) of each big blob, in order: read, checked against its id and
         cut on two threads (decompressing and hashing release the GIL), at most two blobs
-        ahead of the caller, so no more than three are in memory at once."""
+        ahead of the caller, so no more than three are in memory at once. The store looks
+        each one up and opens it here (:meth:`ObjectStore.loose_reader`); a packed one is
+        read when its turn comes."""
         if not big:
             return
         objects = self.repo.objects
         digest = self.remote.digest
 
-        def read_and_cut(oid: bytes, row: Any) -> tuple[bytes, list[tuple[bytes, int, int]]
-                                                         ] | None:
-            try:
-                with open(objects.loose_name(oid), "rb") as f:
-                    stored = f.read()
-            except FileNotFoundError:
-                return None  # moved by another process's gc: read it the careful way
-            data = decode_stored(oid, row[4], row[5], stored)
-            if objects.digest(data) != oid:
-                raise CorruptObject(f"object {oid.hex()[:16]} does not match its id; run "
-                                    "`ctrlz verify`")
+        def read_and_cut(read: Callable[[], bytes]) -> tuple[bytes, list[tuple[bytes, int, int]]]:
+            data = read()
             return data, chunked(data, digest)
 
         with ThreadPoolExecutor(2, thread_name_prefix="ctrlz-cut") as pool:
-            ahead: deque[tuple[bytes, Future[Any]]] = deque()
+
+            def start(oid: bytes) -> tuple[bytes, Future[Any] | None]:
+                read = objects.loose_reader(oid)
+                return oid, None if read is None else pool.submit(read_and_cut, read)
+
+            ahead: deque[tuple[bytes, Future[Any] | None]] = deque()
             todo = iter(big)
             try:
-                for oid, row in itertools.islice(todo, 2):
-                    ahead.append((oid, pool.submit(read_and_cut, oid, row)))
+                ahead.extend(start(oid) for oid in itertools.islice(todo, 2))
                 while ahead:
                     oid, fut = ahead.popleft()
-                    for nxt, row in itertools.islice(todo, 1):
-                        ahead.append((nxt, pool.submit(read_and_cut, nxt, row)))
-                    got = fut.result()
-                    if got is None:
+                    ahead.extend(start(nxt) for nxt in itertools.islice(todo, 1))
+                    if fut is None:
                         data = objects.read(oid)
-                        got = data, chunked(data, digest)
-                    yield oid, got[0], got[1]
+                        yield oid, data, chunked(data, digest)
+                    else:
+                        data, cut = fut.result()
+                        yield oid, data, cut
             finally:
                 for _, fut in ahead:
-                    fut.cancel()
+                    if fut is not None:
+                        fut.cancel()
 
     def _chunked(self, oid: bytes, data: bytes, cuts: list[tuple[bytes, int, int]]
                  ) -> Iterator[tuple[bytes, int, int | None, bytes]]:

@@ -1,0 +1,79 @@
+"""What a file watcher reports, apart from the watching: the events and the dirty set, and
+the rules that shape them (coalescing two actions on a path, telling git's own paths apart).
+
+Kept out of :mod:`ctrlz.sources.watch` so that code which only reads these (``ctrlz run``'s
+git trigger, tests) does not load inotify.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Action = Literal["created", "modified", "deleted"]
+
+_GIT = b".git"
+_GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
+#: Past this many changed names, a directory is reported whole: listing it once is cheaper than
+#: this many ``lstat`` calls, and the set stays small whatever happens in it.
+NAMES_MAX = 256
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """One coalesced change. ``path`` is raw bytes, workspace-relative and '/'-separated, so
+    names that are not valid UTF-8 survive; ``size`` is the size after the change (None for
+    deletions and directories, or when the path vanished before it could be measured)."""
+
+    timestamp: float
+    action: Action
+    path: bytes
+    size: int | None
+    is_dir: bool
+
+
+@dataclass(frozen=True)
+class DirtySet:
+    """Directories (workspace-relative, ``b""`` for the root) whose listing or files changed.
+    ``rescan_all`` overrides ``dirs``: the watcher may have missed changes anywhere. ``names``:
+    for some of ``dirs``, every name an event named in it; a directory without an entry here
+    is to be listed whole (it is new, or more than ``NAMES_MAX`` of its names changed)."""
+
+    dirs: frozenset[bytes]
+    rescan_all: bool
+    names: dict[bytes, frozenset[bytes]] = field(default_factory=dict)
+
+
+def combine(earlier: Action, later: Action) -> Action | None:
+    """Coalesce two actions on one path into one, or None when the path ends as it began
+    (created then deleted). The result depends only on whether the path existed before the
+    first action and exists after the last one:
+
+    created+modified → created, created+deleted → nothing, modified+deleted → deleted,
+    deleted+created → modified.
+    """
+    existed = earlier != "created"
+    exists = later != "deleted"
+    if existed:
+        return "modified" if exists else "deleted"
+    return "created" if exists else None
+
+
+def git_paths(rel: bytes) -> tuple[bool, bool]:
+    """``(quiet, trigger)`` for a path: ``quiet`` when it lies under ``.git/objects`` (no per-path
+    events: a commit writes dozens), ``trigger`` when it is a ref, ``HEAD``, ``logs/HEAD`` or
+    ``packed-refs`` (lock files excluded: git renames them into place, which is the trigger)."""
+    if _GIT not in rel:  # the common case, without splitting
+        return False, False
+    parts = rel.split(b"/")
+    if _GIT not in parts:
+        return False, False
+    tail = parts[parts.index(_GIT) + 1:]
+    if not tail:
+        return False, False
+    if tail[0] == b"objects":
+        return True, False
+    sub = b"/".join(tail)
+    trigger = (sub in _GIT_REFS_FILES or (tail[0] == b"refs" and len(tail) > 1)) \
+        and not sub.endswith(b".lock")
+    return False, trigger
