@@ -63,6 +63,7 @@ def add_remote(ws: ProtectedWorkspace, name: str, url: str, *, endpoint_url: str
         key_material(spec)  # refuse a key that cannot be read now, not at the first push
     with registry(ws) as reg:
         reg.add(spec)
+    ws.repo.objects.want_cuts()  # big files are stored ready to push (state.cut_objects)
     return spec
 
 
@@ -248,6 +249,7 @@ def push_snapshots(ws: ProtectedWorkspace, name: str | None = None,
     chosen = [resolve(snaps, r) for r in refs] if refs else snaps
     chosen = sorted({s.id: s for s in chosen}.values(), key=lambda s: s.created_ns)
     remote = open_remote(spec, create=ws.repo.algorithm, bandwidth=bandwidth)
+    ws.repo.objects.want_cuts()  # a remote added before stores cut big files from now on
     wid, wname = identity(ws)
     report = push(ws.repo, remote, wid, wname, chosen, origins(ws, chosen),
                   _cache(ws, spec.name), known=_known(ws, spec.name), progress=progress)
@@ -278,6 +280,7 @@ def pull_snapshots(ws: ProtectedWorkspace, name: str | None = None, refs: Sequen
     found = remote_entries(ws, spec, remote)
     if refs:
         found = [_pick(found, r, spec.name) for r in refs]
+    ws.repo.objects.want_cuts()
     report = pull(ws.repo, remote, found, _cache(ws, spec.name), progress)
     report.remote = spec.name
     with registry(ws) as reg:
@@ -416,6 +419,7 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
             reg.set_meta("workspace_name", str((doc or {}).get("workspace", {}).get("name")
                                                or target.name))
             reg.add(spec)
+        ws.repo.objects.want_cuts()
         report = pull(ws.repo, remote, found, _cache(ws, name))
         with registry(ws) as reg:
             reg.set_origins({e["id"]: e.get("origin") or {} for e in found})

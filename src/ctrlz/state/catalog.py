@@ -113,7 +113,14 @@ def _v3(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite3.Connection) -> None:
+    """Cut tables of large objects (:mod:`ctrlz.state.chunking`): where a big object's
+    content-defined chunks sit, so a push names the chunks a remote has without reading
+    them. A row goes with its object's row (:meth:`Catalog.delete_objects`)."""
+    _script(db, "CREATE TABLE cuts (oid BLOB PRIMARY KEY, cuts BLOB NOT NULL) WITHOUT ROWID;")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
 
 _SNAPSHOT_COLUMNS = (
     "id, number, parent, type, label, pinned, created_ns, root, files, dirs, symlinks, bytes, "
@@ -230,7 +237,22 @@ class Catalog:
             "SELECT oid, pack, offset, length, size, codec FROM objects ORDER BY pack, offset")]
 
     def delete_objects(self, oids: Iterable[bytes]) -> None:
+        oids = list(oids)
         self.db.executemany("DELETE FROM objects WHERE oid = ?", ((o,) for o in oids))
+        self.db.executemany("DELETE FROM cuts WHERE oid = ?", ((o,) for o in oids))
+
+    def add_cuts(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """(oid, cut table) of objects added in this transaction."""
+        self.db.executemany("INSERT OR REPLACE INTO cuts (oid, cuts) VALUES (?, ?)", rows)
+
+    def cuts(self, oid: bytes) -> bytes | None:
+        """The cut table of ``oid``, if it has one (a read-only catalog of an older schema
+        has no table at all: nothing is cut there)."""
+        try:
+            row = self.db.execute("SELECT cuts FROM cuts WHERE oid = ?", (oid,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return bytes(row[0]) if row else None
 
     def add_pack(self, name: str, size: int) -> int:
         cur = self.db.execute("INSERT INTO packs (name, size) VALUES (?, ?)", (name, size))

@@ -76,10 +76,38 @@ def encode_small(data: bytes) -> tuple[int, bytes]:
     return RAW, data
 
 
+def decode_frames(stored: bytes, size: int) -> bytes:
+    """The raw bytes of zstd ``stored`` bytes, read across frames: a large object cut into
+    chunks is one frame per chunk (:mod:`ctrlz.state.chunking`), and a plain ``decompress``
+    stops after the first. At most ``size + 1`` bytes come out, so the caller's length check
+    catches both a short object and a decompression bomb."""
+    return decompressor().stream_reader(stored, read_across_frames=True).read(size + 1)
+
+
+class FrameDecoder:
+    """Incremental zstd decoding across frames, for stored bytes that arrive in pieces."""
+
+    def __init__(self) -> None:
+        self._d = decompressor()
+        self._obj: Any = None
+
+    def decompress(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            if self._obj is None:
+                self._obj = self._d.decompressobj()
+            out.append(self._obj.decompress(data))
+            if not self._obj.eof:
+                break
+            data, self._obj = self._obj.unused_data, None
+        return b"".join(out)
+
+
 def decoded_chunks(f: BinaryIO, codec: int) -> Iterator[bytes]:
-    """The raw bytes of a loose object file, in chunks of about ``CHUNK``."""
+    """The raw bytes of a loose object file, in chunks of about ``CHUNK`` (across frames:
+    see :func:`decode_frames`)."""
     if codec == ZSTD:
-        reader = decompressor().stream_reader(f)
+        reader = decompressor().stream_reader(f, read_across_frames=True)
         while chunk := reader.read(CHUNK):
             yield chunk
     else:  # RAW, CLONE

@@ -31,6 +31,7 @@ from ..errors import CorruptObject
 from . import cow
 from .atomic import fsync_dir, temp_name
 from .objects import CHUNK, CLONE, LOOSE_MIN, RAW, ZSTD, ObjectStore, ObjectWriter
+from .packs import FrameDecoder, decode_frames
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,8 +110,9 @@ def decode_stored(oid: bytes, size: int, codec: int, stored: bytes) -> bytes:
         data = stored[len(oid):]
     elif codec == ZSTD:
         try:
-            # a streaming frame (large objects) has no content size: decode it as a stream
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(stored)
+            # a streamed frame (large objects) has no content size, and a cut object is
+            # one frame per chunk: decode as a stream, across frames
+            data = decode_frames(stored, size)
         except zstandard.ZstdError as exc:
             raise CorruptObject(f"object {oid.hex()[:16]} cannot be decompressed: {exc}") \
                 from exc
@@ -235,7 +237,7 @@ class ObjectSink:
         seal = b""
         try:
             with open(tmp, "wb") as out:
-                dec = zstandard.ZstdDecompressor().decompressobj() if codec == ZSTD else None
+                dec = FrameDecoder() if codec == ZSTD else None
                 got = 0
                 for chunk in chunks:
                     got += len(chunk)

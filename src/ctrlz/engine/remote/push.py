@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RemoteError
+from ...state.chunking import Cut
+from ...state.cut_objects import CutReader
 from ...state.objects import CLONE
 from ...state.packs import encode_small
 from ...state.portable import to_record
@@ -108,12 +110,16 @@ class _Uploader:
         rows = {oid: lookup(oid) for oid in oids} if kind == DATA else {}
         big = [oid for oid, row in rows.items()
                if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE]
-        cuts = self._cut_ahead(big)
+        # a blob the store cut as it stored it names its chunks: only new ones are read
+        tables = {oid: t for oid in big if (t := self.repo.objects.cuts(oid)) is not None}
+        cuts = self._cut_ahead([oid for oid in big if oid not in tables])
         try:
             for oid in dict.fromkeys(oids):
                 items: Iterable[tuple[bytes, int, int | None, bytes]]
                 row = rows.get(oid)
-                if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE:
+                if oid in tables:
+                    items = self._chunked_from_table(oid, row[4], tables[oid])  # type: ignore[index]
+                elif row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE:
                     cut_oid, data, cut = next(cuts)
                     if cut_oid != oid:  # the read-ahead follows this loop's order
                         raise AssertionError("chunked blobs out of order")
@@ -186,6 +192,46 @@ class _Uploader:
             self.sent.add(cid)
             yield cid, n, None, bytes(view[off:off + n])
         yield oid, len(data), CHUNKED, encode_list(len(data), listing)
+
+    def _chunked_from_table(self, oid: bytes, size: int, table: list[Cut]
+                            ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
+        """As :meth:`_chunked`, from the blob's cut table: the chunks the remote has are
+        named, not read; new ones are read, decoded and checked on the pool, a few ahead."""
+        listing, new = [], []
+        for cut in table:
+            cid, n = cut[0], cut[1]
+            listing.append((cid, n))
+            self.parent_of.setdefault(cid, oid)
+            if cid in self.sent or self.has(cid):
+                continue
+            self.sent.add(cid)
+            new.append(cut)
+        if new:
+            yield from self._read_new(self.repo.objects.cut_reader(oid, new))
+        yield oid, size, CHUNKED, encode_list(size, listing)
+
+    def _read_new(self, reader: CutReader) -> Iterator[tuple[bytes, int, int | None, bytes]]:
+        """Each chunk of ``reader`` (raw, to be compressed on the pool), read on the pool a
+        few ahead of the caller."""
+        ahead: deque[tuple[bytes, int, Future[bytes]]] = deque()
+        todo = iter(reader.cuts)
+
+        def start(cuts: Iterable[Cut]) -> None:
+            ahead.extend((c[0], c[1], self.pool.submit(reader.read, c)) for c in cuts)
+
+        try:
+            start(itertools.islice(todo, self.limit))
+            while ahead:
+                cid, n, fut = ahead.popleft()
+                start(itertools.islice(todo, 1))
+                yield cid, n, None, fut.result()
+        finally:
+            for *_, fut in ahead:
+                fut.cancel()
+            for *_, fut in ahead:
+                if not fut.cancelled():
+                    fut.exception()  # a read still running: the file closes after it
+            reader.close()
 
     def _submit(self, kind: bytes, batch: list[tuple[bytes, int, int | None, bytes]],
                 salt: bytes) -> None:

@@ -5,8 +5,9 @@ incremental push of big files far slower than restic's. So on a remote (never in
 a blob of at least ``CHUNK_FROM`` bytes is a *chunk list* under its own id: the remote index
 entry has codec ``CHUNKED`` and its blob holds the ids and lengths of the blob's chunks, in
 order. The chunks are plain content-addressed objects in data packs. Chunk boundaries come from
-FastCDC (``fastcdc``), so an edit moves the boundaries near it only: the rest of the chunks
-keep their ids, and a push uploads the one or two that changed.
+FastCDC (:mod:`ctrlz.state.chunking`, shared with the local store's cut tables), so an edit
+moves the boundaries near it only: the rest of the chunks keep their ids, and a push uploads
+the one or two that changed.
 
 Sizes: at least 512 KiB, about 1 MiB, at most 4 MiB per chunk, while only blobs of 8 MiB and up
 are chunked, so a chunk can never itself be a chunked blob (the index names each id once).
@@ -20,27 +21,19 @@ checked when the chunks arrive, and the reassembled blob against its own id.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from ...errors import CorruptObject
+from ..chunking import CHUNK_FROM, CHUNK_MAX, cut
+
+__all__ = ["CHUNKED", "CHUNK_FROM", "chunked", "cut", "decode_list", "encode_list"]
 
 #: the remote index codec of a chunk list (local stores never hold one)
 CHUNKED = 16
-#: blobs this big and up are chunked
-CHUNK_FROM = 8 << 20
-CHUNK_MIN, CHUNK_AVG, CHUNK_MAX = 512 << 10, 1 << 20, 4 << 20
 
 _MAGIC = b"CTZCHK01"
 _HEAD = struct.Struct(">8sQI")
 _ENTRY = struct.Struct(">32sI")
-
-
-def cut(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
-    """(offset, length) of each chunk of ``data``, in order."""
-    from fastcdc import fastcdc
-
-    for c in fastcdc(data, min_size=CHUNK_MIN, avg_size=CHUNK_AVG, max_size=CHUNK_MAX):
-        yield c.offset, c.length
 
 
 def chunked(data: bytes, digest: Callable[[bytes | memoryview], bytes]

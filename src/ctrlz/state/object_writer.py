@@ -1,0 +1,338 @@
+"""Writing objects: :class:`ObjectWriter`, the one way bytes enter a store.
+
+Small objects are appended to a pack, large ones copied into temp loose files while hashed (cut
+into chunks first where the store wants that: :mod:`ctrlz.state.cut_objects`). Nothing is
+visible until :meth:`ObjectWriter.commit`: pack bytes and loose files are fsynced, then their
+index rows are written in the caller's catalog transaction. A crash before that leaves files
+the next writer's sweep removes (:mod:`ctrlz.state.strays`), never an index row without its
+bytes.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+
+from . import failpoints
+from .atomic import fsync_dir, temp_name
+from .catalog import Catalog, ObjectRow
+from .chunking import CHUNK_FROM, encode_table
+from .cut_objects import write_cut
+from .packs import (
+    CHUNK,
+    CLONE,
+    PACK_MAGIC,
+    PACK_MAX,
+    RAW,
+    RECORD,
+    RECORD_MAGIC,
+    WRITE_BUFFER,
+    ZSTD,
+    PackInProgress,
+    compressor,
+    encode_small,
+    full_disk,
+    make_dir,
+    zstd,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .objects import ObjectStore
+
+
+#: a store with at most this many objects has its ids loaded by a writer's first question
+_LOAD_AT_ONCE = 4096
+
+
+class ObjectWriter:
+    """Adds objects during one locked operation; nothing is visible until :meth:`commit`.
+
+    Pack bytes and loose files are fsynced in :meth:`commit`, before the index rows are
+    written in the caller's catalog transaction; clones are made durable there with one
+    ``syncfs`` of the store's filesystem.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._known: set[bytes] | None = None
+        self._known_lock = _thread.allocate_lock()
+        self._lookups = 0
+        self._new: set[bytes] = set()  # written by this writer (until ``known`` is loaded)
+        self._buffer = bytearray()  # pack bytes not yet written to the file
+        self._pack: PackInProgress | None = None
+        self._done_packs: list[PackInProgress] = []
+        self._loose_rows: list[ObjectRow] = []
+        self._loose_dirs: set[str] = set()
+        self._new_dirs: set[str] = set()  # directories this writer created: their parents
+        self._clones = False  # adopted a clone: the store's filesystem is flushed at commit
+        self._cut: bool | None = None  # cut large objects (the store's workspace has a remote)
+        self._tables: dict[str, bytes] = {}  # temp loose object -> its cut table
+        self._cut_rows: list[tuple[bytes, bytes]] = []
+        self.added_objects = 0
+        self.added_bytes = 0  # raw bytes of new objects
+        self.stored_bytes = 0  # bytes they take in the store
+        self._marked = False  # this writer has told the store it may leave strays
+
+    def _mark(self) -> None:
+        """Before this writer's first file: the marker a crash leaves for the next sweep."""
+        with self._known_lock:  # large files arrive from the reader threads
+            if self._marked:
+                return
+            self.store.writer_started()
+            self._marked = True
+
+    def mark_writing(self) -> None:
+        """For a caller that writes its own temp files into ``objects/`` before adopting them
+        (:meth:`adopt_large`): the strays marker goes down before the first one (thread-safe)."""
+        self._mark()
+
+    def contains(self, oid: bytes) -> bool:
+        """Is ``oid`` stored (or being stored)? Asks the index row by row until that gets
+        frequent, then loads every id once: a no-change snapshot writes one or two objects and
+        should not load 100,000 ids to do it. A store of a few thousand objects (a first
+        snapshot's, which asks about every file) loads its ids at once: that costs less than
+        a handful of lookups."""
+        if self._known is None:
+            if self._lookups == 0 and not self.store.catalog.holds_more_objects_than(
+                    _LOAD_AT_ONCE):
+                return oid in self.known
+            self._lookups += 1
+            if self._lookups <= 2048:
+                return oid in self._new or self.store.catalog.lookup(oid) is not None
+        return oid in self.known
+
+    @property
+    def known(self) -> set[bytes]:
+        """Ids already in the store; loaded on first use, since no-change snapshots never
+        need it."""
+        if self._known is None:
+            with self._known_lock:
+                if self._known is None:
+                    self._known = self.store.catalog.all_oids() | self._new
+        return self._known
+
+    def put(self, data: bytes, compress: bool = True) -> bytes:
+        """Hash, compress (unless ``compress`` is false: stored raw) and store a small object;
+        returns its id."""
+        oid = self.store.digest(data)
+        if not self.contains(oid):
+            codec, stored = encode_small(data) if compress else (RAW, data)
+            self.put_encoded(oid, len(data), codec, stored)
+        return oid
+
+    def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes, *,
+                    checked: bool = False) -> None:
+        """Append an already hashed and encoded object (encoding happens in worker threads).
+
+        ``checked``: the caller asked :meth:`contains` already, under this writer's lock, so
+        only objects added since (by this writer) need ruling out, without a second index
+        query."""
+        if checked:
+            if oid in self._new or (self._known is not None and oid in self._known):
+                return
+        elif self.contains(oid):
+            return
+        pack = self._open_pack()
+        header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))
+        self._buffer += header
+        self._buffer += stored
+        if len(self._buffer) >= WRITE_BUFFER:
+            self._flush(pack)
+        offset = pack.size + len(header)
+        pack.rows.append((oid, None, offset, len(stored), size, codec))
+        pack.size = offset + len(stored)
+        self._remember(oid)
+        self.added_objects += 1
+        self.added_bytes += size
+        self.stored_bytes += len(stored) + len(header)
+        failpoints.hit("pack-append")
+        if pack.size >= PACK_MAX:
+            self._finish_pack()
+
+    def _remember(self, oid: bytes) -> None:
+        if self._known is not None:
+            self._known.add(oid)
+        else:
+            self._new.add(oid)
+
+    def _flush(self, pack: PackInProgress) -> None:
+        try:
+            with memoryview(self._buffer) as view:
+                done = 0
+                while done < len(view):
+                    done += os.write(pack.fd, view[done:])
+        except OSError as exc:
+            raise full_disk(exc, pack.path) from exc
+        finally:
+            self._buffer.clear()
+
+    def _open_pack(self) -> PackInProgress:
+        if self._pack is None:
+            if make_dir(self.store._packs):
+                self._new_dirs.add(self.store._packs)
+            self._mark()
+            name = "pack-" + os.urandom(8).hex() + ".pack"
+            path = os.path.join(self.store._packs, name)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+                os.write(fd, PACK_MAGIC)
+            except OSError as exc:
+                raise full_disk(exc, path) from exc
+            self._pack = PackInProgress(name, path, fd, len(PACK_MAGIC))
+        return self._pack
+
+    def _finish_pack(self) -> None:
+        pack, self._pack = self._pack, None
+        if pack is None:
+            return
+        try:
+            self._flush(pack)
+            os.fsync(pack.fd)
+        except OSError as exc:
+            raise full_disk(exc, pack.path) from exc
+        finally:
+            os.close(pack.fd)
+        self._done_packs.append(pack)
+
+    def ingest_large(self, fd: int, *, clone: bool = False) -> tuple[bytes, str, int, int, int]:
+        """Copy an open file into a temp loose object while hashing it (thread-safe).
+
+        Returns (oid, temp path, raw size, stored length, codec). The bytes stored are exactly
+        the bytes hashed, so the object always matches its id even if the source changes
+        underneath; the caller decides whether the source stayed stable.
+
+        ``clone``: where the store can, clone the file instead and name it by its blocks
+        (codec ``CLONE``, nothing read; see :mod:`ctrlz.state.clones`). Only a snapshot's scan
+        asks for this: its caller records whatever id comes back; callers that check the id
+        against a hash they know (a pre-image body) must not.
+        """
+        self._mark()
+        if make_dir(self.store._loose):
+            self._new_dirs.add(self.store._loose)
+        tmp = os.path.join(self.store._loose, temp_name("large"))
+        if clone and self.store.can_clone():
+            got = self.store.ingest_clone(fd, tmp)
+            if got is not None:
+                return got
+        hasher = self.store.new_hasher()
+        first = os.read(fd, CHUNK)
+        compress = len(first) >= 4096 and len(compressor().compress(first[:1 << 20])) < (
+            min(len(first), 1 << 20) * 0.8)
+        size = 0
+        table = None
+        try:
+            with open(tmp, "wb") as out:
+                if self._cutting() and os.fstat(fd).st_size >= CHUNK_FROM:
+                    size, table = write_cut(fd, out, first, hasher, compress,
+                                            self.store.digest)
+                else:
+                    sink = (zstd().ZstdCompressor(level=1).stream_writer(out, closefd=False)
+                            if compress else out)
+                    chunk = first
+                    while chunk:
+                        hasher.update(chunk)
+                        sink.write(chunk)
+                        size += len(chunk)
+                        chunk = os.read(fd, CHUNK)
+                    if compress:
+                        sink.flush(zstd().FLUSH_FRAME)
+                out.flush()
+                os.fsync(out.fileno())
+                stored = out.tell()
+        except OSError as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise full_disk(exc, tmp) from exc
+        if table is not None and size >= CHUNK_FROM:  # it may have shrunk while read
+            self._tables[tmp] = encode_table(table)
+        return hasher.digest(), tmp, size, stored, (ZSTD if compress else RAW)
+
+    def _cutting(self) -> bool:
+        """Does this writer cut large objects? Asked once, on the first large one."""
+        if self._cut is None:
+            with self._known_lock:
+                if self._cut is None:
+                    self._cut = self.store.cuts_wanted()
+        return self._cut
+
+    def adopt_large(self, oid: bytes, tmp: str | os.PathLike[str], size: int, stored: int,
+                    codec: int) -> None:
+        """Move a temp loose object into place (main thread), or drop it if already known.
+        (A clone's id was checked against a stored object of the same name when it was made:
+        the two share their blocks, so dropping the new one loses nothing.)"""
+        table = self._tables.pop(os.fspath(tmp), None)
+        if self.contains(oid):
+            os.unlink(tmp)
+            return
+        dest = self.store.loose_name(oid)
+        parent = os.path.dirname(dest)
+        if make_dir(parent):
+            self._new_dirs.add(parent)
+        os.replace(tmp, dest)
+        self._loose_dirs.add(parent)
+        self._loose_rows.append((oid, None, 0, stored, size, codec))
+        if table is not None:
+            self._cut_rows.append((oid, table))
+        self._remember(oid)
+        if codec == CLONE:
+            self._clones = True
+        self.added_objects += 1
+        self.added_bytes += size
+        self.stored_bytes += stored
+
+    def commit(self, catalog: Catalog) -> None:
+        """Make everything durable, then index it. Call inside a catalog transaction."""
+        self._finish_pack()
+        try:
+            if self._clones:  # one flush for every clone (and their directory entries)
+                from .cow import syncfs
+
+                syncfs(self.store._loose)
+                self._clones = False
+            for d in self._loose_dirs:
+                fsync_dir(d)
+            if self._done_packs:
+                fsync_dir(self.store._packs)
+            # a directory created by this writer is durable only once its parent's entry for
+            # it is: objects/ for a new objects/xx/, the store itself for packs/ and objects/
+            for parent in {os.path.dirname(d) for d in self._new_dirs}:
+                fsync_dir(parent)
+            self._new_dirs.clear()
+        except OSError as exc:
+            raise full_disk(exc, self.store.root) from exc
+        failpoints.hit("before-index-commit")
+        for pack in self._done_packs:
+            pack_id = catalog.add_pack(pack.name, pack.size)
+            catalog.add_objects((o, pack_id, off, ln, sz, c) for o, _, off, ln, sz, c in pack.rows)
+        catalog.add_objects(self._loose_rows)
+        catalog.add_cuts(self._cut_rows)
+        self._done_packs.clear()
+        self._loose_rows.clear()
+        self._cut_rows.clear()
+        self._tables.clear()
+        self._loose_dirs.clear()
+        if self._marked:  # its files are strays until the transaction commits
+            self._marked = False
+            catalog.on_end(lambda committed: self.store.writer_done(aborted=not committed))
+
+    def abort(self) -> None:
+        """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
+        if self._marked:
+            self._marked = False
+            self.store.writer_done(aborted=True)
+        self._buffer.clear()
+        self._tables.clear()
+        self._cut_rows.clear()
+        if self._pack is not None:
+            os.close(self._pack.fd)
+            self._pack = None
+        # a directory made here may be used by the next writer, which will not know it is new
+        for parent in {os.path.dirname(d) for d in self._new_dirs}:
+            try:
+                fsync_dir(parent)
+            except OSError:
+                pass
+        self._new_dirs.clear()
