@@ -213,3 +213,43 @@ def test_a_no_change_snapshot_and_a_rollback_load_nothing_heavy(tmp_path: Path) 
     loaded = set(eval(run.stdout))  # noqa: S307  # a list of names we printed
     assert not {m.partition(".")[0] for m in loaded} - {"zstandard", "typing"}, loaded
     assert (root / "src" / "a.py").read_text() == "a = 1\n" * 50
+
+
+def test_rollback_runs_without_click_and_prints_what_the_click_command_prints(
+        tmp_path: Path) -> None:
+    """``ctrlz rollback SNAP [--json]`` takes the click-free door; paths or ``--dry-run``
+    go through click; the output is the same either way, and so is an error."""
+    from ctrlz import Workspace
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("base\n")
+    with Workspace.init(root) as ws:
+        base = ws.snapshot(label="base")
+    outputs = {}
+    for door in ("fast", "click"):
+        for args in (["rollback", "base"], ["rollback", "base", "--json"]):
+            (root / "a.txt").write_text(f"{door} edit\n")
+            if door == "fast":
+                run = _fast_door(args, root, ("click", "rich"))
+                assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+                run.stderr = "".join(run.stderr.splitlines(keepends=True)[:-2])
+            else:
+                run = _click_path(args, root)
+                assert run.returncode == 0, run.stderr
+            assert (root / "a.txt").read_text() == "base\n"
+            outputs[door, len(args)] = run
+    fast, slow = outputs["fast", 2], outputs["click", 2]
+    assert fast.stderr == slow.stderr
+    assert re.sub(r"snap_\w+", "ID", fast.stdout) == re.sub(r"snap_\w+", "ID", slow.stdout)
+    assert f"Rolled back to {base.id}" in fast.stdout and "Undo with: ctrlz undo" in fast.stdout
+    fast_json, slow_json = (json.loads(outputs[d, 3].stdout) for d in ("fast", "click"))
+    assert fast_json.keys() == slow_json.keys() and fast_json["type"] == "rollback"
+    # an unknown snapshot: the same one-line error and exit status on both doors
+    bad = _fast_door(["rollback", "nope"], root, ("click",))
+    slow_bad = _click_path(["rollback", "nope"], root)
+    assert bad.stderr.splitlines()[-2] == f"exit {slow_bad.returncode}" != "exit 0"
+    assert "".join(bad.stderr.splitlines(keepends=True)[:-2]) == slow_bad.stderr
+    # other forms go through click
+    dry = _fast_door(["rollback", "base", "--dry-run"], root, ("click",))
+    assert "click" in dry.stderr.splitlines()[-1]

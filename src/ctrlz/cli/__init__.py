@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_guarded(lambda: _list(args)))
     if args in (["snapshot"], ["snapshot", "--json"]):
         sys.exit(_guarded(lambda: _snapshot(args)))
+    if args[:1] == ["rollback"] and len(args) in (2, 3) and not args[1].startswith("-") \
+            and args[2:] in ([], ["--json"]):
+        sys.exit(_guarded(lambda: _rollback(args)))
     import click
 
     from .app import cli
@@ -112,6 +115,12 @@ def _snapshot(args: list[str]) -> None:
     from .taking import run
 
     run(as_json=args[1:] == ["--json"])
+
+
+def _rollback(args: list[str]) -> None:
+    from .rolling import run
+
+    run(args[1], as_json=args[2:] == ["--json"])
 
 
 def _fast(option: str) -> bool:

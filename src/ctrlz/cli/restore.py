@@ -9,37 +9,8 @@ import click
 
 from . import progress, render
 from .context import State, pass_state
-
-
-def _actions(result) -> None:  # noqa: ANN001
-    data = result.to_json()
-    for a in data["actions"]:
-        if a["op"] in ("mkdir", "rmdir", "dirmode", "utime"):
-            continue
-        render.out(f"  {a['op']:<8} {a['path']}")
-    for k in data["skipped"]:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
-
-
-def _report(result, kind: str, verb: str, as_json: bool) -> None:  # noqa: ANN001
-    if as_json:
-        render.emit_json({"type": kind, **result.to_json()})
-        return
-    target = result.target
-    label = f' "{target.label}"' if target.label else ""
-    if result.dry_run:
-        render.out(f"Would restore {target.id}{label}: "
-                   f"{render.plan_summary(result.plan.counts())}")
-        _actions(result)
-        render.note("Nothing was changed (dry run).")
-        return
-    render.out(f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
-               f"{render.done_summary(result.plan.counts())}")
-    for k in result.to_json()["skipped"]:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
-    if result.safety is not None:
-        render.out(f"Safety snapshot: {result.safety.id}")
-        render.out(f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")
+from .rolling import actions as _actions
+from .rolling import report as _report
 
 
 @click.command("rollback")
