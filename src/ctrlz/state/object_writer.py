@@ -38,7 +38,16 @@ from .packs import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .objects import ObjectStore
+    from .clones import CloneObjects
+    from .cut_objects import CutObjects
+    from .strays import StrayMarker
+
+    class ObjectStore(CloneObjects, CutObjects, StrayMarker):
+        """What a writer uses of :class:`ctrlz.state.objects.ObjectStore`, named here for
+        type checkers rather than imported: the store imports its writer, and an import
+        back would make a circle."""
+
+        _packs: str
 
 
 #: a store with at most this many objects has its ids loaded by a writer's first question
