@@ -1,7 +1,7 @@
 """Cut objects: the half of the object store that keeps large objects' chunk tables.
 
 A store whose workspace has a remote (:meth:`CutObjects.want_cuts`, set by ``remote add``,
-``clone`` and every push) cuts each large object of ``CHUNK_FROM`` bytes and up into
+``clone``, and every pull and push) cuts each large object of ``CHUNK_FROM`` bytes and up into
 content-defined chunks as it stores it (:func:`write_cut`), compressing each chunk as a zstd
 frame of its own, and records the cut table in the catalog with the object's row
 (:mod:`ctrlz.state.chunking`). A push then reads the table, names the chunks the remote has,
