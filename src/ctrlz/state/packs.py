@@ -85,10 +85,12 @@ def decode_frames(stored: bytes, size: int) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental zstd decoding across frames, for stored bytes that arrive in pieces."""
+    """Incremental zstd decoding across frames, for stored bytes that arrive in pieces. It
+    has a context of its own: a decoding object shares its context's state, and the thread's
+    shared one may serve another object between two pieces of this one."""
 
     def __init__(self) -> None:
-        self._d = decompressor()
+        self._d = zstd().ZstdDecompressor()
         self._obj: Any = None
 
     def decompress(self, data: bytes) -> bytes:
