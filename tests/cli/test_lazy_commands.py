@@ -139,6 +139,19 @@ def _fast_door(args: list[str], cwd: Path, modules: tuple[str, ...]
                           text=True)
 
 
+def _through(door: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A successful ``ctrlz ARGS`` through the fast door (which must load neither click nor
+    rich; its trailer is taken off stderr) or through click."""
+    if door == "fast":
+        run = _fast_door(args, cwd, ("click", "rich"))
+        assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+        run.stderr = "".join(run.stderr.splitlines(keepends=True)[:-2])
+    else:
+        run = _click_path(args, cwd)
+        assert run.returncode == 0, run.stderr
+    return run
+
+
 def test_snapshot_runs_without_click_and_prints_what_the_click_command_prints(
         tmp_path: Path) -> None:
     from ctrlz import Workspace
@@ -154,14 +167,7 @@ def test_snapshot_runs_without_click_and_prints_what_the_click_command_prints(
     for door in ("fast", "click"):
         (root / "a.txt").write_text(door.ljust(5, "!"))  # one file changed, same size
         for args in (["snapshot"], ["snapshot", "--json"]):
-            if door == "fast":
-                run = _fast_door(args, root, ("click", "rich"))
-                assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
-                run.stderr = "".join(run.stderr.splitlines(keepends=True)[:-2])
-            else:
-                run = _click_path(args, root)
-                assert run.returncode == 0, run.stderr
-            outputs[door, len(args)] = run
+            outputs[door, len(args)] = _through(door, args, root)
     for n in (1, 2):  # the same shape: ids and times differ
         fast, slow = outputs["fast", n], outputs["click", n]
         assert fast.stderr == slow.stderr
@@ -230,15 +236,8 @@ def test_rollback_runs_without_click_and_prints_what_the_click_command_prints(
     for door in ("fast", "click"):
         for args in (["rollback", "base"], ["rollback", "base", "--json"]):
             (root / "a.txt").write_text(f"{door} edit\n")
-            if door == "fast":
-                run = _fast_door(args, root, ("click", "rich"))
-                assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
-                run.stderr = "".join(run.stderr.splitlines(keepends=True)[:-2])
-            else:
-                run = _click_path(args, root)
-                assert run.returncode == 0, run.stderr
+            outputs[door, len(args)] = _through(door, args, root)
             assert (root / "a.txt").read_text() == "base\n"
-            outputs[door, len(args)] = run
     fast, slow = outputs["fast", 2], outputs["click", 2]
     assert fast.stderr == slow.stderr
     assert re.sub(r"snap_\w+", "ID", fast.stdout) == re.sub(r"snap_\w+", "ID", slow.stdout)

@@ -125,6 +125,15 @@ def write_all(fd: int, data: bytes) -> int:
     return len(data)
 
 
+def pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    """:func:`write_all` at ``offset``: a short write (a nearly full disk) goes on where it
+    stopped rather than leaving a hole."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
 def full_disk(exc: OSError, where: str | os.PathLike[str]) -> Exception:
     """The store error an ``OSError`` while writing means: full (ENOSPC, EDQUOT) or not."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):

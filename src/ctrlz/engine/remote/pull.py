@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import CorruptObject, RemoteError
 from ...state.objects import CLONE
+from ...state.packs import pwrite_all
 from ...state.portable import from_record
 from ...state.remote.chunks import CHUNKED
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
@@ -218,7 +219,7 @@ def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
                                       "says; nothing was pulled")
                 fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
                 try:
-                    os.pwrite(fd, data, offset)
+                    pwrite_all(fd, data, offset)
                 finally:
                     os.close(fd)
             return len(stored)

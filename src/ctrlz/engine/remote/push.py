@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import RemoteError
 from ...state.chunking import Cut
@@ -53,6 +53,8 @@ from ...types import Snapshot
 from ..reach import Needed, needed_objects
 from .chunklists import chunked_among, read_lists
 from .refs import add_entries, entries, update_ref
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -178,18 +180,28 @@ class _Uploader:
                     if fut is not None:
                         fut.cancel()
 
-    def _chunked(self, oid: bytes, data: bytes, cuts: list[tuple[bytes, int, int]]
-                 ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
-        """The chunks of blob ``oid`` (``data``, cut at ``cuts``) the remote lacks (raw:
-        compressed on the pool), then its chunk list."""
-        view = memoryview(data)
-        listing = []
-        for cid, off, n in cuts:
+    def _sort_chunks(self, oid: bytes, chunks: Iterable[tuple[bytes, int, T]]
+                     ) -> tuple[list[tuple[bytes, int]], list[T]]:
+        """The chunk list of blob ``oid`` from its (id, length, where) chunks, and the
+        ``where`` of each the remote lacks and this push has not sent (now counted as
+        sent); the chunks the remote has are relied on."""
+        listing, new = [], []
+        for cid, n, where in chunks:
             listing.append((cid, n))
             self.parent_of.setdefault(cid, oid)
             if cid in self.sent or self.has(cid):
                 continue
             self.sent.add(cid)
+            new.append(where)
+        return listing, new
+
+    def _chunked(self, oid: bytes, data: bytes, cuts: list[tuple[bytes, int, int]]
+                 ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
+        """The chunks of blob ``oid`` (``data``, cut at ``cuts``) the remote lacks (raw:
+        compressed on the pool), then its chunk list."""
+        view = memoryview(data)
+        listing, new = self._sort_chunks(oid, ((cid, n, (cid, off, n)) for cid, off, n in cuts))
+        for cid, off, n in new:
             yield cid, n, None, bytes(view[off:off + n])
         yield oid, len(data), CHUNKED, encode_list(len(data), listing)
 
@@ -197,15 +209,7 @@ class _Uploader:
                             ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
         """As :meth:`_chunked`, from the blob's cut table: the chunks the remote has are
         named, not read; new ones are read, decoded and checked on the pool, a few ahead."""
-        listing, new = [], []
-        for cut in table:
-            cid, n = cut[0], cut[1]
-            listing.append((cid, n))
-            self.parent_of.setdefault(cid, oid)
-            if cid in self.sent or self.has(cid):
-                continue
-            self.sent.add(cid)
-            new.append(cut)
+        listing, new = self._sort_chunks(oid, ((c[0], c[1], c) for c in table))
         if new:
             yield from self._read_new(self.repo.objects.cut_reader(oid, new))
         yield oid, size, CHUNKED, encode_list(size, listing)
