@@ -139,11 +139,28 @@ def test_a_damaged_chunk_is_named_and_the_object_is_corrupt(cut_ws: Workspace) -
     assert not ws.verify().ok
 
 
-def test_a_store_without_a_remote_stores_big_files_whole(ws_dir: Path) -> None:
+def test_a_store_without_a_remote_stores_big_files_whole_in_frames(ws_dir: Path) -> None:
+    """No cut table, but still one zstd frame per 4 MiB read: every reader gets it whole."""
+    import zstandard
+
+    from ctrlz.state.transfer import decode_stored
+
     ws = Workspace.init(ws_dir)
-    make_tree(ws.root, {"big.log": _log(3, 9 * MIB)})
+    body = _log(3, 9 * MIB)
+    make_tree(ws.root, {"big.log": body})
     ws.snapshot()
-    assert ws.repo.objects.cuts(_oid(ws, "big.log")) is None
+    objects = ws.repo.objects
+    oid = _oid(ws, "big.log")
+    assert objects.cuts(oid) is None
+    stored = objects.loose_path(oid).read_bytes()
+    first = zstandard.get_frame_parameters(stored).content_size
+    assert first == 4 * MIB < len(body)  # several frames
+    assert objects.read(oid) == body
+    assert b"".join(objects.iter_chunks(oid)) == body
+    assert decode_stored(oid, len(body), ZSTD, stored) == body
+    (ws.root / "big.log").write_bytes(b"gone")
+    ws.rollback(ws.snapshots()[-1].id)
+    assert (ws.root / "big.log").read_bytes() == body
 
 
 def test_gc_drops_a_cut_table_with_its_object(cut_ws: Workspace) -> None:
