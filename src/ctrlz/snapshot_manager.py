@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .engine.actions import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
 from .engine.diff import PERMISSIONS, PathChange, diff_trees
-from .engine.plan import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
 from .engine.restore import Request, recover, restore_in_place
 from .engine.snapshot import take_snapshot
 from .errors import CtrlzError, SnapshotNotFound, UsageError

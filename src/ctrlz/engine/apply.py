@@ -42,17 +42,7 @@ from ..state.atomic import TEMP_PREFIX
 from ..state.objects import LOOSE_MIN, ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
 from ..types import Skipped, show_path
-from .dirs import (
-    RENAME_EXCHANGE,
-    RENAME_NOREPLACE,
-    DirHandles,
-    Unsupported,
-    kind_of,
-    matches_at,
-    renameat2,
-    syncfs,
-)
-from .plan import (
+from .actions import (
     ANCESTOR,
     METADATA_OPS,
     MKDIR,
@@ -62,6 +52,16 @@ from .plan import (
     Action,
     RestorePlan,
     restored_mode,
+)
+from .dirs import (
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    DirHandles,
+    Unsupported,
+    kind_of,
+    matches_at,
+    renameat2,
+    syncfs,
 )
 
 TYPE_CHECKING = False
@@ -546,16 +546,29 @@ def _fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None
         os.close(f)
 
 
+_fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
+
+
 def _fsync_fds(fds: list[int]) -> None:
-    """fsync every descriptor, from a few threads at once (see the module docstring)."""
+    """fsync every descriptor, from a few threads at once (see the module docstring).
+
+    One pool per process, kept: a restore calls this up to three times (the temp files, the
+    directories they were renamed into, the directories emptied), and a pool made per call
+    started its threads again each time, about 3 ms of a 20 ms restore in the workspace
+    daemon, which restores many times."""
     if len(fds) == 1:
         os.fsync(fds[0])
     elif fds:
-        from concurrent.futures import ThreadPoolExecutor
+        pool = _fsync_pools.get("fsync")
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(len(fds), _FSYNC_THREADS)) as pool:
-            for _ in pool.map(os.fsync, fds):
-                pass
+            # setdefault is atomic: of two threads here at once, one pool wins, and the
+            # other, which has started no thread yet, is dropped
+            pool = _fsync_pools.setdefault("fsync", ThreadPoolExecutor(
+                _FSYNC_THREADS, thread_name_prefix="ctrlz-fsync"))
+        for _ in pool.map(os.fsync, fds):
+            pass
 
 
 def require_empty_destination(path: bytes) -> None:

@@ -20,8 +20,8 @@ from ..errors import VerifyMismatch
 from ..state.objects import ObjectStore
 from ..state.trees import FILE, SYMLINK
 from ..types import show_path
+from .actions import CHMOD, DELETE, DIRMODE, RMDIR, UTIME, Action, restored_mode
 from .dirs import DirHandles, kind_of, matches_at
-from .plan import CHMOD, DELETE, DIRMODE, RMDIR, UTIME, Action, restored_mode
 
 
 def verify_applied(objects: ObjectStore, dest_roots: Sequence[bytes],

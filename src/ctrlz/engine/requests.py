@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from ..state.repository import Repository
     from ..state.trees import Entry
     from ..types import Skipped, Snapshot
+    from .actions import Action, RestorePlan
     from .diff import TreeReader
-    from .plan import Action, RestorePlan
 
     BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
     #: builds the target from the captured state; returns (root tree id, base snapshot whose

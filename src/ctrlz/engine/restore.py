@@ -44,10 +44,11 @@ from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
 from ..types import Snapshot, show_path
 from . import journal
+from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import Applier, ApplyFailed, Identity, require_empty_destination
 from .check import verify_applied
 from .graft import DiskCapture, graft
-from .plan import SYMLINK_OP, WRITE, Planner, RestorePlan
+from .plan import Planner
 from .requests import (  # noqa: F401 - the engine's records, re-exported
     Request,
     RestoreResult,

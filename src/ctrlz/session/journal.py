@@ -38,7 +38,7 @@ def record_snapshot(db: SessionDB, snap: Snapshot, *, auto_max: int,
 
 def record_restored(db: SessionDB, result: RestoreResult) -> int:
     """One ``restored`` event per file or link the restore wrote or removed."""
-    from ..engine.plan import DIRMODE, MKDIR, RMDIR
+    from ..engine.actions import DIRMODE, MKDIR, RMDIR
 
     now = iso_utc(time.time_ns())
     rows = []
