@@ -78,6 +78,12 @@ def store_dir(real_root: str, home: str) -> str:
     return os.path.join(home, "workspaces", f"{slug}-{digest}")
 
 
+def has_store(store: str | os.PathLike[str]) -> bool:
+    """Whether a store is at ``store``: its catalog is there (a directory alone may be a
+    store whose creation was interrupted, or something else)."""
+    return os.path.isfile(os.path.join(store, "catalog.db"))
+
+
 def store_path_for(root: Path, home: Path) -> Path:
     from pathlib import Path
 
@@ -92,7 +98,7 @@ def locate(start: str | os.PathLike[str], home: str | None = None) -> tuple[str,
     candidate = here
     while True:
         store = store_dir(candidate, home)
-        if os.path.isfile(os.path.join(store, "catalog.db")):
+        if has_store(store):
             return candidate, store
         parent = os.path.dirname(candidate)
         if parent == candidate:
@@ -117,5 +123,4 @@ def stores(home: str | None = None) -> list[str]:
         names = sorted(os.listdir(base))
     except OSError:
         return []
-    return [os.path.join(base, n) for n in names
-            if os.path.isfile(os.path.join(base, n, "catalog.db"))]
+    return [os.path.join(base, n) for n in names if has_store(os.path.join(base, n))]

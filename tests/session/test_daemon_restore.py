@@ -320,3 +320,58 @@ def test_a_request_in_another_wire_version_is_declined_and_run_here(
     ws.rollback("base")
     assert (ws.root / "pkg0" / "f0.py").read_text() == "# 0/0\n" * 20
     assert served(ws) == 0
+
+
+def test_a_rollback_the_daemon_serves_never_opens_the_store_here(daemon: Workspace) -> None:
+    """The caller sends the ref as the user gave it and gets the snapshots' records back:
+    it loads neither SQLite nor the object store, and its result names the same snapshots,
+    field for field, as the catalog does."""
+    ws = daemon
+    edit(ws.root)
+    code = ("import sys, json\nfrom ctrlz import Workspace\n"
+            "with Workspace.open('.') as ws:\n"
+            "    r = ws.rollback('base')\n"
+            "    opened = sorted(m for m in ('sqlite3', 'ctrlz.state.catalog', "
+            "'ctrlz.state.objects', 'blake3') if m in sys.modules)\n"
+            "from ctrlz.state.portable import to_record\n"
+            "print(json.dumps({'opened': opened, 'applied': len(r.applied),"
+            " 'target': [to_record(r.target), r.target.number],"
+            " 'safety': [to_record(r.safety), r.safety.number]}))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ws.root, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["opened"] == []
+    assert served(ws) == 1
+    assert got["applied"] > 0
+    from ctrlz.state.portable import to_record
+
+    target, safety = ws.resolve("base"), ws.resolve("latest")
+    assert safety.type == "safety"
+    assert got["target"] == [to_record(target), target.number]
+    assert got["safety"] == [to_record(safety), safety.number]
+
+
+def test_a_ref_the_daemon_cannot_resolve_is_the_callers_own_error(daemon: Workspace) -> None:
+    """The daemon declines before starting; the caller resolves the ref itself and meets the
+    error it always met, and nothing is restored."""
+    from ctrlz.errors import SnapshotNotFound
+
+    ws = daemon
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    with pytest.raises(SnapshotNotFound, match="no snapshot matches 'nope'"):
+        ws.rollback("nope")
+    assert (ws.root / "pkg0" / "f0.py").read_text() == "changed\n"
+    assert served(ws) == 0
+    assert [s.type for s in ws.snapshots()] == ["manual"]
+
+
+def test_a_snapshot_the_daemon_takes_comes_back_as_the_catalog_has_it(
+        daemon: Workspace) -> None:
+    ws = daemon
+    (ws.root / "pkg0" / "f0.py").write_text("changed\n")
+    snap = ws.snapshot(label="by the daemon")
+    assert int(daemon_client.status(ws.store_path)["served"]["dirty"]) + int(
+        daemon_client.status(ws.store_path)["served"]["full"]) >= 1
+    assert snap == ws.repo.catalog.snapshot(snap.id)
+    assert snap.number is not None and snap.label == "by the daemon"

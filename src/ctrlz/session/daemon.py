@@ -220,7 +220,10 @@ class Daemon:
                  len(dirty) if dirty is not None else -1)
         if self.pusher is not None:
             self.pusher.kick()
+        from ..state.portable import to_record
+
         return {"ok": True, "snapshot": snap.to_json(), "scan": scan,
+                "record": {**to_record(snap), "number": snap.number},
                 "dirty_dirs": len(dirty) if dirty is not None else None}
 
     def restore(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -228,13 +231,18 @@ class Daemon:
         the watcher's dirty set as its capture's scan. ``ok: false`` only before anything
         started; once the engine runs, its outcome is the reply, failure included, so that
         the caller never restores a second time in-process."""
-        from . import restore_wire
+        from . import restore_wire, restores
 
         refusal = self._refusal(message)
         if refusal is not None:
             return refusal
         try:
-            req = restore_wire.decode_request(self.ws, message["request"])
+            if "rollback" in message:  # by the ref the user gave: resolved here
+                ref, rels, kind = restore_wire.decode_rollback(message["rollback"])
+                req = restores.rollback_request(self.ws, self.ws.resolve(ref), rels, kind,
+                                                dry_run=False)
+            else:
+                req = restore_wire.decode_request(self.ws, message["request"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return {"ok": False, "error": f"malformed restore request: {exc}"}
         except CtrlzError as exc:  # the target is gone: the caller meets that itself

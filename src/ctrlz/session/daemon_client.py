@@ -137,21 +137,22 @@ def request(store: Path, message: dict[str, Any], *,
         # no daemon has ever listened here, or it stopped: the common case costs one stat
         # and never loads the socket module
         raise DaemonUnavailable("no daemon is running")
-    import socket
-
     sent = False
     try:
-        with socket_address(store) as address, \
-                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as s:
-            s.settimeout(CONNECT_TIMEOUT_S)
-            s.connect(address)
-            s.settimeout(timeout)
-            send_message(s, message)
-            sent = True
-            if timeout is None:
-                s.settimeout(_TICK_S)
-            reply = read_message(s, None if at_most_once else MAX_MESSAGE,
-                                 patient=timeout is None)
+        with socket_address(store) as address:
+            s = _unix_socket()
+            try:
+                s.settimeout(CONNECT_TIMEOUT_S)
+                s.connect(address)
+                s.settimeout(timeout)
+                send_message(s, message)
+                sent = True
+                if timeout is None:
+                    s.settimeout(_TICK_S)
+                reply = read_message(s, None if at_most_once else MAX_MESSAGE,
+                                     patient=timeout is None)
+            finally:
+                s.close()
     except (OSError, ValueError, TypeError) as exc:  # TypeError: nothing JSON can carry
         if sent and at_most_once:
             raise DaemonLost(str(exc)) from None
@@ -159,6 +160,19 @@ def request(store: Path, message: dict[str, Any], *,
     if reply.get("ok") is not True:
         raise DaemonUnavailable(str(reply.get("error") or "the daemon refused the request"))
     return reply
+
+
+def _unix_socket() -> socket.socket:
+    """A Unix stream socket for one request. CPython's ``_socket`` is what ``socket.socket``
+    wraps; a client needs nothing the wrapper adds, and its module (``selectors``, ``enum``
+    classes, ``array``) costs each hook and each command the daemon serves ~3 ms."""
+    try:
+        from _socket import AF_UNIX, SOCK_CLOEXEC, SOCK_STREAM
+        from _socket import socket as new_socket
+    except ImportError:  # another Python implementation
+        from socket import AF_UNIX, SOCK_CLOEXEC, SOCK_STREAM
+        from socket import socket as new_socket
+    return new_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)
 
 
 def snapshot(store: Path, *, type: str, label: str | None = None,
@@ -171,15 +185,16 @@ def snapshot(store: Path, *, type: str, label: str | None = None,
                            "session_id": session_id, "pinned": pinned, "config": config})
 
 
-def restore(store: Path, req: dict[str, Any],
+def restore(store: Path, body: dict[str, Any],
             config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Ask the daemon to run a restore (``req``: see :mod:`ctrlz.session.restore_wire`).
+    """Ask the daemon to run a restore (``body``: a request or a rollback, as
+    :mod:`ctrlz.session.restore_wire` encodes them).
     Its reply is ``{"ok": true, "result": ...}`` or, when the restore ran and failed,
     ``{"ok": true, "failed": ...}``: an ``ok: false`` reply (:class:`DaemonUnavailable`)
     always means that nothing was started, so the caller may restore in-process instead.
     No reply timeout: a restore takes as long as it takes, and a daemon that dies closes the
     socket (:class:`DaemonLost`)."""
-    return request(store, {"op": "restore", "request": req, "config": config},
+    return request(store, {"op": "restore", **body, "config": config},
                    timeout=None, at_most_once=True)
 
 

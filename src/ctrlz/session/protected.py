@@ -9,6 +9,11 @@ The store lives under ``$CTRLZ_HOME`` (default: the platform's user data directo
 workspace: ``<home>/workspaces/<name>-<hash of the workspace's real path>/``
 (:mod:`ctrlz.state.locator`). Opening it finishes whatever an interrupted restore left
 (:func:`ctrlz.engine.restore.recover`); what was done is in :attr:`recovered`.
+
+The store's repository (its catalog, SQLite; its objects) opens on first use of
+:attr:`ProtectedWorkspace.repo`, not with the workspace: a rollback or a snapshot that the
+workspace daemon serves never reads the store in the asking process, and importing and
+opening it was ~10 ms of such a process's ~60.
 """
 
 from __future__ import annotations
@@ -18,11 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import Config, load_config
-from ..engine.refs import resolve
-from ..errors import StoreError, UsageError, WorkspaceError
-from ..locator import default_home, store_path_for
+from ..errors import CtrlzError, StoreError, UsageError, WorkspaceError
+from ..locator import default_home, has_store, store_path_for
 from ..paths import workspace_relative
-from ..state.repository import Repository
 from ..state.trees import DIR, Entry
 
 # The snapshot engine, retention and the restore engine load when a method needs them: a
@@ -34,21 +37,23 @@ if TYPE_CHECKING:
     from ..engine import retention
     from ..engine.snapshot import DirtySource
     from ..state.oplog import OpLog
+    from ..state.repository import Repository
     from ..state.scan import ScanStats
     from ..state.sessiondb import SessionDB
     from ..types import Snapshot
 
 
-def recover(repo: Repository) -> list[str]:
-    """:func:`ctrlz.engine.restore.recover`, loaded only when a restore's journal is there
-    (one stat): opening a workspace must clean up after a crash, and must stay cheap."""
+def recover(ws: ProtectedWorkspace) -> list[str]:
+    """:func:`ctrlz.engine.restore.recover`, loaded (and the store opened) only when a
+    restore's journal is there (one stat): opening a workspace must clean up after a crash,
+    and must stay cheap."""
     from ..engine.journal import pending
 
-    if not pending(repo.path):
+    if not pending(ws.store_path):
         return []
     from ..engine.restore import recover as finish_interrupted
 
-    return finish_interrupted(repo)
+    return finish_interrupted(ws.repo)
 
 
 def keep_restores_in_process() -> None:
@@ -78,13 +83,30 @@ class ProtectedWorkspace:
     #: to where its own clients see it (progress, events, its crash semantics).
     restore_by_daemon = True
 
-    def __init__(self, root: Path, repo: Repository, config: Config, home: Path) -> None:
+    def __init__(self, root: Path, store: Path, config: Config, home: Path) -> None:
         self.root = root
-        self.repo = repo
+        self._store = store
+        self._repo: Repository | None = None
         self.config = config
         self.home = home
         #: notes about interrupted restores this opening cleaned up (shown by the CLI)
-        self.recovered: list[str] = recover(repo)
+        self.recovered: list[str] = recover(self)
+
+    @property
+    def repo(self) -> Repository:
+        """The store's repository, opened on first use (see the module docstring)."""
+        repo = self._repo
+        if repo is None:
+            from ..state.repository import Repository
+
+            repo = self._repo = Repository.open(self._store)
+        return repo
+
+    @property
+    def holds_store_lock(self) -> bool:
+        """Whether this process holds the store's writer lock (never, if it has not opened
+        the store)."""
+        return self._repo is not None and self._repo.lock.held
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -104,9 +126,11 @@ class ProtectedWorkspace:
                 f"the ctrlz store ({store}) would be inside the workspace {root}; set CTRLZ_HOME "
                 "to a directory outside it")
         config = config or load_config(root)
-        if not Repository.exists(store):
+        if not has_store(store):
+            from ..state.repository import Repository
+
             Repository.create(store, [str(root)], algorithm=config["hash"]).close()
-        return cls(root, Repository.open(store), config, home)
+        return cls(root, store, config, home)
 
     @classmethod
     def find(cls, start: str | os.PathLike[str] = ".",
@@ -115,7 +139,7 @@ class ProtectedWorkspace:
         home = Path(home or default_home()).expanduser()
         here = Path(start).expanduser().resolve()
         for candidate in (here, *here.parents):
-            if Repository.exists(store_path_for(candidate, home)):
+            if has_store(store_path_for(candidate, home)):
                 return candidate
         return None
 
@@ -136,13 +160,13 @@ class ProtectedWorkspace:
                                      "catalog.db is missing or not a file")
             raise WorkspaceError(f"{Path(start).expanduser().resolve()} is not inside a protected "
                                  "workspace; run `ctrlz init` there first")
-        return cls(root, Repository.open(store_path_for(root, home)),
-                   config or load_config(root), home)
+        return cls(root, store_path_for(root, home), config or load_config(root), home)
 
     def close(self) -> None:
         if getattr(self, "_session_db", None) is not None:
             self._session_db.close()
-        self.repo.close()
+        if self._repo is not None:
+            self._repo.close()
 
     def __enter__(self) -> Self:
         return self
@@ -152,7 +176,7 @@ class ProtectedWorkspace:
 
     @property
     def store_path(self) -> Path:
-        return self.repo.path
+        return self._store
 
     @property
     def roots(self) -> list[Path]:
@@ -177,7 +201,7 @@ class ProtectedWorkspace:
         from . import journal
 
         with gc_paused(), self.repo.lock:
-            recover(self.repo)  # a long-lived process (the daemon) meets a crashed restore here
+            recover(self)  # a long-lived process (the daemon) meets a crashed restore here
             if type == "manual":
                 retention.check_manual_cap(self.repo.catalog.type_counts().get("manual", 0),
                                            self.policy)
@@ -194,7 +218,7 @@ class ProtectedWorkspace:
         ``max_bytes``...), so that the caller takes it here and meets the error itself.
 
         Not while this process holds the store lock: the daemon needs it to commit."""
-        if self.repo.lock.held:
+        if self.holds_store_lock:
             return None
         from . import daemon_client
 
@@ -202,8 +226,18 @@ class ProtectedWorkspace:
             reply = daemon_client.snapshot(self.store_path, type=type, label=label,
                                            session_id=session_id, pinned=pinned,
                                            config=self.config.values)
+        except daemon_client.DaemonUnavailable:
+            return None
+        from ..state.portable import from_record
+
+        try:  # the whole record: this process need not open the store to read it
+            record = reply["record"]
+            return from_record(record, int(record["number"]))
+        except (CtrlzError, KeyError, TypeError, ValueError):
+            pass  # a daemon from before records: read it from the catalog
+        try:
             return self.repo.catalog.snapshot(str(reply["snapshot"]["id"]))
-        except (daemon_client.DaemonUnavailable, KeyError, TypeError):
+        except (KeyError, TypeError):
             return None
 
     @property
@@ -259,6 +293,8 @@ class ProtectedWorkspace:
                  catalog.snapshot(key) if key.startswith("snap_") and key.isascii() else None)
         if exact is not None:
             return exact
+        from ..engine.refs import resolve
+
         return resolve(self.snapshots(), ref)
 
     def remove(self, refs: Sequence[str]) -> list[Snapshot]:

@@ -7,18 +7,21 @@ directories changed), so a short-lived caller hands it the :class:`Request` and 
 :class:`RestoreResult` it gets back. It is the same engine, called in another process.
 
 Everything here is data: paths, names and object ids travel as hex (they are bytes, and may
-not be UTF-8), snapshots by id (both processes read the same catalog). An error travels as its
-class name in :mod:`ctrlz.errors`, its message and, for an incomplete restore, its result.
+not be UTF-8). A request names its target snapshot by id, or a rollback by the ref the user
+gave (the daemon resolves it, so the caller need not open the store at all); a result carries
+the records of its snapshots whole, for the same reason. An error travels as its class name in
+:mod:`ctrlz.errors`, its message and, for an incomplete restore, its result.
 """
 
 from __future__ import annotations
 
 from .. import errors
-from ..engine.plan import Action, RestorePlan
+from ..engine.actions import Action, RestorePlan
 from ..engine.requests import Request, RestoreResult
 from ..errors import CtrlzError, RestoreError
+from ..state.portable import from_record, to_record
 from ..state.trees import Entry
-from ..types import Skipped
+from ..types import Skipped, Snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +32,8 @@ if TYPE_CHECKING:
 
 #: The format of a request and its reply. A daemon declines (before starting) a request of
 #: another version: a daemon left running across an upgrade, and the caller restores itself.
-VERSION = 1
+#: 2: rollbacks by ref, and results with their snapshots' records.
+VERSION = 2
 
 
 def _hex(b: bytes | None) -> str | None:
@@ -69,9 +73,33 @@ def _unskips(d: list[list[str]]) -> list[Skipped]:
     return [Skipped(bytes.fromhex(p), r) for p, r in d]
 
 
+def encode_rollback(ref: str, rels: list[bytes], kind: str) -> dict[str, Any]:
+    """A rollback (or revert) of ``rels`` (workspace-relative; none: everything) to the
+    snapshot ``ref`` names, which the daemon resolves and turns into its :class:`Request`
+    (``session.restores.rollback_request``), as the caller would have."""
+    return {"rollback": {"version": VERSION, "ref": ref, "paths": [r.hex() for r in rels],
+                         "kind": kind}}
+
+
+def decode_rollback(d: dict[str, Any]) -> tuple[str, list[bytes], str]:
+    """(ref, workspace-relative paths, kind); raises ``ValueError``/``KeyError``/
+    ``TypeError`` on a malformed one."""
+    if d.get("version") != VERSION:
+        raise ValueError(f"request version {d.get('version')!r}, this daemon speaks {VERSION}")
+    kind = str(d["kind"])
+    if kind not in ("rollback", "revert"):
+        raise ValueError(f"a rollback of kind {kind!r}")
+    return str(d["ref"]), [bytes.fromhex(p) for p in d["paths"]], kind
+
+
 def encode_request(req: Request) -> dict[str, Any]:
     """Only a request with a stored target travels (a built target is code, not data)."""
     assert req.target is not None and req.build_target is None
+    return {"request": _request(req)}
+
+
+def _request(req: Request) -> dict[str, Any]:
+    assert req.target is not None
     return {"version": VERSION, "kind": req.kind, "target": req.target.id,
             "paths": None if req.paths is None else [p.hex() for p in req.paths],
             "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
@@ -103,7 +131,7 @@ def encode_result(r: RestoreResult) -> dict[str, Any]:
     plan = r.plan
     where = {id(a): i for i, a in enumerate(plan.actions)}
     applied = [where.get(id(a), _action(a)) for a in r.applied]
-    return {"target": r.target.id, "safety": r.safety.id if r.safety else None,
+    return {"target": _snapshot(r.target), "safety": r.safety and _snapshot(r.safety),
             "kind": r.kind, "dry_run": r.dry_run, "destination": r.destination,
             "plan": {"removals": [_action(a) for a in plan.removals],
                      "writes": [_action(a) for a in plan.writes],
@@ -113,13 +141,21 @@ def encode_result(r: RestoreResult) -> dict[str, Any]:
             "conflicts": _skips(r.conflicts)}
 
 
-def decode_result(ws: ProtectedWorkspace, d: dict[str, Any]) -> RestoreResult:
-    catalog = ws.repo.catalog
-    target = catalog.snapshot(d["target"])
-    safety = catalog.snapshot(d["safety"]) if d["safety"] else None
-    if target is None or (d["safety"] and safety is None):
-        raise RestoreError("the workspace daemon reported a restore whose snapshots this "
-                           "process cannot find; run `ctrlz list` to see what was done")
+def _snapshot(s: Snapshot) -> dict[str, Any]:
+    return {**to_record(s), "number": s.number}
+
+
+def _unsnapshot(d: dict[str, Any]) -> Snapshot:
+    try:
+        return from_record(d, None if d["number"] is None else int(d["number"]))
+    except CtrlzError as exc:  # a malformed record: as any other malformed reply
+        raise ValueError(str(exc)) from None
+
+
+def decode_result(d: dict[str, Any]) -> RestoreResult:
+    """Raises ``ValueError``/``KeyError``/``TypeError``/``IndexError`` on a malformed one."""
+    target = _unsnapshot(d["target"])
+    safety = _unsnapshot(d["safety"]) if d["safety"] else None
     plan = RestorePlan(target)
     p = d["plan"]
     plan.removals = [_unaction(a) for a in p["removals"]]
@@ -145,7 +181,7 @@ def encode_error(exc: BaseException) -> dict[str, Any]:
                        "its log (`ctrlz daemon status`) has the details"}
 
 
-def decode_error(ws: ProtectedWorkspace, d: dict[str, Any]) -> CtrlzError:
+def decode_error(d: dict[str, Any]) -> CtrlzError:
     cls = getattr(errors, str(d.get("error")), None)
     if not (isinstance(cls, type) and issubclass(cls, CtrlzError)):
         cls = RestoreError
@@ -156,7 +192,7 @@ def decode_error(ws: ProtectedWorkspace, d: dict[str, Any]) -> CtrlzError:
         exc = RestoreError(message)
     if d.get("result") is not None:
         try:
-            exc.result = decode_result(ws, d["result"])  # type: ignore[attr-defined]
+            exc.result = decode_result(d["result"])  # type: ignore[attr-defined]
         except (CtrlzError, KeyError, TypeError, ValueError, IndexError):
             pass  # the error itself is what the caller must see
     return exc

@@ -18,7 +18,6 @@ from pathlib import Path
 from ..engine.requests import Request, RestoreResult
 from ..errors import RestoreError, UsageError
 from ..state import meter
-from ..state.oplog import Operation
 from . import journal
 
 # The engine itself loads in :func:`run`, when the restore is not handed to the daemon.
@@ -26,6 +25,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..engine.snapshot import DirtySource
     from ..reports import UndoResult
+    from ..state.oplog import Operation
+    from ..types import Snapshot
     from .protected import ProtectedWorkspace
 
 PathArg = str | os.PathLike[str] | bytes
@@ -39,12 +40,25 @@ def run(ws: ProtectedWorkspace, req: Request,
     the daemon runs it: the same engine, warm, its capture scanning only what its watcher saw
     change (:func:`_by_daemon`). ``dirty_source``: what the capture step asks for that, when
     not the daemon (the daemon passes its own watcher)."""
-    if (ws.restore_by_daemon and ws.use_daemon and dirty_source is None
-            and req.build_target is None and not req.dry_run and meter.current() is None
-            and not ws.repo.lock.held):
-        result = _by_daemon(ws, req)
+    if dirty_source is None and req.build_target is None and _daemon_may_serve(ws, req.dry_run):
+        from . import restore_wire
+
+        result = _by_daemon(ws, restore_wire.encode_request(req), req.kind)
         if result is not None:
             return result
+    return _run_here(ws, req, dirty_source)
+
+
+def _daemon_may_serve(ws: ProtectedWorkspace, dry_run: bool) -> bool:
+    """Not with a progress bar on screen (the socket carries no progress; a person at a
+    terminal gets the bar rather than the milliseconds), not for a dry run, and not while
+    this process holds the store lock (the daemon needs it)."""
+    return (ws.restore_by_daemon and ws.use_daemon and not dry_run
+            and meter.current() is None and not ws.holds_store_lock)
+
+
+def _run_here(ws: ProtectedWorkspace, req: Request,
+              dirty_source: DirtySource | None) -> RestoreResult:
     from ..engine.restore import restore_in_place
     from ..engine.snapshot import gc_paused
 
@@ -64,57 +78,71 @@ def run(ws: ProtectedWorkspace, req: Request,
     return result
 
 
-def _by_daemon(ws: ProtectedWorkspace, req: Request) -> RestoreResult | None:
-    """The restore, run by the workspace daemon; None when none runs or it declined before
-    starting (the caller then restores in-process). Once the daemon has the request, its
-    outcome is final: its error is raised here, and a daemon that died mid-way is an error
-    that says how to see what happened, never a second attempt.
-
-    Not with a progress bar on screen (the socket carries no progress; a person at a
-    terminal gets the bar rather than the milliseconds), not for a dry run, and not for a
-    target built from the captured state (code, which a socket cannot carry)."""
+def _by_daemon(ws: ProtectedWorkspace, body: dict[str, object],
+               kind: str) -> RestoreResult | None:
+    """The restore ``body`` describes (:mod:`.restore_wire`), run by the workspace daemon;
+    None when none runs or it declined before starting (the caller then restores
+    in-process). Once the daemon has the request, its outcome is final: its error is raised
+    here, and a daemon that died mid-way is an error that says how to see what happened,
+    never a second attempt. (Never for a target built from the captured state: code, which
+    a socket cannot carry.)"""
     from . import daemon_client, restore_wire
 
     try:
-        reply = daemon_client.restore(ws.store_path, restore_wire.encode_request(req),
-                                      config=ws.config.values)
+        reply = daemon_client.restore(ws.store_path, body, config=ws.config.values)
     except daemon_client.DaemonUnavailable:
         return None
     except KeyboardInterrupt:
         # the daemon has the request and goes on without us: say so, rather than let the
         # usual "interrupted" suggest that nothing happened
         raise RestoreError(
-            f"interrupted; the workspace daemon goes on with the {req.kind} if it had "
+            f"interrupted; the workspace daemon goes on with the {kind} if it had "
             "received it: run `ctrlz list` in a moment for its safety snapshot, which "
             "`ctrlz undo` returns to") from None
     except daemon_client.DaemonLost as exc:
         raise RestoreError(
-            f"the workspace daemon stopped during the {req.kind} without answering ({exc}); "
+            f"the workspace daemon stopped during the {kind} without answering ({exc}); "
             "it may have been applied in part. The next ctrlz command cleans up after it from "
             "its journal and records its undo entry: run `ctrlz status`, then `ctrlz undo` "
             "to return to the state before it"
         ) from None
     failed = reply.get("failed")
     if failed is not None:
-        raise restore_wire.decode_error(ws, failed)
+        raise restore_wire.decode_error(failed)
     try:
-        return restore_wire.decode_result(ws, reply["result"])
+        return restore_wire.decode_result(reply["result"])
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise RestoreError(
-            f"the workspace daemon ran the {req.kind}, but its report could not be read "
+            f"the workspace daemon ran the {kind}, but its report could not be read "
             f"({type(exc).__name__}: {exc}); run `ctrlz list` for its safety snapshot, which "
             "`ctrlz undo` returns to") from None
 
 
 def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,
              dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
-    """The workspace (or only ``paths``) back to snapshot ``ref``, in place; undoable."""
+    """The workspace (or only ``paths``) back to snapshot ``ref``, in place; undoable.
+
+    A daemon that serves it gets ``ref`` as given and resolves it itself, so this process
+    never opens the store; one that declines (a ref it cannot resolve among them) leaves it
+    to this process, which then meets the same error itself."""
     rels = [ws.relpath(p) for p in paths] if paths else []
-    target = ws.resolve(ref)
-    return run(ws, Request(
+    if _daemon_may_serve(ws, dry_run):
+        from . import restore_wire
+
+        result = _by_daemon(ws, restore_wire.encode_rollback(ref, rels, kind), kind)
+        if result is not None:
+            return result
+    return _run_here(ws, rollback_request(ws, ws.resolve(ref), rels, kind, dry_run), None)
+
+
+def rollback_request(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes], kind: str,
+                     dry_run: bool) -> Request:
+    """The request of a rollback (or revert) of ``rels`` (none: everything) to ``target``,
+    whichever process runs it."""
+    return Request(
         kind=kind, target=target, paths=[ws.vpath(r) for r in rels] or None, dry_run=dry_run,
         undo={"record": {"kind": kind, "paths": [r.hex() for r in rels]}},
-        label=f"before {kind} to {target.id}"))
+        label=f"before {kind} to {target.id}")
 
 
 def revert(ws: ProtectedWorkspace, path: PathArg, from_: str | None = None,

@@ -9,10 +9,12 @@ same skipped paths. Unknown keys are ignored on the way in, so a newer ctrlz may
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import CorruptObject
 from ..types import Skipped, Snapshot
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # a restore the daemon served decodes its records: typing stays out
+    from typing import Any
 
 RECORD_KEYS = ("id", "parent", "type", "label", "pinned", "created_ns", "root", "files", "dirs",
                "symlinks", "bytes", "added_bytes", "size_delta", "created", "modified",
