@@ -86,7 +86,7 @@ class ProtectedWorkspace:
     def __init__(self, root: Path, store: Path, config: Config, home: Path) -> None:
         self.root = root
         self._store = store
-        self._repo: Repository | None = None
+        self._opened: dict[str, Repository] = {}  # the repository, once open
         self.config = config
         self.home = home
         #: notes about interrupted restores this opening cleaned up (shown by the CLI)
@@ -94,19 +94,25 @@ class ProtectedWorkspace:
 
     @property
     def repo(self) -> Repository:
-        """The store's repository, opened on first use (see the module docstring)."""
-        repo = self._repo
+        """The store's repository, opened on first use (see the module docstring). Two
+        threads here at once (the service's) get the same one: ``setdefault`` is atomic, and
+        the loser's is closed."""
+        repo = self._opened.get("repo")
         if repo is None:
             from ..state.repository import Repository
 
-            repo = self._repo = Repository.open(self._store)
+            mine = Repository.open(self._store)
+            repo = self._opened.setdefault("repo", mine)
+            if repo is not mine:
+                mine.close()
         return repo
 
     @property
     def holds_store_lock(self) -> bool:
         """Whether this process holds the store's writer lock (never, if it has not opened
         the store)."""
-        return self._repo is not None and self._repo.lock.held
+        repo = self._opened.get("repo")
+        return repo is not None and repo.lock.held
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -165,8 +171,9 @@ class ProtectedWorkspace:
     def close(self) -> None:
         if getattr(self, "_session_db", None) is not None:
             self._session_db.close()
-        if self._repo is not None:
-            self._repo.close()
+        repo = self._opened.get("repo")
+        if repo is not None:
+            repo.close()
 
     def __enter__(self) -> Self:
         return self
