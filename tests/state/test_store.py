@@ -91,3 +91,22 @@ def test_gc_reclaims_unreachable_objects(ws_dir: Path) -> None:
     assert ws.resolve(first.id).id == first.id
     (ws_dir / "temp.bin").unlink()
     assert ws.diff(first.id).changes == []
+
+
+@pytest.mark.parametrize("stat_size", [0, 1, 999, 1000, 1001, 5000])
+def test_a_small_read_returns_at_most_one_byte_past_the_stat(tmp_path: Path,
+                                                             stat_size: int) -> None:
+    """The scan's small-file read asks for the stat's size and one byte more: all of a file
+    that kept its size, and exactly one extra byte of one that grew (the reader then sees
+    the stat change and reads again), so it never needs the rest."""
+    from ctrlz.state.scan.sinks import read_all
+
+    body = os.urandom(1000)
+    path = tmp_path / "f"
+    path.write_bytes(body)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = read_all(fd, stat_size)
+    finally:
+        os.close(fd)
+    assert got == body[:stat_size + 1]
