@@ -64,3 +64,20 @@ def test_a_damaged_catalog_is_a_clear_error_at_first_use(ws_dir: Path) -> None:
     with pytest.raises(StoreError, match="catalog"):
         ws.snapshots()
     ws.close()
+
+
+def test_ctrlz_init_over_a_store_it_cannot_open_fails(ws_dir: Path) -> None:
+    """``ctrlz init`` must not say "Already protecting" over a store a newer ctrlz wrote."""
+    import sqlite3
+
+    with Workspace.init(ws_dir) as ws:
+        catalog = ws.store_path / "catalog.db"
+    db = sqlite3.connect(catalog)
+    db.execute("PRAGMA user_version = 99")
+    db.commit()
+    db.close()
+    ctrlz = str(Path(sys.executable).parent / "ctrlz")
+    run = subprocess.run([ctrlz, "init"], cwd=ws_dir, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "written by a newer ctrlz" in run.stderr
+    assert "Traceback" not in run.stderr and "Already protecting" not in run.stdout

@@ -32,6 +32,7 @@ def init_cmd(directory: str, as_json: bool) -> None:
 
     known = Workspace.find(directory) if Path(directory).is_dir() else None
     with Workspace.init(directory) as ws:
+        ws.open_store()  # a damaged store is an error here, never "Already protecting"
         fresh = known != ws.root
         rules = ws.config.rules.to_json()
         if as_json:

@@ -107,6 +107,12 @@ class ProtectedWorkspace:
                 mine.close()
         return repo
 
+    def open_store(self) -> Repository:
+        """Open the store now rather than on first use: for a command whose whole job is to
+        say the workspace is protected (``ctrlz init``), which must fail over a store it
+        cannot read or that a newer ctrlz wrote, not report success."""
+        return self.repo
+
     @property
     def holds_store_lock(self) -> bool:
         """Whether this process holds the store's writer lock (never, if it has not opened
