@@ -1,4 +1,4 @@
-"""Large files are restored by worker threads (``Applier._write_large``): several at once,
+"""Large files are restored by worker threads (``engine.durable.LargeWrites``): several at once,
 each verified against its id and fsynced before the batch renames anything.
 
 What must hold as before: the exact tree comes back; a damaged object stops the restore before

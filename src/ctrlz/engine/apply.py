@@ -21,13 +21,13 @@ after a crash (:mod:`ctrlz.engine.journal`).
 
 Durability: a batch of temp files is written, made durable, then renamed, and the directories
 are made durable after. Small restores fsync each temp file and then each touched directory,
-all at once from a few threads: a journaling filesystem folds concurrent fsyncs into one commit
-(measured on ext4: ten files in 2 ms, against 40 ms one after another). Large ones flush each
+all at once from a few threads (:func:`ctrlz.engine.durable.fsync_fds`). Large ones flush each
 filesystem that holds a temp file (``syncfs``) instead, which is what makes restoring 100,000
 files take seconds rather than minutes. At the end every filesystem the restore touched is
 flushed, not only the first. Large files (loose objects, 4 MiB and up) are decoded, checked,
-written and fsynced by a few worker threads while the main thread goes on; a batch is renamed
-only once all of its workers are done, so the order (data durable, then the rename) holds.
+written and fsynced by a few worker threads while the main thread goes on
+(:class:`ctrlz.engine.durable.LargeWrites`); a batch is renamed only once all of its workers
+are done, so the order (data durable, then the rename) holds.
 """
 
 from __future__ import annotations
@@ -63,16 +63,10 @@ from .dirs import (
     renameat2,
     syncfs,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+from .durable import JOBS_MAX, LargeWrites, fsync_fds
 
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
-_FSYNC_THREADS = 8
-_WRITE_THREADS = 3  # large files written at once (:meth:`Applier._write_large`)
-_JOBS_MAX = 8  # and at most this many waiting, each holding two open files
 
 StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode
 #: what the capture saw at a virtual path: its stat key and object id, when it trusted them
@@ -134,9 +128,7 @@ class Applier:
         self.fsync_each = writes < _FSYNC_EACH_BELOW
         self._meter: meter.Meter | None = None
         self._written: list[int] = []  # temp files written, open until the batch's fsync
-        #: large temp files being written by worker threads (:meth:`_write_large`)
-        self._jobs: list[tuple[Action, int, Future[None]]] = []
-        self._pool: ThreadPoolExecutor | None = None
+        self._large = LargeWrites()  # large temp files being filled by worker threads
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -181,7 +173,7 @@ class Applier:
             assert self._current is not None
             raise ApplyFailed(self._current, exc, self.result) from exc
         finally:
-            self._stop_jobs()
+            self._large.stop()
             for f in self._written:  # an error before the batch's fsync
                 os.close(f)
             self._written = []
@@ -321,7 +313,7 @@ class Applier:
                 keep = False
                 try:
                     # a clone object goes back by cloning it (no byte copied), where it can;
-                    # a large loose one is written by a worker thread (:meth:`_write_large`)
+                    # a large loose one is written by a worker thread (`durable.LargeWrites`)
                     write = None
                     if not self.objects.clone_to(entry.oid, f):
                         if entry.size >= LOOSE_MIN:
@@ -329,7 +321,8 @@ class Applier:
                         if write is None:
                             self.objects.write_to(entry.oid, f)
                     if write is not None:
-                        self._write_large(a, f, write)
+                        self._wait_large(JOBS_MAX - 1)
+                        self._large.submit(a, f, write, restored_mode(entry), entry.mtime_ns)
                         keep = True  # the worker closes it
                     else:
                         os.fchmod(f, restored_mode(entry))
@@ -377,51 +370,23 @@ class Applier:
         os.utime(name, ns=(entry.mtime_ns, entry.mtime_ns), dir_fd=fd, follow_symlinks=False)
         self.result.applied.append(a)
 
-    def _write_large(self, a: Action, f: int, write: Callable[[int], int]) -> None:
-        """Hand a large temp file to a worker thread (:func:`_fill`): decompressing, hashing
-        and writing release the GIL, so a restore of large files uses every core, and each
-        file's fsync runs while the next is written instead of in one flush at the end.
-        The batch waits for its workers before anything is renamed (:meth:`_commit_pending`),
-        so the rule is unchanged: data durable before the rename."""
-        self._wait_jobs(_JOBS_MAX - 1)  # bounded: open files, and errors surface early
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(_WRITE_THREADS)
-        assert a.entry is not None
-        job = self._pool.submit(_fill, write, f, restored_mode(a.entry), a.entry.mtime_ns)
-        self._jobs.append((a, f, job))
-
-    def _wait_jobs(self, keep: int = 0) -> None:
-        """Wait for the oldest large-file jobs until at most ``keep`` are in flight; the
-        first error is raised as the error of that file's action."""
-        current = self._current
-        while len(self._jobs) > keep:
-            a, _, job = self._jobs[0]
-            self._current = a
-            job.result()
-            self._jobs.pop(0)
-        self._current = current
-
-    def _stop_jobs(self) -> None:
-        """At the end, and after an error: the workers finish before the caller sweeps the
-        temp files, and the files of jobs that never started are closed."""
-        for _, f, job in self._jobs:
-            if job.cancel():
-                os.close(f)
-        self._jobs = []
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+    def _wait_large(self, keep: int = 0) -> None:
+        """Wait for the large files' workers until at most ``keep`` are in flight; the first
+        error is raised as the error of that file's action."""
+        try:
+            self._large.wait(keep)
+        except BaseException:
+            self._current = self._large.failed
+            raise
 
     def _commit_pending(self) -> None:
-        self._wait_jobs()
+        self._wait_large()
         if not self._pending:
             return
         if self.fsync_each:
             written, self._written = self._written, []
             try:
-                _fsync_fds(written)
+                fsync_fds(written)
             finally:
                 for f in written:
                     os.close(f)
@@ -450,7 +415,7 @@ class Applier:
         try:
             for parent, _ in targets:
                 fds.append(os.dup(self.dirs.get(parent)))
-            _fsync_fds(fds)
+            fsync_fds(fds)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -532,43 +497,6 @@ class Applier:
         assert a.entry is not None
         os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
-
-
-def _fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:
-    """A large temp file on a worker thread: its bytes (verified against the object's id),
-    mode and mtime, then fsync; the file is closed whatever happens."""
-    try:
-        write(f)
-        os.fchmod(f, mode)
-        os.utime(f, ns=(mtime_ns, mtime_ns))
-        os.fsync(f)
-    finally:
-        os.close(f)
-
-
-_fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
-
-
-def _fsync_fds(fds: list[int]) -> None:
-    """fsync every descriptor, from a few threads at once (see the module docstring).
-
-    One pool per process, kept: a restore calls this up to three times (the temp files, the
-    directories they were renamed into, the directories emptied), and a pool made per call
-    started its threads again each time, about 3 ms of a 20 ms restore in the workspace
-    daemon, which restores many times."""
-    if len(fds) == 1:
-        os.fsync(fds[0])
-    elif fds:
-        pool = _fsync_pools.get("fsync")
-        if pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            # setdefault is atomic: of two threads here at once, one pool wins, and the
-            # other, which has started no thread yet, is dropped
-            pool = _fsync_pools.setdefault("fsync", ThreadPoolExecutor(
-                _FSYNC_THREADS, thread_name_prefix="ctrlz-fsync"))
-        for _ in pool.map(os.fsync, fds):
-            pass
 
 
 def require_empty_destination(path: bytes) -> None:

@@ -1,0 +1,107 @@
+"""Making a restore's writes durable from a few threads at once.
+
+Two helpers of the apply step (:mod:`ctrlz.engine.apply`), apart from its rules about what
+may be written where:
+
+* :func:`fsync_fds` fsyncs a batch of files or directories concurrently: a journaling
+  filesystem folds concurrent fsyncs into one commit (measured on ext4: ten files in 2 ms,
+  against 40 ms one after another). Its pool lives as long as the process: a restore calls it
+  up to three times (the temp files, the directories they were renamed into, the directories
+  emptied), and a pool made per call started its threads again each time, about 3 ms of a
+  20 ms restore in the workspace daemon, which restores many times.
+* :class:`LargeWrites` fills large temp files on worker threads (decoding, checking and
+  writing release the GIL) and fsyncs each as it is done, while the main thread goes on.
+  The apply step waits for them before it renames anything, so the order holds: data
+  durable, then the rename.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from .actions import Action
+
+FSYNC_THREADS = 8
+WRITE_THREADS = 3  # large files written at once
+JOBS_MAX = 8  # and at most this many waiting, each holding two open files
+
+_fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
+
+
+def fsync_fds(fds: list[int]) -> None:
+    """fsync every descriptor, from a few threads at once (see the module docstring)."""
+    if len(fds) == 1:
+        os.fsync(fds[0])
+    elif fds:
+        pool = _fsync_pools.get("fsync")
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # setdefault is atomic: of two threads here at once, one pool wins, and the
+            # other, which has started no thread yet, is dropped
+            pool = _fsync_pools.setdefault("fsync", ThreadPoolExecutor(
+                FSYNC_THREADS, thread_name_prefix="ctrlz-fsync"))
+        for _ in pool.map(os.fsync, fds):
+            pass
+
+
+def fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:
+    """A large temp file on a worker thread: its bytes (verified against the object's id),
+    mode and mtime, then fsync; the file is closed whatever happens."""
+    try:
+        write(f)
+        os.fchmod(f, mode)
+        os.utime(f, ns=(mtime_ns, mtime_ns))
+        os.fsync(f)
+    finally:
+        os.close(f)
+
+
+class LargeWrites:
+    """The large temp files of one restore, being filled by worker threads (:func:`fill`).
+
+    ``failed``: the action whose job raised, after :meth:`wait` raised its error."""
+
+    def __init__(self) -> None:
+        self._jobs: list[tuple[Action, int, Future[None]]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self.failed: Action | None = None
+
+    def submit(self, a: Action, f: int, write: Callable[[int], int], mode: int,
+               mtime_ns: int) -> None:
+        """Hand temp file ``f`` of action ``a`` to a worker, which closes it (the caller,
+        if this raises). The caller waits first (``wait(JOBS_MAX - 1)``): bounded open
+        files, and errors surface early."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(WRITE_THREADS)
+        self._jobs.append((a, f, self._pool.submit(fill, write, f, mode, mtime_ns)))
+
+    def wait(self, keep: int = 0) -> None:
+        """Wait for the oldest jobs until at most ``keep`` are in flight; the first error is
+        raised, with its action in :attr:`failed`."""
+        while len(self._jobs) > keep:
+            a, _, job = self._jobs[0]
+            try:
+                job.result()
+            except BaseException:
+                self.failed = a
+                raise
+            self._jobs.pop(0)
+
+    def stop(self) -> None:
+        """At the end, and after an error: the workers finish before the caller sweeps the
+        temp files, and the files of jobs that never started are closed."""
+        for _, f, job in self._jobs:
+            if job.cancel():
+                os.close(f)
+        self._jobs = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
