@@ -92,16 +92,11 @@ def decode_rollback(d: dict[str, Any]) -> tuple[str, list[bytes], str]:
 def encode_request(req: Request) -> dict[str, Any]:
     """Only a request with a stored target travels (a built target is code, not data)."""
     assert req.target is not None and req.build_target is None
-    return {"request": _request(req)}
-
-
-def _request(req: Request) -> dict[str, Any]:
-    assert req.target is not None
-    return {"version": VERSION, "kind": req.kind, "target": req.target.id,
-            "paths": None if req.paths is None else [p.hex() for p in req.paths],
-            "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
-            "label": req.label, "dry_run": req.dry_run,
-            "numbered_safety": req.numbered_safety}
+    return {"request": {
+        "version": VERSION, "kind": req.kind, "target": req.target.id,
+        "paths": None if req.paths is None else [p.hex() for p in req.paths],
+        "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
+        "label": req.label, "dry_run": req.dry_run, "numbered_safety": req.numbered_safety}}
 
 
 def decode_request(ws: ProtectedWorkspace, d: dict[str, Any]) -> Request:
