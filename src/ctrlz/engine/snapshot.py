@@ -26,7 +26,6 @@ from ..state.statcache import StatCache
 from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
 from .diff import TreeReader, count_changes, diff_trees
-from .graft import DiskCapture, graft
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -306,7 +305,9 @@ def _include(repo: Repository, roots: Sequence[Path], writer: ObjectWriter, sink
              state: WorkingState, include: Sequence[bytes],
              keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None) -> None:
     """Graft the ``include`` paths, read from disk whatever the rules say, into the scanned
-    top tree (see :mod:`ctrlz.engine.graft`)."""
+    top tree (see :mod:`ctrlz.engine.graft`, loaded only here: a plain snapshot, in every
+    cold process, needs neither it nor the directory handles it brings)."""
+    from .graft import DiskCapture, graft
 
     def store_file(fd: int, size: int) -> bytes:
         if size >= LOOSE_MIN:
