@@ -61,7 +61,8 @@ DEFAULTS: dict[str, Any] = {
     "disable_idle": False,
     "disable_auto": False,
     "disable_exec": False,
-    # the workspace daemon (agent hooks): a resident watcher that keeps snapshots incremental
+    # the workspace daemon: a resident watcher that keeps snapshots incremental; the CLI and
+    # agent hooks start it unless this is false (see ctrlz.session.daemon)
     "daemon": True,
     "daemon_idle_seconds": 1800,
     # the ctrlz service's web gateway on 127.0.0.1 (the next free port when taken; 0: any)

@@ -32,6 +32,8 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         if name.startswith("CTRLZ_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    # a snapshot would start a background daemon per workspace; tests that want one ask
+    monkeypatch.setenv("CTRLZ_DAEMON", "0")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("COLUMNS", "200")
     return dict(os.environ)

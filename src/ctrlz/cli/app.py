@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     'clone': ('remote', 'Make DIRECTORY (new or empty) a workspace from the remote at URL.'),
     'completion': ('maintenance', 'Print the shell completion script for SHELL.'),
     'config': ('inspect', 'Show the effective configuration and where each value came from.'),
-    'daemon': ('daemon', "The workspace daemon: a file watcher that keeps agents' shell snapshots"
+    'daemon': ('daemon', 'The workspace daemon: a file watcher that keeps snapshots and rollbacks'
                          ' incremental.'),
     'diff': ('inspect', 'Show what changed: by default from the latest snapshot to the working '
                         'tree.'),

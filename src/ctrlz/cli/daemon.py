@@ -1,4 +1,4 @@
-"""`ctrlz daemon`: see, start and stop the workspace daemon that agent hooks use."""
+"""`ctrlz daemon`: see, start and stop the workspace daemon that commands and agent hooks use."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from .context import State, pass_state
 
 def _show(info: dict[str, Any]) -> None:
     if not info["running"]:
-        render.out("daemon: not running (agent hooks start it; or `ctrlz daemon start`)")
+        render.out("daemon: not running (the next `ctrlz snapshot` or agent hook starts it; "
+                   "or `ctrlz daemon start`)")
     elif not info.get("ready"):
         render.out("daemon: starting (placing watches and priming the stat cache)")
     else:
@@ -35,10 +36,11 @@ def _show(info: dict[str, Any]) -> None:
 
 @click.group("daemon")
 def daemon_group() -> None:
-    """The workspace daemon: a file watcher that keeps agents' shell snapshots incremental.
+    """The workspace daemon: a file watcher that keeps snapshots and rollbacks incremental.
 
-    Agent hooks start it on their own (SessionStart, or the first shell tool call) unless the
-    `daemon` setting is false; it stops after `daemon_idle_seconds` without requests.
+    It starts on its own unless the `daemon` setting is false: after a `ctrlz snapshot` or
+    rollback that had to walk the whole tree, and from agent hooks (SessionStart, or the
+    first shell tool call). It stops after `daemon_idle_seconds` without requests.
 
     \b
     Examples:

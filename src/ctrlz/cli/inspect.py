@@ -202,7 +202,7 @@ def status_cmd(state: State, as_json: bool) -> None:
     render.out("Undo:      " + ("ctrlz undo" if st.can_undo else "nothing to undo")
                + (" / ctrlz redo" if st.can_redo else ""))
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
-                                else "not running (agent hooks start it)"))
+                                else "not running (the next snapshot starts it)"))
     for name, info in remote_info.items():
         render.out(f"Remote:    {name}: " + (f"{info['unpushed']} snapshots not pushed "
                                              f"(ctrlz push {name})" if info["unpushed"]

@@ -21,6 +21,8 @@ def open_here() -> Workspace:
     from ..workspace import Workspace
 
     ws = Workspace.open(".")
+    # a snapshot or restore run here starts the workspace daemon for the next command
+    ws.start_daemon = True
     for note in ws.recovered:
         render.note(f"ctrlz: {note}")
     return ws

@@ -285,7 +285,12 @@ def autostart(root: Path, store: Path, enabled: bool | None = None) -> bool:
         from ..config import load_config
 
         enabled = bool(load_config(Path(root))["daemon"])
-    return enabled and spawn(root, store)
+    if not enabled:
+        return False
+    try:
+        return spawn(root, store)
+    except OSError:  # no process to spare (EAGAIN, EMFILE): the caller's work is done, and
+        return False  # the next command simply walks the tree itself again
 
 
 def wait_ready(store: Path, timeout: float) -> dict[str, Any] | None:

@@ -82,6 +82,13 @@ class ProtectedWorkspace:
     #: :func:`keep_restores_in_process`: it is warm already, and restores what it is asked
     #: to where its own clients see it (progress, events, its crash semantics).
     restore_by_daemon = True
+    #: Whether a snapshot or restore that this process ran itself (no daemon answered)
+    #: starts the workspace daemon afterwards, the ``daemon`` setting permitting, so that the
+    #: next one costs what changed instead of a walk of the whole tree (:meth:`ensure_daemon`).
+    #: The command line sets it on the workspace it opens, as agent hooks start the daemon at
+    #: ``SessionStart``; a library caller (the Python API, the ``SnapshotManager``) never
+    #: gets a background process it did not ask for.
+    start_daemon = False
 
     def __init__(self, root: Path, store: Path, config: Config, home: Path) -> None:
         self.root = root
@@ -222,7 +229,19 @@ class ProtectedWorkspace:
             journal.record_snapshot(self.session_db, snap, auto_max=self.config["auto_max"],
                                     session_id=session_id)
             self.enforce_pools()
+        if dirty is None:
+            self.ensure_daemon()
         return snap
+
+    def ensure_daemon(self) -> None:
+        """After a snapshot or restore that walked the whole tree because no daemon answered:
+        start one in the background when :attr:`start_daemon` and the ``daemon`` setting ask
+        for it (one lock probe when it runs already). After the work, never before it: its
+        start-up and first scan must not compete with the command the user is waiting for."""
+        if self.start_daemon and self.use_daemon and self.config["daemon"]:
+            from . import daemon_client
+
+            daemon_client.autostart(self.root, self.store_path, True)
 
     def _snapshot_by_daemon(self, type: str, label: str | None, pinned: bool,
                             session_id: str | None) -> Snapshot | None:
