@@ -8,6 +8,7 @@ and ``reset`` throws the store away so the next "first snapshot" starts from not
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -77,9 +78,23 @@ class Tool:
 
 
 class Ctrlz(Tool):
-    """ctrlz through ``bench/ctrlz_op.py`` run by the same interpreter (the venv's)."""
+    """The ``ctrlz`` command as a user runs it, with its default settings: ``ctrlz snapshot
+    --json`` and ``ctrlz rollback ID --json`` in the tree, by the venv's entry point
+    (``ctrlz init`` in :meth:`reset`, untimed, as ``git init`` is for git).
+
+    The first command that walks the tree itself starts the workspace daemon after its work,
+    as the command line does (see ``ProtectedWorkspace.start_daemon``); later commands hand
+    their snapshot or rollback to it. Between timed commands this adapter waits, untimed,
+    until a daemon that is starting answers, so that its start-up does not run during the
+    next timing (as git's ``gc.auto=0`` keeps git's background work out of it), and
+    :meth:`reset` stops it before deleting the store."""
 
     name = "ctrlz"
+    daemon = True
+
+    def __init__(self, tree: Path, work: Path) -> None:
+        super().__init__(tree, work)
+        self.store: Path | None = None
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -88,41 +103,59 @@ class Ctrlz(Tool):
         for key in list(env):
             if key.startswith("CTRLZ_"):
                 del env[key]
+        env["CTRLZ_HOME"] = str(self.work / "home")
         # every timed snapshot is a manual one: more repetitions than manual_max's 12 must
         # not meet the pool's cap (the daemon, started with this environment, agrees)
         env["CTRLZ_MANUAL_MAX"] = "10000"
+        if not self.daemon:
+            env["CTRLZ_DAEMON"] = "0"
         return env
 
-    def _op(self, *args: str) -> tuple[float, str]:
-        return run([sys.executable, str(HERE / "ctrlz_op.py"), args[0], str(self.tree),
-                    str(self.work / "home"), *args[1:]], env=self._env())
+    def _ctrlz(self, *args: str) -> tuple[float, str]:
+        exe = Path(sys.executable).with_name("ctrlz")
+        return run([str(exe), *args], env=self._env(), cwd=self.tree)
+
+    def reset(self) -> None:
+        if self.store is not None:
+            from ctrlz.session import daemon_client
+
+            daemon_client.stop(self.store)
+        super().reset()
+        self.store = Path(json.loads(self._ctrlz("init", "--json")[1])["store"])
+
+    def _settle(self) -> None:
+        """Untimed: once a command has started the daemon, wait until it answers."""
+        if not self.daemon:
+            return
+        from ctrlz.session import daemon_client
+
+        assert self.store is not None
+        deadline = time.monotonic() + 10
+        while not daemon_client.running(self.store):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ctrlz did not start its daemon; see {self.store}/daemon.log")
+            time.sleep(0.02)
+        if daemon_client.wait_ready(self.store, 600) is None:
+            raise RuntimeError(f"the daemon did not get ready; see {self.store}/daemon.log")
 
     def snapshot(self) -> float:
-        dt, out = self._op("snapshot", f"s{len(self.snaps)}")
-        self.snaps.append(out.strip())
+        dt, out = self._ctrlz("snapshot", "--json")
+        self.snaps.append(json.loads(out)["id"])
+        self._settle()
         return dt
 
     def restore(self, snap: str) -> float:
-        return self._op("restore", snap)[0]
-
-
-class CtrlzDaemon(Ctrlz):
-    """ctrlz with its workspace daemon running (as agent hooks start it, or ``ctrlz daemon
-    start``): the same ``ctrlz_op.py`` processes, which hand snapshots to the daemon and ask
-    it what changed before a restore's capture. The daemon starts, untimed, right after the
-    first snapshot, which is therefore the same as ctrlz's own."""
-
-    name = "ctrlz+daemon"
-
-    def reset(self) -> None:
-        if (self.work / "home").exists():
-            self._op("daemon-stop", "-")
-        super().reset()
-
-    def first(self) -> float:
-        dt = self.snapshot()
-        self._op("daemon-start", "-")
+        dt = self._ctrlz("rollback", snap, "--json")[0]
+        self._settle()
         return dt
+
+
+class CtrlzNoDaemon(Ctrlz):
+    """The same commands with the daemon turned off (``CTRLZ_DAEMON=0``): every one is a fresh
+    process that walks the whole tree, as a first command in a workspace does."""
+
+    name = "ctrlz-nodaemon"
+    daemon = False
 
 
 class Git(Tool):
@@ -205,4 +238,4 @@ class Rsync(Tool):
         return run(["rsync", "-a", "--delete", f"{snap}/", f"{self.tree}/"])[0]
 
 
-TOOLS: dict[str, type[Tool]] = {t.name: t for t in (Ctrlz, CtrlzDaemon, Git, TarZstd, Rsync)}
+TOOLS: dict[str, type[Tool]] = {t.name: t for t in (Ctrlz, CtrlzNoDaemon, Git, TarZstd, Rsync)}
