@@ -112,3 +112,4 @@ def test_daemon_false_keeps_the_cli_from_starting_one(ws: Workspace,
     assert daemon_processes(ws.store_path) == []
     status = json.loads(ctrlz(ws.root, "daemon", "status", "--json").stdout)
     assert status["running"] is False
+    assert "Daemon:    off (daemon = false)" in ctrlz(ws.root, "status").stdout

@@ -202,7 +202,8 @@ def status_cmd(state: State, as_json: bool) -> None:
     render.out("Undo:      " + ("ctrlz undo" if st.can_undo else "nothing to undo")
                + (" / ctrlz redo" if st.can_redo else ""))
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
-                                else "not running (the next snapshot starts it)"))
+                                else "not running (the next snapshot starts it)"
+                                if ws.config["daemon"] else "off (daemon = false)"))
     for name, info in remote_info.items():
         render.out(f"Remote:    {name}: " + (f"{info['unpushed']} snapshots not pushed "
                                              f"(ctrlz push {name})" if info["unpushed"]
