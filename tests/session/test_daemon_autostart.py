@@ -103,6 +103,13 @@ def test_library_calls_never_start_a_daemon(ws: Workspace) -> None:
     assert daemon_processes(ws.store_path) == []
 
 
+def test_ctrlz_run_watches_the_tree_itself_and_starts_no_daemon(ws: Workspace) -> None:
+    ctrlz(ws.root, "run", "--no-trace", "--", sys.executable, "-c",
+          "open('src/m4.py', 'w').write('changed by the command')")
+    assert (ws.root / "src" / "m4.py").read_text() == "changed by the command"
+    assert daemon_processes(ws.store_path) == []
+
+
 def test_daemon_false_keeps_the_cli_from_starting_one(ws: Workspace,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CTRLZ_DAEMON")
