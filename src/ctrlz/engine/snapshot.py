@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-WORKERS = max(2, min(4, os.cpu_count() or 2))
+#: Threads that read, hash, compress and fsync large files. More than the cores: each spends
+#: much of a 100 MB file waiting for its fsync, and another's hashing and compressing fills
+#: that wait. On 2 cores, 20 files of 2 GB took 0.87x the wall time with 4 threads as with 2,
+#: and 0.91x again with 6 as with 4 (paired runs, same CPU time); 8 gained nothing. Each
+#: thread holds ~13 MiB at most (a 4 MiB read and its compressed copy).
+WORKERS = min(8, max(4, 3 * (os.cpu_count() or 2)))
 
 #: what a file watcher in another process reports before a scan: the directories of each
 #: root that changed since the stat cache was written, or None (scan fully)
