@@ -76,7 +76,7 @@ def _run_here(ws: ProtectedWorkspace, req: Request,
             journal.record_restored(ws.session_db, result)
             ws.enforce_pools()
     if not req.dry_run and dirty_source is None:
-        ws.ensure_daemon()  # its capture walked the whole tree: the next one need not
+        ws.ensure_daemon()  # unless one runs, its capture walked the whole tree
     return result
 
 
