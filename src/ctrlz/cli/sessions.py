@@ -48,7 +48,6 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
     if not argv:
         raise UsageError("ctrlz run needs a command: ctrlz run -- CMD [ARG...]")
     ws = state.workspace()
-    ws.start_daemon = False  # the session watches the tree itself: no second set of watches
 
     def notify(message: str) -> None:
         click.echo(message, err=True)

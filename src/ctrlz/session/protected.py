@@ -238,10 +238,10 @@ class ProtectedWorkspace:
         start one in the background when :attr:`start_daemon` and the ``daemon`` setting ask
         for it (one lock probe when it runs already). After the work, never before it: its
         start-up and first scan must not compete with the command the user is waiting for."""
-        if self.start_daemon and self.use_daemon and self.config["daemon"]:
+        if self.start_daemon and self.use_daemon:
             from . import daemon_client
 
-            daemon_client.autostart(self.root, self.store_path, True)
+            daemon_client.autostart(self.root, self.store_path, bool(self.config["daemon"]))
 
     def _snapshot_by_daemon(self, type: str, label: str | None, pinned: bool,
                             session_id: str | None) -> Snapshot | None:

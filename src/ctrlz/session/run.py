@@ -246,7 +246,13 @@ class Session:
 
 def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
                 trace: bool = True, notify: Callable[[str], None] = lambda m: None) -> RunResult:
-    return Session(ws, argv, label, trace).run(notify)
+    # the session watches the tree itself: a daemon would be a second set of inotify watches
+    # competing for the user's limit
+    started, ws.start_daemon = ws.start_daemon, False
+    try:
+        return Session(ws, argv, label, trace).run(notify)
+    finally:
+        ws.start_daemon = started
 
 
 def session_dir(ws: Workspace, session_id: str) -> Path:
