@@ -319,7 +319,7 @@ def test_auggie_project_install_round_trip(project: Path, home: Path) -> None:
     assert shared.read_text() == shared_before  # the committed file is not touched
     doc = json.loads(local.read_text())
     hooks = doc["hooks"]
-    assert set(hooks) == {"SessionStart", "PromptSubmit", "PreToolUse", "PostToolUse"}
+    assert set(hooks) == {"SessionStart", "PromptSubmit", "PreToolUse", "PostToolUse", "Stop"}
     assert hooks["PreToolUse"][0]["matcher"] == (
         "^(save-file|str-replace-editor|remove-files|apply_patch|write|edit|launch-process|"
         "write-process|bash)$")
@@ -538,6 +538,40 @@ def test_auggie_payloads(ws: Path) -> None:
     assert hook_errors() == []
 
 
+def test_auggie_turns_are_bounded_by_stop(ws: Path) -> None:
+    """Auggie runs PromptSubmit alongside the model request, so a turn's first tool call may
+    come first (CI saw it); the Stop that ends each turn keeps both in the one turn."""
+    base = {"conversation_id": "c0ffee00-d96d-43f3-ab2d-f804ce2c423e",
+            "workspace_roots": [str(ws)]}
+    tool = base | {"tool_output": "[undefined]", "tool_error": None, "is_mcp_tool": False}
+    prompt = base | {"hook_event_name": "PromptSubmit", "user_prompt": "go"}
+    # N7n: Stop sends the cause and the exchange
+    stop = base | {"hook_event_name": "Stop", "agent_stop_cause": "end_turn",
+                   "_exchange": {"exchange": {"request_message": "go"}, "changedFiles": []}}
+
+    def save(path: str) -> None:
+        hook("auggie", tool | {"hook_event_name": "PreToolUse", "tool_name": "save-file",
+                               "tool_input": {"path": path, "file_content": "x\n"}})
+        (ws / path).write_text("x\n")
+
+    hook("auggie", base | {"hook_event_name": "SessionStart"})
+    save("first.txt")        # the first tool call overtakes its prompt
+    hook("auggie", prompt)
+    save("second.txt")
+    hook("auggie", stop)
+    hook("auggie", prompt)   # the next turn, in the usual order
+    save("third.txt")
+    hook("auggie", stop)
+    save("fourth.txt")       # overtaking again
+    hook("auggie", prompt)
+    hook("auggie", prompt)   # no Stop before it (Auggie was killed): still a new turn
+    save("fifth.txt")
+    assert [(c["captured_paths"], c["turn"]) for c in listing(ws)] == [
+        (["first.txt"], 1), (["second.txt"], 1), (["third.txt"], 2), (["fourth.txt"], 3),
+        (["fifth.txt"], 4)]
+    assert hook_errors() == []
+
+
 def test_auggie_reader_tools_and_pairing() -> None:
     def read(tool: str, tool_input: dict, event: str = "PreToolUse") -> object:
         return auggie_reader.read({"hook_event_name": event, "conversation_id": "c",
@@ -558,4 +592,7 @@ def test_auggie_reader_tools_and_pairing() -> None:
     post = read("save-file", {"path": "a", "file_content": "1"}, "PostToolUse")
     assert pre.args_key == post.args_key and post.event == "post" and not post.tool_id
     assert auggie_reader.cwd({"workspace_roots": ["/w"]}) == "/w"
+    stop = auggie_reader.read({"hook_event_name": "Stop", "conversation_id": "c",
+                               "agent_stop_cause": "interrupted"})
+    assert (stop.event, stop.session_id) == ("stop", "c")
     assert auggie_reader.cwd({"cwd": "/c", "workspace_roots": ["/w"]}) == "/c"

@@ -195,6 +195,31 @@ def test_rollback_and_redo_of_turns(ws: Path) -> None:
     assert (ws / "a").read_text() == "a0" and not (ws / "b").exists()
 
 
+def test_turns_bounded_by_stop_take_a_late_prompt(ws: Path) -> None:
+    """UNTIL_STOP (Auggie): whichever of the prompt and the first tool call comes first after
+    a Stop starts the turn; a prompt with no Stop before it still starts one."""
+    (ws / "a").write_text("a0")
+
+    def call(tool_id: str) -> None:
+        tc.fs_snapshot("s1", tool_id, ["a"], turn_key=tc.UNTIL_STOP)
+
+    call("t1")                                            # before the session's first prompt
+    assert tc.begin_turn("s1", turn_key=tc.UNTIL_STOP) == 1
+    call("t2")
+    tc.end_turn("s1")
+    assert tc.begin_turn("s1", turn_key=tc.UNTIL_STOP) == 2
+    call("t3")
+    tc.end_turn("s1")
+    call("t4")                                            # overtakes its prompt
+    assert tc.begin_turn("s1", turn_key=tc.UNTIL_STOP) == 3
+    assert tc.begin_turn("s1", turn_key=tc.UNTIL_STOP) == 4  # the Stop never came
+    call("t5")
+    assert [(s["snapshot_id"], s["turn"]) for s in tc.list_snapshots("s1")] == [
+        ("t1", 1), ("t2", 1), ("t3", 2), ("t4", 3), ("t5", 4)]
+    out = tc.rollback("s1", 3)
+    assert out["fs_snapshot_ids"] == ["t4", "t5"]
+
+
 def test_any_other_change_clears_the_redo_stack(ws: Path) -> None:
     (ws / "a").write_text("a0")
     tc.begin_turn("s1")

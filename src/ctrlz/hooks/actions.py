@@ -63,6 +63,12 @@ def new_turn(ctx: HookContext, session_id: str, turn_key: str | None = None) -> 
     begin_turn(session_id, workspace=ctx, agent=ctx.agent, turn_key=turn_key)
 
 
+def end_turn(ctx: HookContext, session_id: str) -> None:
+    from ..toolcalls.api import end_turn as finish
+
+    finish(session_id, workspace=ctx, agent=ctx.agent)
+
+
 def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
               paths: Iterable[str], args_key: str | None = None,
               turn_key: str | None = None) -> None:
@@ -92,12 +98,13 @@ def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,
 class Call:
     """One hook invocation in agent-neutral words; each adapter's ``read`` builds it.
 
-    ``event`` is session | prompt | pre | post (None: nothing for ctrlz to do). ``kind`` says what
-    the tool does: files (``paths`` are what it will write), shell (``command``), or None for a
-    tool ctrlz does not capture. ``tool_id`` is the agent's tool-call id; agents that send none
-    (Gemini, Copilot) get ``args_key``, a hash of the tool and its input, which pairs the pre and
-    post events. ``turn_key`` is the agent's own id of the turn, when it sends one. A plain
-    class: ``dataclasses`` costs every hook several milliseconds of import."""
+    ``event`` is session | prompt | pre | post | stop (None: nothing for ctrlz to do). ``kind``
+    says what the tool does: files (``paths`` are what it will write), shell (``command``), or
+    None for a tool ctrlz does not capture. ``tool_id`` is the agent's tool-call id; agents that
+    send none (Gemini, Copilot) get ``args_key``, a hash of the tool and its input, which pairs
+    the pre and post events. ``turn_key`` is the agent's own id of the turn, when it sends one,
+    or ``UNTIL_STOP`` for an agent whose turns end with a stop event (Auggie). A plain class:
+    ``dataclasses`` costs every hook several milliseconds of import."""
 
     __slots__ = ("event", "session_id", "tool", "kind", "tool_id", "args_key", "paths",
                  "command", "turn_key")
@@ -128,6 +135,8 @@ def handle(call: Call, ctx: HookContext) -> None:
         session_start(ctx, call.session_id)
     elif call.event == "prompt":
         new_turn(ctx, call.session_id, call.turn_key)
+    elif call.event == "stop":
+        end_turn(ctx, call.session_id)
     elif call.event == "pre" and call.kind is not None:
         if not call.tool_id:
             import time

@@ -1,14 +1,17 @@
-"""Augment Auggie hooks (``ctrlz-hook auggie``): SessionStart, PromptSubmit, PreToolUse and
-PostToolUse.
+"""Augment Auggie hooks (``ctrlz-hook auggie``): SessionStart, PromptSubmit, PreToolUse,
+PostToolUse and Stop.
 
 Read from ``@augmentcode/auggie`` 0.36's bundle (``augment.mjs``): every event sends
 ``hook_event_name``, ``conversation_id`` (the session) and ``workspace_roots`` (one root) and no
 ``cwd``; the tool events add ``tool_name``, ``tool_input``, ``tool_output``, ``tool_error`` and
 ``is_mcp_tool`` (PostToolUse also ``file_changes``, and fires for failed tools too). There is
 **no tool-call id**: the pre and post events are paired by a hash of the tool and its input, as
-for Gemini CLI. PromptSubmit starts a turn. Auggie does not wait for it (it runs alongside the
-model request), so on a machine slow enough the first tool call of a turn could be filed under
-the turn before.
+for Gemini CLI. There is no turn id either, and Auggie does not wait for PromptSubmit (it runs
+alongside the model request), so the turn's first tool call can reach ctrlz before its prompt.
+Auggie does wait for Stop, which ends a turn (``agent_stop_cause``: ``end_turn``,
+``interrupted``, ``max_iterations``, ``empty_completion``; a thrown error sends none), so turns
+are bounded by Stop (``UNTIL_STOP``): whichever of the prompt and the first tool call comes
+first after a Stop starts the turn, and the other joins it.
 
 Tools and the inputs Auggie gives them: ``save-file`` (``path``, ``file_content``),
 ``str-replace-editor`` (``path``; its ``view`` command changes nothing), ``remove-files``
@@ -20,6 +23,7 @@ process it launched earlier), each snapshotted first.
 
 from __future__ import annotations
 
+from ..toolcalls import UNTIL_STOP
 from . import actions
 from .codex import patch_paths
 
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
 FILE_TOOLS = ("save-file", "str-replace-editor", "remove-files", "apply_patch", "write", "edit")
 SHELL_TOOLS = ("launch-process", "bash", "write-process")
 EVENTS = {"SessionStart": "session", "PromptSubmit": "prompt", "PreToolUse": "pre",
-          "PostToolUse": "post"}
+          "PostToolUse": "post", "Stop": "stop"}
 
 
 def cwd(payload: dict[str, Any]) -> str | None:
@@ -76,4 +80,4 @@ def read(payload: dict[str, Any]) -> actions.Call:
         session_id=str(payload.get("conversation_id") or ""), tool=tool, kind=kind,
         args_key=actions.args_key(tool, tool_input),
         paths=_paths(tool, tool_input) if kind == "files" else [],
-        command=_command(tool, tool_input) if kind == "shell" else "")
+        command=_command(tool, tool_input) if kind == "shell" else "", turn_key=UNTIL_STOP)

@@ -257,9 +257,11 @@ def auggie(scope: str, project: Path, home: Path) -> list[Target]:
         handler = {"type": "command", "command": cmd, "timeout": 30000}
         return ({"matcher": matcher} if matcher else {}) | {"hooks": [handler]}
 
+    # Stop bounds the turns: Auggie runs PromptSubmit alongside the model request, so only Stop
+    # tells a turn's first tool call from the last one of the turn before (hooks/auggie.py)
     hooks = {"SessionStart": [group(None)], "PromptSubmit": [group(None)],
              "PreToolUse": [group(f"^({AUGGIE_FILE_TOOLS}|{AUGGIE_SHELL_TOOLS})$")],
-             "PostToolUse": [group(f"^({AUGGIE_FILE_TOOLS})$")]}
+             "PostToolUse": [group(f"^({AUGGIE_FILE_TOOLS})$")], "Stop": [group(None)]}
     server = {"ctrlz": {"type": "stdio", **MCP_SERVER}}
     if scope == "user":
         return [Target(home / ".augment" / "settings.json", hooks=hooks, servers=server)]

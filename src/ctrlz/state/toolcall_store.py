@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS tc_sessions (
     turn INTEGER NOT NULL DEFAULT 0,
     created_ns INTEGER NOT NULL,
     last_ns INTEGER NOT NULL,
-    turn_key TEXT                    -- the agent's own id of the current turn, when it sends one
+    turn_key TEXT                    -- the agent's id of the current turn, or an UNTIL_STOP state
 );
 CREATE TABLE IF NOT EXISTS tc_snapshots (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,

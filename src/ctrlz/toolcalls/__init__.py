@@ -15,8 +15,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+# The turn key of an agent that sends no turn id and bounds its turns by a Stop event (see
+# ``api.enter_turn``). Here, not in ``api``, so a hook names it without importing the library.
+UNTIL_STOP = "ctrlz:until-stop"
+
 _EXPORTS = {
-    "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api",
+    "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api", "end_turn": "api",
     "drop_session": "api", "drop_snapshot": "api", "finish_tool_call": "api",
     "fs_restore": "api", "fs_snapshot": "api",
     "list_snapshots": "api", "start_session": "api", "tool_call": "api", "write_file": "api",
