@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 from ctrlz import Workspace
 from ctrlz.state.exclude import Matcher, Rules
+from ctrlz.state.globs import parse_lines
 from ctrlz.state.trees import DIR
-from ctrlz.state.wildmatch import parse_lines
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
