@@ -10,17 +10,20 @@ directories and symlinks (which dir-only patterns never match).
 Trees come from hypothesis (names full of pattern syntax, nested ``.gitignore`` files at several
 depths, ``.git/info/exclude``, patterns with negation, ``**``, anchoring, directory-only
 slashes, classes, escapes, trailing spaces, CRLF and BOMs) and from git's own source tree with
-build products laid over it (``CTRLZ_GIT_SOURCE``, else ``/tmp/b12/git-2.39.5``; skipped when
-neither exists).
+build products laid over it (``CTRLZ_GIT_SOURCE``, else the tree ``make bench`` unpacks from
+Debian's archive, fetched when missing; skipped, with the reason, when it cannot be).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import shutil
 import stat
 import subprocess
+import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -291,10 +294,15 @@ def ignore_file(draw: st.DrawFn, paths: list[list[bytes]]) -> bytes:
 
 FILE = None
 LINK = "link"  # a symlink to its own directory: never a directory to git or ctrlz
-tree_shape = st.recursive(
-    st.sampled_from([FILE, FILE, FILE, LINK]),
-    lambda children: st.dictionaries(st.sampled_from(NAMES), children, min_size=1, max_size=4),
-    max_leaves=24)
+
+
+def directories(children: st.SearchStrategy) -> st.SearchStrategy:
+    """A directory of one to four entries. A named function, not a lambda: hypothesis reads a
+    lambda's source to check that it recurses, and misreads this one in a multi-line call."""
+    return st.dictionaries(st.sampled_from(NAMES), children, min_size=1, max_size=4)
+
+
+tree_shape = st.recursive(st.sampled_from([FILE, FILE, FILE, LINK]), directories, max_leaves=24)
 
 
 @st.composite
@@ -508,11 +516,32 @@ def test_parse_lines_reads_like_git() -> None:
 # -- git's own source --------------------------------------------------------------------------
 
 
-def git_source() -> Path | None:
-    for candidate in (os.environ.get("CTRLZ_GIT_SOURCE"), "/tmp/b12/git-2.39.5"):
-        if candidate and (Path(candidate) / "wildmatch.c").is_file():
-            return Path(candidate)
-    return None
+#: read at import: the conftest clears every CTRLZ_ variable before a test runs
+GIT_SOURCE_ENV = os.environ.get("CTRLZ_GIT_SOURCE")
+
+
+def git_source() -> tuple[Path | None, str]:
+    """git 2.39.5's unpacked source and, when there is none, why: ``$CTRLZ_GIT_SOURCE``, else
+    the tree ``make bench`` unpacks from Debian's archive (``bench/trees.py``; fetched into
+    ``bench/out/cache`` here when it is not there yet, as the benchmark does)."""
+    env = GIT_SOURCE_ENV
+    if env:
+        found = next((d for d in (Path(env), *Path(env).glob("git-*"))
+                      if (d / "wildmatch.c").is_file()), None)
+        return found, f"CTRLZ_GIT_SOURCE={env} holds no git source tree (no wildmatch.c)"
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_trees", repo / "bench" / "trees.py")
+    assert spec is not None and spec.loader is not None
+    trees = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = trees  # its dataclasses look their module up there
+    spec.loader.exec_module(trees)
+    try:
+        root = trees.source_tree(repo / "bench" / "out").root
+    except (OSError, tarfile.TarError) as exc:  # no network to Debian's archive, most often
+        return None, (f"could not fetch git's source ({trees.GIT_SOURCE[0]}: {exc}); set "
+                      "CTRLZ_GIT_SOURCE to an unpacked git 2.39 source tree")
+    return next((d for d in root.glob("git-*") if (d / "wildmatch.c").is_file()), None), \
+        f"{root} holds no git source tree (no wildmatch.c)"
 
 
 def materialize(pattern: bytes) -> bytes | None:
@@ -597,9 +626,9 @@ def build_products(root: Path) -> None:
 
 
 def test_git_source_tree_matches_git(tmp_path: Path) -> None:
-    source = git_source()
+    source, why = git_source()
     if source is None:
-        pytest.skip("no unpacked git source tree (set CTRLZ_GIT_SOURCE)")
+        pytest.skip(why)
     root = tmp_path / "git"
     home = tmp_path / "home"
     home.mkdir()
