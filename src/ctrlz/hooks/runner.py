@@ -23,7 +23,7 @@ from .context import HookContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from typing import Any, BinaryIO, NoReturn
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 MAX_INPUT = 16 << 20
@@ -104,9 +104,12 @@ def _silence_logging() -> None:
 
 
 
-def main() -> int:
+def main() -> NoReturn:
     """The ``ctrlz-hook AGENT`` console script: what installed hooks run from PATH. It is the
     same runner as ``ctrlz hook AGENT`` without the CLI's start-up cost (click and every command
-    module), which every tool call would otherwise pay."""
+    module), which every tool call would otherwise pay, and it ends the same way
+    (:func:`ctrlz.cli.leave`)."""
+    from ..cli import leave
+
     args = sys.argv[1:] + ["", ""]
-    return run(args[0], event=args[1])
+    leave(run(args[0], event=args[1]))
