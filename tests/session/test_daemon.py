@@ -288,3 +288,17 @@ def test_hooks_start_the_daemon_and_shell_snapshots_go_through_it(ws: Workspace,
     assert after == before
     errors = ws.store_path / "toolcalls" / "hook-errors.jsonl"
     assert not errors.exists() or errors.read_text() == ""
+
+
+def test_the_pools_run_after_the_daemon_answers(ws: Workspace) -> None:
+    """The daemon answers a snapshot before retention runs, and runs it before the next
+    request: the tool ring never holds more than one snapshot over ``tool_max``."""
+    (ws.root / ".ctrlz.toml").write_text("tool_max = 2\n")
+    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    assert info["ready"], info
+    for i in range(5):
+        (ws.root / "README.md").write_text(f"edit {i}\n")
+        daemon_client.snapshot(ws.store_path, type="tool", label=f"t{i}")
+        daemon_client.status(ws.store_path)  # the next request: the pools ran before it
+        tools = [s for s in ws.snapshots() if s.type == "tool"]
+        assert [s.label for s in tools] == [f"t{j}" for j in range(max(0, i - 1), i + 1)]

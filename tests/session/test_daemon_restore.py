@@ -375,3 +375,25 @@ def test_a_snapshot_the_daemon_takes_comes_back_as_the_catalog_has_it(
         daemon_client.status(ws.store_path)["served"]["full"]) >= 1
     assert snap == ws.repo.catalog.snapshot(snap.id)
     assert snap.number is not None and snap.label == "by the daemon"
+
+
+def test_what_a_restore_replaced_is_freed_once_the_daemon_has_answered(
+        daemon: Workspace) -> None:
+    """The daemon keeps the replaced and removed inodes open across their unlink, and closes
+    them after its reply (``engine.durable.let_go``): once it answers the next request,
+    it holds none, and no name of them is left in the tree."""
+    ws = daemon
+    edit(ws.root)
+    ws.rollback("base")
+    assert served(ws) == 1
+    pid = int(daemon_client.status(ws.store_path)["pid"])  # answered after the housekeeping
+    held = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(ws.root)) and target.endswith(" (deleted)"):
+            held.append(target)
+    assert held == []
+    assert not [p for p in ws.root.rglob("*") if p.name.startswith(".ctrlz-tmp-")]

@@ -63,7 +63,7 @@ from .dirs import (
     renameat2,
     syncfs,
 )
-from .durable import JOBS_MAX, LargeWrites, fsync_fds
+from .durable import JOBS_MAX, LargeWrites, fsync_fds, let_go
 
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
@@ -263,7 +263,7 @@ class Applier:
                                                                      a.expect, gone):
                 self._put_back_aside(fd, aside, name, a)
                 return
-            os.unlink(aside, dir_fd=fd)
+            let_go(fd, aside, gone)
         self.result.applied.append(a)
         self._emptied.add(parent)
         failpoints.hit("restore-remove")
@@ -457,7 +457,7 @@ class Applier:
             os.unlink(aside, dir_fd=fd)
             self.result.conflicts.append(Skipped(a.path, CHANGED))
             return
-        os.unlink(aside, dir_fd=fd)
+        let_go(fd, aside, after)
         self.result.applied.append(a)
 
     def _place_new(self, a: Action, fd: int, tmp: bytes, name: bytes) -> None:

@@ -13,11 +13,18 @@ may be written where:
   writing release the GIL) and fsyncs each as it is done, while the main thread goes on.
   The apply step waits for them before it renames anything, so the order holds: data
   durable, then the rename.
+* :func:`let_go` unlinks the inode a restore replaced or removed. Unlinking the last name of
+  an inode frees its blocks there and then (on ext4, ~0.08 ms for a small file: 1.6 ms of a
+  20-path rollback), unless the file is still open. A long-lived process that answers
+  someone (the workspace daemon) calls :func:`hold_released` once; from then on the inode is
+  kept open across its unlink, and :func:`close_released`, called once the answer is sent,
+  lets the filesystem free it. Nothing is visible in between: the name is gone at once.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 
 TYPE_CHECKING = False
@@ -31,6 +38,11 @@ WRITE_THREADS = 3  # large files written at once
 JOBS_MAX = 8  # and at most this many waiting, each holding two open files
 
 _fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
+
+HELD_MAX = 256  # released inodes kept open at once (file descriptors)
+HELD_BYTES_MAX = 256 << 20  # and the disk space they may keep from being freed
+_held: list[int] | None = None  # None: release at once
+_held_bytes = 0
 
 
 def fsync_fds(fds: list[int]) -> None:
@@ -60,6 +72,51 @@ def fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:
         os.fsync(f)
     finally:
         os.close(f)
+
+
+def hold_released(on: bool = True) -> None:
+    """From now on, free released inodes at :func:`close_released`, not at their unlink
+    (``on``), or at their unlink again (off, which frees those held now)."""
+    global _held
+    if not on:
+        close_released()
+        _held = None
+    elif _held is None:
+        _held = []
+
+
+def let_go(dir_fd: int, name: bytes, st: os.stat_result) -> None:
+    """Unlink ``name`` (in ``dir_fd``, last seen as ``st``); see the module docstring for
+    when the filesystem frees it. Within the caps, and for regular files only (opening
+    anything else could block or have effects): past them, or if it cannot be opened, it
+    is freed at once, as without :func:`hold_released`."""
+    global _held_bytes
+    held = None
+    if (_held is not None and len(_held) < HELD_MAX and stat.S_ISREG(st.st_mode)
+            and _held_bytes + st.st_size <= HELD_BYTES_MAX):
+        try:
+            held = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                           dir_fd=dir_fd)
+        except OSError:
+            held = None
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except BaseException:
+        if held is not None:
+            os.close(held)
+        raise
+    if held is not None:
+        assert _held is not None
+        _held.append(held)
+        _held_bytes += st.st_size
+
+
+def close_released() -> None:
+    """Let the filesystem free every inode :func:`let_go` kept open."""
+    global _held_bytes
+    while _held:
+        os.close(_held.pop())
+    _held_bytes = 0
 
 
 class LargeWrites:

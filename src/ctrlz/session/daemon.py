@@ -47,6 +47,7 @@ import os
 import time
 from typing import Any
 
+from ..engine.durable import close_released, hold_released
 from ..engine.snapshot import disk_ignore_reader, internal_dirs, scan_working
 from ..errors import CtrlzError
 from ..sources.watch import Watcher
@@ -74,6 +75,8 @@ class Daemon:
     def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None) -> None:
         self.ws = ws
         ws.use_daemon = False  # we are the daemon
+        ws.housekeep_later = True  # see after_reply
+        hold_released()
         self.config_json = ws.config.to_json()
         #: the supervising service; None for a daemon a hook started
         self.parent_pid = parent_pid
@@ -342,6 +345,17 @@ class Daemon:
 
     # -- housekeeping -----------------------------------------------------------------------
 
+    def after_reply(self) -> None:
+        """What the caller need not wait for, once it has its answer: the filesystem frees
+        the inodes a restore replaced or removed (``engine.durable.let_go``), and the pools
+        drop what the rings and caps no longer keep. A failure here is logged, and the
+        pools are tried again after the next request."""
+        try:
+            close_released()
+            self.ws.housekeep()
+        except Exception:  # noqa: BLE001 - the request was answered; the next one retries
+            log.exception("housekeeping after a request failed")
+
     def tick(self) -> None:
         """Between requests: write the stat cache when quiet, stop when idle or orphaned."""
         idle = time.monotonic() - self.last_request
@@ -370,6 +384,7 @@ class Daemon:
         if self.pusher is not None:
             self.pusher.close(wait=10.0)
         self.watcher.stop()
+        self.after_reply()
         repo = self.ws.repo
         if not self._flushed and (self.ws.store_path / "catalog.db").is_file():
             try:

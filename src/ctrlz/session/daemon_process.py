@@ -67,6 +67,7 @@ def serve(daemon: Daemon, listener: socket.socket) -> None:
                 wire.send_message(conn, reply)
             except OSError as exc:  # the hook gave up; the snapshot stands
                 log.info("could not reply: %s", exc)
+        daemon.after_reply()
     log.info("stopping: %s", daemon.stop_reason)
 
 

@@ -74,7 +74,7 @@ def _run_here(ws: ProtectedWorkspace, req: Request,
             raise
         if not req.dry_run:
             journal.record_restored(ws.session_db, result)
-            ws.enforce_pools()
+            ws.after_change()
     if not req.dry_run and dirty_source is None:
         ws.ensure_daemon()  # unless one runs, its capture walked the whole tree
     return result
