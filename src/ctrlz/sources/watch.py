@@ -218,16 +218,21 @@ class Watcher:
         poller = select.poll()
         poller.register(self._inotify.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        waker = select.poll()  # the wake pipe alone: what may cut a batch's wait short
+        waker.register(self._wake_r, select.POLLIN)
         try:
             self._deliver_reasons()  # failures during start()
             while True:
                 woken = poller.poll(self._poll_timeout_ms())
                 self._drain_wake()
                 stopping = self._stopping.is_set()
-                if woken and not stopping and not self._sync_waiters:
-                    # Let a burst accumulate: one read of many events costs far less CPU than
-                    # one wake-up per event (the agent's process competes for the same cores).
-                    time.sleep(_BATCH_DELAY)
+                # Let a burst accumulate: one read of many events costs far less CPU than one
+                # wake-up per event (the agent's process competes for the same cores). A sync
+                # (a snapshot waiting) or a stop ends the wait at once.
+                if (woken and not stopping and not self._sync_waiters
+                        and waker.poll(int(_BATCH_DELAY * 1000))):
+                    self._drain_wake()
+                    stopping = self._stopping.is_set()
                 with self._lock:
                     waiters, self._sync_waiters = self._sync_waiters, []
                 self._read_events()
