@@ -95,3 +95,16 @@ def test_an_unlink_that_fails_holds_nothing(tmp_path: Path, holding: None) -> No
     finally:
         os.close(fd)
     assert not [t for t in _held_inodes() if str(tmp_path) in t]
+
+
+def test_under_a_low_open_file_limit_few_are_held(tmp_path: Path) -> None:
+    """The restore needs descriptors of its own: with ``ulimit -n 64``, 8 at most."""
+    import subprocess
+    import sys
+
+    code = ("import resource\nfrom ctrlz.engine import durable\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+            "durable.hold_released()\nprint(durable._held_max)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "8"

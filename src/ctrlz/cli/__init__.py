@@ -122,11 +122,12 @@ def leave(code: int, program: bool = True) -> NoReturn:
         sys.exit(code)
     import os
 
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        code = code or 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe, or a stream someone closed
+            code = code or 1
     os._exit(code)
 
 

@@ -19,6 +19,7 @@ may be written where:
   someone (the workspace daemon) calls :func:`hold_released` once; from then on the inode is
   kept open across its unlink, and :func:`close_released`, called once the answer is sent,
   lets the filesystem free it. Nothing is visible in between: the name is gone at once.
+  At most 256 files (an eighth of the open-file limit, if that is less) and 256 MiB are held.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ JOBS_MAX = 8  # and at most this many waiting, each holding two open files
 _fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
 
 HELD_MAX = 256  # released inodes kept open at once (file descriptors)
+HELD_SHARE = 8  # and at most this fraction of the process's open-file limit
 HELD_BYTES_MAX = 256 << 20  # and the disk space they may keep from being freed
 _held: list[int] | None = None  # None: release at once
 _held_bytes = 0
+_held_max = 0
 
 
 def fsync_fds(fds: list[int]) -> None:
@@ -77,11 +80,18 @@ def fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:
 def hold_released(on: bool = True) -> None:
     """From now on, free released inodes at :func:`close_released`, not at their unlink
     (``on``), or at their unlink again (off, which frees those held now)."""
-    global _held
+    global _held, _held_max
     if not on:
         close_released()
         _held = None
     elif _held is None:
+        import resource
+
+        # the restore itself needs descriptors (temp files, directories, packs): under a low
+        # `ulimit -n` hold a few, never enough to make it fail with EMFILE
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        _held_max = HELD_MAX if soft == resource.RLIM_INFINITY else min(HELD_MAX,
+                                                                         soft // HELD_SHARE)
         _held = []
 
 
@@ -92,7 +102,7 @@ def let_go(dir_fd: int, name: bytes, st: os.stat_result) -> None:
     is freed at once, as without :func:`hold_released`."""
     global _held_bytes
     held = None
-    if (_held is not None and len(_held) < HELD_MAX and stat.S_ISREG(st.st_mode)
+    if (_held is not None and len(_held) < min(_held_max, HELD_MAX) and stat.S_ISREG(st.st_mode)
             and _held_bytes + st.st_size <= HELD_BYTES_MAX):
         try:
             held = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
