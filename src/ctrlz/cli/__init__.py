@@ -18,9 +18,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NoReturn
 
-__all__ = ["exit_code_for", "leave", "main"]
+__all__ = ["exit_code_for", "main"]
 
 
 def exit_code_for(exc: BaseException) -> tuple[int, str]:
@@ -45,17 +44,16 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["hook"] and (len(args) < 2 or not args[1].startswith("-")):
         # agent hooks run on every tool call: skip click and the command modules entirely
         from ..hooks.runner import run
+        from .ending import leave
 
         leave(run(args[1] if len(args) > 1 else ""), program)
     if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
         return
-    if args in (["list"], ["list", "--json"]):  # the most run commands, without click
-        leave(_guarded(lambda: _list(args)), program)
-    if args in (["snapshot"], ["snapshot", "--json"]):
-        leave(_guarded(lambda: _snapshot(args)), program)
-    if args[:1] == ["rollback"] and len(args) in (2, 3) and not args[1].startswith("-") \
-            and args[2:] in ([], ["--json"]):
-        leave(_guarded(lambda: _rollback(args)), program)
+    door = _door(args)
+    if door is not None:
+        from .ending import leave
+
+        leave(_guarded(lambda: door(args)), program)
     import click
 
     from .app import cli
@@ -107,28 +105,16 @@ def _guarded(run: Callable[[], None]) -> int:
     return 0
 
 
-def leave(code: int, program: bool = True) -> NoReturn:
-    """End a short command without the interpreter's teardown, when this process is the
-    program (``program``; an in-process caller such as a test gets ``SystemExit``).
-
-    By then the command has closed its workspace (the catalog's connections), and whatever it
-    wrote to the store or the workspace the engine made durable itself, so what is left is
-    freeing every module's objects one by one: ~5 ms of a ~45 ms rollback served by the
-    workspace daemon. So: flush what was printed, then ``os._exit``. A flush that fails (the
-    reader closed the pipe) is exit status 1, as ``BrokenPipeError`` is elsewhere. Only the
-    click-free doors and the hook runner end this way: they are the commands whose whole run
-    is known here (no server, no child process left to wait for)."""
-    if not program:
-        sys.exit(code)
-    import os
-
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a closed pipe, or a stream someone closed
-            code = code or 1
-    os._exit(code)
+def _door(args: list[str]) -> Callable[[list[str]], None] | None:
+    """The click-free door of the most run commands, if ``args`` is one of their plain forms."""
+    if args in (["list"], ["list", "--json"]):
+        return _list
+    if args in (["snapshot"], ["snapshot", "--json"]):
+        return _snapshot
+    if args[:1] == ["rollback"] and len(args) in (2, 3) and not args[1].startswith("-") \
+            and args[2:] in ([], ["--json"]):
+        return _rollback
+    return None
 
 
 def _list(args: list[str]) -> None:
