@@ -263,6 +263,7 @@ LAYERS = {
     "snapshot_manager": "faces",
     "service": "faces",  # the per-user service: API, gateway, watcher supervision
     "web": "faces",  # the dashboard's static files
+    "ending": "faces",  # how a short command or hook process ends (os._exit after flushing)
     "session": "session",
     "toolcalls": "session",
     "config": "session",

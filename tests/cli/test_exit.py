@@ -1,5 +1,5 @@
 """How a click-free command ends: ``ctrlz list``, ``snapshot``, ``rollback`` and the hook runner
-leave with ``os._exit`` after flushing (``ctrlz.cli.ending.leave``). What they printed must still
+leave with ``os._exit`` after flushing (``ctrlz.ending.leave``). What they printed must still
 arrive whole, a reader that went away must still be a failure, and what they wrote must still
 be there for the next process."""
 

@@ -43,15 +43,15 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["hook"] and (len(args) < 2 or not args[1].startswith("-")):
         # agent hooks run on every tool call: skip click and the command modules entirely
+        from ..ending import leave
         from ..hooks.runner import run
-        from .ending import leave
 
         leave(run(args[1] if len(args) > 1 else ""), program)
     if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
         return
     door = _door(args)
     if door is not None:
-        from .ending import leave
+        from ..ending import leave
 
         leave(_guarded(lambda: door(args)), program)
     import click

@@ -108,8 +108,8 @@ def main() -> NoReturn:
     """The ``ctrlz-hook AGENT`` console script: what installed hooks run from PATH. It is the
     same runner as ``ctrlz hook AGENT`` without the CLI's start-up cost (click and every command
     module), which every tool call would otherwise pay, and it ends the same way
-    (:func:`ctrlz.cli.ending.leave`)."""
-    from ..cli.ending import leave
+    (:func:`ctrlz.ending.leave`)."""
+    from ..ending import leave
 
     args = sys.argv[1:] + ["", ""]
     leave(run(args[0], event=args[1]))
