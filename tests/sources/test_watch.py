@@ -449,3 +449,22 @@ def test_ignore_file_changes_mean_rescan_all_and_new_watches(tmp_path: Path) -> 
         assert changed[-1] == b".git/info/exclude" and w.take_dirty().rescan_all
     finally:
         w.stop()
+
+
+def test_pending_events_coalesce_per_path_in_arrival_order() -> None:
+    from ctrlz.sources.changes import Pending
+
+    p = Pending(quiet_s=60, max_delay_s=600)
+    assert not p and p.timeout_ms() == -1 and not p.due()
+    p.add(b"a", "created", False)
+    p.add(b"b", "modified", False)
+    p.add(b".git/objects/ab/cdef", "created", False)  # never recorded
+    p.add(b"a", "modified", False)  # still created
+    p.add(b"c", "created", False)
+    p.add(b"c", "deleted", False)  # came and went: nothing
+    p.add(b"b", "deleted", False)
+    assert p and p.timeout_ms() > 0 and not p.due()
+    taken = p.take()
+    assert [(rel, action) for rel, (action, _, _) in taken.items()] == [
+        (b"a", "created"), (b"b", "deleted")]
+    assert not p and p.take() == {}

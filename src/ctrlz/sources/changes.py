@@ -1,5 +1,6 @@
 """What a file watcher reports, apart from the watching: the events and the dirty set, and
-the rules that shape them (coalescing two actions on a path, telling git's own paths apart).
+the rules that shape them (coalescing two actions on a path, and the events waiting to be
+delivered: :class:`Pending`; telling git's own paths apart).
 
 Kept out of :mod:`ctrlz.sources.watch` so that code which only reads these (``ctrlz run``'s
 git trigger, tests) does not load inotify.
@@ -7,6 +8,7 @@ git trigger, tests) does not load inotify.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -77,3 +79,52 @@ def git_paths(rel: bytes) -> tuple[bool, bool]:
     trigger = (sub in _GIT_REFS_FILES or (tail[0] == b"refs" and len(tail) > 1)) \
         and not sub.endswith(b".lock")
     return False, trigger
+
+
+class Pending:
+    """Events waiting to be delivered, one per path, coalesced (:func:`combine`) until the
+    tree has been quiet for ``quiet_s`` or the oldest has waited ``max_delay_s``. Paths under
+    ``.git/objects`` are never recorded (:func:`git_paths`). Owned by one thread."""
+
+    def __init__(self, quiet_s: float, max_delay_s: float) -> None:
+        self.quiet_s = quiet_s
+        self.max_delay_s = max_delay_s
+        #: path -> (action, is_dir, wall-clock time of its latest event)
+        self._events: dict[bytes, tuple[Action, bool, float]] = {}
+        self._first = 0.0  # monotonic: when the oldest pending event came
+        self._last = 0.0  # and the newest
+
+    def __bool__(self) -> bool:
+        return bool(self._events)
+
+    def add(self, rel: bytes, action: Action, is_dir: bool) -> None:
+        if git_paths(rel)[0]:
+            return
+        now = time.monotonic()
+        if not self._events:
+            self._first = now
+        self._last = now
+        prev = self._events.get(rel)
+        merged = action if prev is None else combine(prev[0], action)
+        if merged is None:
+            del self._events[rel]
+        else:
+            self._events[rel] = (merged, is_dir, time.time())
+
+    def timeout_ms(self) -> int:
+        """How long a poll may wait before :meth:`due`: -1 (for ever) with nothing pending."""
+        if not self._events:
+            return -1
+        deadline = min(self._last + self.quiet_s, self._first + self.max_delay_s)
+        return max(0, int((deadline - time.monotonic()) * 1000) + 1)
+
+    def due(self) -> bool:
+        if not self._events:
+            return False
+        now = time.monotonic()
+        return now - self._last >= self.quiet_s or now - self._first >= self.max_delay_s
+
+    def take(self) -> dict[bytes, tuple[Action, bool, float]]:
+        """Every pending event, in the order their paths first came; none is left."""
+        events, self._events = self._events, {}
+        return events

@@ -43,15 +43,13 @@ import os
 import select
 import stat
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from .changes import NAMES_MAX, Action, DirtySet, FileEvent, combine, git_paths
+from .changes import NAMES_MAX, Action, DirtySet, FileEvent, Pending, combine, git_paths
 
 __all__ = ["NAMES_MAX", "WATCH_MASK", "Action", "DirtySet", "FileEvent", "Watcher", "combine",
            "git_paths"]
@@ -77,13 +75,6 @@ _NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
 # default) still has ten times the room it needs.
 _BATCH_DELAY = 0.01
-
-
-@dataclass
-class _Pending:
-    action: Action
-    is_dir: bool
-    timestamp: float
 
 
 class Watcher:
@@ -114,7 +105,6 @@ class Watcher:
         self._on_git_change = on_git_change
         self._on_rules_change = on_rules_change
         self.coalesce_seconds = coalesce_seconds
-        self._max_delay = max(1.0, 10 * coalesce_seconds)
         #: Times the kernel queue overflowed (each one raised ``rescan_all``).
         self.overflowed = 0
 
@@ -122,9 +112,7 @@ class Watcher:
         self._inotify: INotify | None = None
         self._wd_path: dict[int, bytes] = {}
         self._path_wd: dict[bytes, int] = {}
-        self._pending: dict[bytes, _Pending] = {}
-        self._first_pending = 0.0
-        self._last_raw = 0.0
+        self._pending = Pending(coalesce_seconds, max(1.0, 10 * coalesce_seconds))
         self._reasons: list[str] = []  # overflow reasons waiting to be delivered
 
         # Shared, under _lock.
@@ -223,7 +211,7 @@ class Watcher:
         try:
             self._deliver_reasons()  # failures during start()
             while True:
-                woken = poller.poll(self._poll_timeout_ms())
+                woken = poller.poll(self._pending.timeout_ms())
                 self._drain_wake()
                 stopping = self._stopping.is_set()
                 # Let a burst accumulate: one read of many events costs far less CPU than one
@@ -238,7 +226,7 @@ class Watcher:
                 self._read_events()
                 if waiters and self._unwatched and not stopping:
                     self._retry_unwatched()
-                if stopping or waiters or self._flush_due():
+                if stopping or waiters or self._pending.due():
                     self._flush()
                 for w in waiters:
                     w.set()
@@ -252,21 +240,6 @@ class Watcher:
             for w in waiters:
                 w.set()
             self._call(self._on_overflow, "watcher failed")
-
-    def _poll_timeout_ms(self) -> int:
-        if not self._pending:
-            return -1
-        now = time.monotonic()
-        deadline = min(self._last_raw + self.coalesce_seconds,
-                       self._first_pending + self._max_delay)
-        return max(0, int((deadline - now) * 1000) + 1)
-
-    def _flush_due(self) -> bool:
-        if not self._pending:
-            return False
-        now = time.monotonic()
-        return (now - self._last_raw >= self.coalesce_seconds
-                or now - self._first_pending >= self._max_delay)
 
     def _read_events(self) -> None:
         assert self._inotify is not None
@@ -452,39 +425,24 @@ class Watcher:
         self._reasons.append(reason)
 
     def _record(self, rel: bytes, action: Action, is_dir: bool) -> None:
-        quiet, _ = git_paths(rel)
-        if quiet:
-            return
-        now = time.monotonic()
-        if not self._pending:
-            self._first_pending = now
-        self._last_raw = now
-        prev = self._pending.get(rel)
-        if prev is None:
-            self._pending[rel] = _Pending(action, is_dir, time.time())
-            return
-        merged = combine(prev.action, action)
-        if merged is None:
-            del self._pending[rel]
-        else:
-            prev.action, prev.is_dir, prev.timestamp = merged, is_dir, time.time()
+        self._pending.add(rel, action, is_dir)
 
     def _flush(self) -> None:
-        pending, self._pending = self._pending, {}
+        pending = self._pending.take()
         if not pending:
             return
         events: list[FileEvent] = []
         triggers: list[bytes] = []
-        for rel, p in pending.items():
+        for rel, (action, is_dir, timestamp) in pending.items():
             size = None
-            if p.action != "deleted" and not p.is_dir:
+            if action != "deleted" and not is_dir:
                 try:
                     st = os.lstat(self._abs(rel))
                     if not stat.S_ISDIR(st.st_mode):
                         size = st.st_size
                 except OSError:
                     pass  # gone already: its deletion is queued behind
-            events.append(FileEvent(p.timestamp, p.action, rel, size, p.is_dir))
+            events.append(FileEvent(timestamp, action, rel, size, is_dir))
             if git_paths(rel)[1]:
                 triggers.append(rel)
         if not self._call(self._on_events, events):
