@@ -36,9 +36,7 @@ import errno
 import os
 from collections.abc import Callable, Sequence
 
-from ..errors import RestoreError
 from ..state import failpoints, meter
-from ..state.atomic import TEMP_PREFIX
 from ..state.objects import LOOSE_MIN, ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
 from ..types import Skipped, show_path
@@ -64,6 +62,7 @@ from .dirs import (
     syncfs,
 )
 from .durable import JOBS_MAX, LargeWrites, fsync_fds, let_go
+from .journal import temp_prefix
 
 _BATCH = 512
 _FSYNC_EACH_BELOW = 16
@@ -75,10 +74,6 @@ Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
 CHANGED = "left alone: it changed after the safety snapshot was taken"
 APPEARED = "left alone: something appeared there during the restore"
 KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
-
-
-def temp_prefix(token: str) -> str:
-    return f"{TEMP_PREFIX}{token}-"
 
 
 def _key(s: os.stat_result) -> StatKey:
@@ -498,12 +493,3 @@ class Applier:
         os.fchmod(self.dirs.get(a.path), restored_mode(a.entry))
         self.result.applied.append(a)
 
-
-def require_empty_destination(path: bytes) -> None:
-    if os.path.lexists(path):
-        if os.path.islink(path) or not os.path.isdir(path):
-            raise RestoreError(f"{show_path(path)} exists and is not a directory; "
-                               "choose a new or empty directory for --to")
-        if os.listdir(path):
-            raise RestoreError(f"{show_path(path)} is not empty; choose a new or empty "
-                               "directory for --to")

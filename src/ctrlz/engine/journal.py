@@ -27,7 +27,7 @@ from collections import namedtuple
 from collections.abc import Iterable
 from types import MappingProxyType
 
-from ..state.atomic import atomic_write_bytes
+from ..state.atomic import TEMP_PREFIX, atomic_write_bytes
 from ..types import show_path
 
 TYPE_CHECKING = False
@@ -116,14 +116,18 @@ def clear(store: str | os.PathLike[str]) -> None:
     fsync_dir(os.fspath(store))
 
 
+def temp_prefix(token: str) -> str:
+    """The names of a restore's temp files (``<prefix><n>``, or ``<prefix>a<n>`` for an inode
+    taken aside) start with this, so that :func:`sweep` finds exactly that restore's."""
+    return f"{TEMP_PREFIX}{token}-"
+
+
 def sweep(intent: Intent, objects: ObjectStore) -> list[str]:
     """Remove the temp files of an interrupted restore; returns notes for the user.
 
     A temp file holds bytes copied out of the store, so it can always go. An inode the restore
     had taken aside (``…-a<n>``, the file it was replacing or deleting) goes only when the store
     holds its bytes; otherwise it is kept under a visible name, and the note says where."""
-    from .apply import temp_prefix
-
     prefix = os.fsencode(temp_prefix(intent.token))
     notes: list[str] = []
     from .dirs import DirHandles

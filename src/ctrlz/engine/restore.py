@@ -45,7 +45,7 @@ from ..state.trees import Entry, decode_tree
 from ..types import Snapshot, show_path
 from . import journal
 from .actions import SYMLINK_OP, WRITE, RestorePlan
-from .apply import Applier, ApplyFailed, Identity, require_empty_destination
+from .apply import Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
 from .plan import Planner
@@ -414,3 +414,12 @@ def recover(repo: Repository) -> list[str]:
     finally:
         repo.lock.release()
 
+
+def require_empty_destination(path: bytes) -> None:
+    if os.path.lexists(path):
+        if os.path.islink(path) or not os.path.isdir(path):
+            raise RestoreError(f"{show_path(path)} exists and is not a directory; "
+                               "choose a new or empty directory for --to")
+        if os.listdir(path):
+            raise RestoreError(f"{show_path(path)} is not empty; choose a new or empty "
+                               "directory for --to")
