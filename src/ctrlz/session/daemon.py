@@ -348,16 +348,24 @@ class Daemon:
     def after_reply(self) -> None:
         """What the caller need not wait for, once it has its answer: the filesystem frees
         the inodes a restore replaced or removed (``engine.durable.let_go``), and the pools
-        drop what the rings and caps no longer keep. A failure here is logged, and the
-        pools are tried again after the next request."""
+        drop what the rings and caps no longer keep. The pools never wait for the store
+        lock (another process writing holds it); they stay due, and the next request or
+        :meth:`tick` tries again, as after a failure, which is logged."""
+        close_released()
+        repo = self.ws.repo
+        timeout, repo.lock.timeout = repo.lock.timeout, 0.0
         try:
-            close_released()
             self.ws.housekeep()
+        except CtrlzError as exc:  # the lock is busy, or the store refused: later
+            log.info("pools not applied yet: %s", exc)
         except Exception:  # noqa: BLE001 - the request was answered; the next one retries
             log.exception("housekeeping after a request failed")
+        finally:
+            repo.lock.timeout = timeout
 
     def tick(self) -> None:
         """Between requests: write the stat cache when quiet, stop when idle or orphaned."""
+        self.after_reply()  # pools left due by a busy lock
         idle = time.monotonic() - self.last_request
         repo = self.ws.repo
         if idle >= FLUSH_AFTER_S and not self._flushed:
