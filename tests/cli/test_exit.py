@@ -47,3 +47,19 @@ def test_what_a_command_wrote_is_there_for_the_next_one(ws: Path) -> None:
     ids = [s["id"] for s in run("list", "--json", cwd=ws).json()]
     assert {first["id"], second["id"], rolled["safety_snapshot"]} <= set(ids)
     assert json.loads(run("status", "--json", cwd=ws).out)["can_undo"] is True
+
+
+def test_the_hook_runner_exits_0_whatever_becomes_of_its_output(ws: Path) -> None:
+    hook = str(Path(CTRLZ).with_name("ctrlz-hook"))
+    payload = json.dumps({"hook_event_name": "PreToolUse", "tool_name": "Edit",
+                          "tool_input": {"file_path": str(ws / "README.md")},
+                          "session_id": "s1", "cwd": str(ws)})
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        for argv in ([hook, "claude"], [CTRLZ, "hook", "claude"]):
+            proc = subprocess.run(argv, cwd=ws, input=payload, stdout=write_end,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+            assert proc.returncode == 0 and proc.stderr == "", (argv, proc.stderr)
+    finally:
+        os.close(write_end)

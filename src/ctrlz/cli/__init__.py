@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         from ..ending import leave
         from ..hooks.runner import run
 
-        leave(run(args[1] if len(args) > 1 else ""), program)
+        leave(run(args[1] if len(args) > 1 else ""), program, closed_pipe=0)
     if args in (["--version"], ["--help"], ["-h"]) and _fast(args[0]):
         return
     door = _door(args)

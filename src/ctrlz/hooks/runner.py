@@ -112,4 +112,4 @@ def main() -> NoReturn:
     from ..ending import leave
 
     args = sys.argv[1:] + ["", ""]
-    leave(run(args[0], event=args[1]))
+    leave(run(args[0], event=args[1]), closed_pipe=0)
