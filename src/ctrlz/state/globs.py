@@ -98,14 +98,10 @@ def _bracket(p: bytes, i: int) -> tuple[frozenset[int], int] | None:
             ch = p[k]
             members.add(ch)
         elif ch == 0x2D and prev and k + 1 < n and p[k + 1] != 0x5D:  # a range
-            k += 1
-            hi = p[k]
-            if hi == BACKSLASH:
-                k += 1
-                if k >= n:
-                    return None
-                hi = p[k]
-            members.update(range(prev, hi + 1))
+            k += 1 + (p[k + 1] == BACKSLASH)  # its upper end, escaped or not
+            if k >= n:
+                return None
+            members.update(range(prev, p[k] + 1))
             ch = 0
         elif ch == 0x5B and k + 1 < n and p[k + 1] == 0x3A:  # "[:"
             s = k + 2
