@@ -124,9 +124,9 @@ def let_go(dir_fd: int, name: bytes, st: os.stat_result) -> None:
 def close_released() -> None:
     """Let the filesystem free every inode :func:`let_go` kept open."""
     global _held_bytes
-    while _held:
-        os.close(_held.pop())
     _held_bytes = 0
+    while _held:
+        os.close(_held.pop())  # popped first: one that fails is not closed twice
 
 
 class LargeWrites:
