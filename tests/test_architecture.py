@@ -275,6 +275,7 @@ LAYERS = {
     "errors": "shared",
     "types": "shared",
     "paths": "shared",  # the one inside-the-workspace path check
+    "jsontext": "shared",  # json's own C codec, without json's start-up
 }
 
 #: What each layer may import. Faces may reach past the session to engine and state records

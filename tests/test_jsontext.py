@@ -1,0 +1,77 @@
+"""``ctrlz.jsontext`` must write and read exactly what ``json`` does: the daemon's replies and
+``--json`` output go through it, and scripts compare that text."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctrlz import jsontext
+
+# names that came from non-UTF-8 bytes carry lone surrogates (os.fsdecode); text has to too
+TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
+SCALARS = (st.none() | st.booleans() | st.integers() | TEXT
+           | st.floats(allow_nan=True, allow_infinity=True))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
+                      | st.dictionaries(TEXT, inner, max_size=4), max_leaves=20)
+
+
+@given(VALUES, st.sampled_from([None, 2]), st.booleans(), st.booleans())
+def test_dumps_writes_what_json_writes(value: object, indent: int | None,
+                                       ensure_ascii: bool, sort_keys: bool) -> None:
+    options = {"indent": indent, "ensure_ascii": ensure_ascii, "sort_keys": sort_keys}
+    assert jsontext.dumps(value, **options) == json.dumps(value, **options)
+
+
+@given(VALUES, st.sampled_from([None, 2]), st.sampled_from(["", " \n", "\t\r\n "]))
+def test_loads_reads_what_json_reads(value: object, indent: int | None, pad: str) -> None:
+    text = pad + json.dumps(value, indent=indent) + pad
+    assert _same(jsontext.loads(text), json.loads(text))
+
+
+def _same(a: object, b: object) -> bool:
+    """Equality that takes NaN for itself."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def test_values_the_fast_path_leaves_to_json_come_out_as_json_writes_them() -> None:
+    odd = {1: [True, None], None: (), "t": (1, 2.5)}  # non-string keys, tuples
+    for indent in (None, 2):
+        assert jsontext.dumps(odd, indent=indent) == json.dumps(odd, indent=indent)
+    numbered = {2: "b", 1: "a"}
+    for indent in (None, 2):
+        assert jsontext.dumps(numbered, indent=indent, sort_keys=True) == json.dumps(
+            numbered, indent=indent, sort_keys=True)
+
+
+def test_what_json_refuses_it_refuses_the_same_way() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        jsontext.dumps({"a": {1, 2}}, indent=2)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        jsontext.dumps(object())
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        jsontext.dumps(cycle, indent=2)
+
+
+@pytest.mark.parametrize("text", ["", "  ", "{", '{"a": 1} x', "[1,]", "nul", '"\\x"', "{} {}"])
+def test_malformed_text_is_a_json_decode_error(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError):
+        jsontext.loads(text)
+
+
+def test_bytes_are_read_as_utf8() -> None:
+    assert jsontext.loads('{"é": [1]}\n'.encode()) == {"é": [1]}
