@@ -10,17 +10,17 @@ and limit keys). A bad file or value is a :class:`ConfigError` naming the key an
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Mapping
-from pathlib import Path
 
 from .errors import ConfigError
 from .locator import user_dir
 
 # the rules and limits load with the engine that uses them: opening a workspace to list its
-# snapshots, or to hand a snapshot to its daemon, never matches a path
+# snapshots, or to hand a snapshot to its daemon, never matches a path; and neither ``re`` nor
+# ``pathlib`` loads here (~8 ms of a command that the daemon serves: docs/ARCHITECTURE.md)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
     from typing import Any
 
     from .state.exclude import Rules
@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap", "preimage_cap", "auto_push_bandwidth"}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_SIZE_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$"
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
           "m": 1000**2, "mb": 1000**2, "mib": 1 << 20, "mi": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "gi": 1 << 30,
@@ -84,7 +84,13 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "ki": 1 << 10,
 
 
 def user_config_path() -> Path:
-    return Path(user_dir("config")) / "config.toml"
+    from pathlib import Path
+
+    return Path(user_config_file())
+
+
+def user_config_file() -> str:
+    return os.path.join(user_dir("config"), "config.toml")
 
 
 def parse_size(value: Any, key: str, source: str) -> int:
@@ -92,7 +98,9 @@ def parse_size(value: Any, key: str, source: str) -> int:
         raise ConfigError(f"{key} in {source} must be a size like 5GiB or a number of bytes")
     if isinstance(value, int):
         return value
-    m = _SIZE_RE.match(str(value))
+    import re  # only for a size written as text
+
+    m = re.match(_SIZE_PATTERN, str(value), re.IGNORECASE)
     if not m or m.group(2).lower() not in _UNITS:
         raise ConfigError(f"{key} in {source} must be a size like 5GiB or a number of bytes, "
                           f"not {value!r}")
@@ -184,9 +192,10 @@ class Config:
         return {k: {"value": self.values[k], "source": self.sources[k]} for k in DEFAULTS}
 
 
-def _load_file(config: Config, path: Path) -> None:
+def _load_file(config: Config, path: str | os.PathLike[str]) -> None:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         return
     except (OSError, UnicodeDecodeError) as exc:
@@ -204,15 +213,16 @@ def _load_file(config: Config, path: Path) -> None:
         if isinstance(data.get(table), dict):
             data = {**{k: v for k, v in data.items() if k != table}, **data[table]}
     for key, value in data.items():
-        config.set(key, value, str(path))
+        config.set(key, value, os.fspath(path))
 
 
-def load_config(workspace: Path | None = None, env: Mapping[str, str] | None = None,
-                user_file: Path | None = None) -> Config:
+def load_config(workspace: str | os.PathLike[str] | None = None,
+                env: Mapping[str, str] | None = None,
+                user_file: str | os.PathLike[str] | None = None) -> Config:
     config = Config()
-    _load_file(config, user_file or user_config_path())
+    _load_file(config, user_file or user_config_file())
     if workspace is not None:
-        _load_file(config, workspace / WORKSPACE_FILE)
+        _load_file(config, os.path.join(workspace, WORKSPACE_FILE))
     env = os.environ if env is None else env
     for name, value in env.items():
         if name.startswith(ENV_PREFIX):

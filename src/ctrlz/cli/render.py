@@ -5,13 +5,14 @@ Nothing here knows about the store; it only formats records the library returns.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+
+from .. import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from typing import Any, TypeVar
 
     F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +51,7 @@ def echo(text: str, err: bool = False, nl: bool = True) -> None:
 
 
 def emit_json(data: Any) -> None:
-    echo(json.dumps(data, indent=2, ensure_ascii=False))
+    echo(jsontext.dumps(data, indent=2, ensure_ascii=False))
 
 
 def out(text: str = "") -> None:

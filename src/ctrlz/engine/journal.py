@@ -21,7 +21,6 @@ crashed one end alike: no temp files, an undo path, a clear message.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import namedtuple
 from collections.abc import Iterable
@@ -65,10 +64,14 @@ class Intent(namedtuple("Intent", _FIELDS, defaults=(MappingProxyType({}), 0))):
         data["roots"] = [r.hex() for r in self.roots]
         data["dirs"] = [d.hex() for d in self.dirs]
         data["version"] = VERSION
+        import json  # a restore's work; opening a workspace only stats the journal
+
         return json.dumps(data, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Intent:
+        import json
+
         data = json.loads(raw)
         data.pop("version", None)
         data["roots"] = [bytes.fromhex(r) for r in data["roots"]]

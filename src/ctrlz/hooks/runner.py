@@ -15,10 +15,10 @@ the hook runs once per tool call, and on a cold interpreter import time is most 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+from .. import jsontext
 from .context import HookContext
 
 TYPE_CHECKING = False
@@ -50,7 +50,7 @@ def run(agent: str, stdin: BinaryIO | None = None, event: str = "") -> int:
     try:
         raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
         try:
-            payload = json.loads(raw)
+            payload = jsontext.loads(raw)
         except ValueError as exc:
             raise HookInputError(f"stdin is not JSON: {exc}") from None
         if not isinstance(payload, dict):

@@ -10,11 +10,11 @@ Schema changes are ordered migrations keyed by ``PRAGMA user_version``.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 
+from .. import jsontext
 from ..errors import StoreError, StoreFull
 
 TYPE_CHECKING = False
@@ -143,9 +143,9 @@ def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
         id=sid, number=number, parent=parent, type=typ, label=label, pinned=bool(pinned),
         created_ns=created_ns, root=bytes(root), files=files, dirs=dirs, symlinks=symlinks,
         bytes=nbytes, added_bytes=added, size_delta=delta, created=created, modified=modified,
-        deleted=deleted, rules=json.loads(rules),
-        skipped=tuple(Skipped(bytes.fromhex(p), r) for p, r in json.loads(skipped)),
-        roots=tuple(json.loads(roots)),
+        deleted=deleted, rules=jsontext.loads(rules),
+        skipped=tuple(Skipped(bytes.fromhex(p), r) for p, r in jsontext.loads(skipped)),
+        roots=tuple(jsontext.loads(roots)),
     )
 
 
@@ -301,8 +301,9 @@ class Catalog:
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (s.id, s.number, s.parent, s.type, s.label, int(s.pinned), s.created_ns, s.root,
              s.files, s.dirs, s.symlinks, s.bytes, s.added_bytes, s.size_delta, s.created,
-             s.modified, s.deleted, json.dumps(dict(s.rules), sort_keys=True),
-             json.dumps([[k.path.hex(), k.reason] for k in s.skipped]), json.dumps(list(s.roots))),
+             s.modified, s.deleted, jsontext.dumps(dict(s.rules), sort_keys=True),
+             jsontext.dumps([[k.path.hex(), k.reason] for k in s.skipped]),
+             jsontext.dumps(list(s.roots))),
         )
         if s.number is not None:
             # numbers are never reused, even after the newest snapshot is removed

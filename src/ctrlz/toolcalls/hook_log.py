@@ -9,9 +9,10 @@ appended here instead: one JSON line per error in ``<store>/toolcalls/hook-error
 
 from __future__ import annotations
 
-import json
 import os
 import time
+
+from .. import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def record_error(log_dir: str | os.PathLike[str] | None, agent: str, payload: di
             "cwd": str(payload.get("cwd") or os.getcwd()) if isinstance(payload, dict)
             else os.getcwd(),
             "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-    _append(os.path.join(where, "hook-errors.jsonl"), json.dumps(line) + "\n")
+    _append(os.path.join(where, "hook-errors.jsonl"), jsontext.dumps(line) + "\n")
     _append(os.path.join(where, "hooks.log"), f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {agent} "
             f"{line['event']}: {line['error']}\n"
             + "".join(traceback.format_exception(exc)))
@@ -81,7 +82,7 @@ def recent_hook_errors(ws: Any, limit: int = 20,
             continue
         for text in lines[-1000:]:
             try:
-                item = json.loads(text)
+                item = jsontext.loads(text)
             except ValueError:
                 continue
             cwd = str(item.get("cwd") or "")

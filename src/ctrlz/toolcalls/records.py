@@ -6,11 +6,11 @@ transaction. Paths are workspace-relative bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
 
+from .. import jsontext
 from ..state.toolcall_store import (  # noqa: F401 (re-exported)
     DEFAULT_PREIMAGE_CAP,
     PREIMAGE_CAP_KEY,
@@ -250,13 +250,13 @@ def set_rolled_back(db: sqlite3.Connection, seqs: list[int], value: bool) -> Non
 def push_redo(db: sqlite3.Connection, session_id: str, turn: int, rolled: list[int],
               redo_seq: int) -> None:
     db.execute("INSERT INTO tc_redo (session_id, turn, rolled_back, redo_seq) VALUES "
-               "(?, ?, ?, ?)", (session_id, turn, json.dumps(rolled), redo_seq))
+               "(?, ?, ?, ?)", (session_id, turn, jsontext.dumps(rolled), redo_seq))
 
 
 def top_redo(db: sqlite3.Connection, session_id: str) -> tuple[int, int, list[int], int] | None:
     row = db.execute("SELECT pos, turn, rolled_back, redo_seq FROM tc_redo WHERE session_id = ? "
                      "ORDER BY pos DESC LIMIT 1", (session_id,)).fetchone()
-    return (row[0], row[1], json.loads(row[2]), row[3]) if row else None
+    return (row[0], row[1], jsontext.loads(row[2]), row[3]) if row else None
 
 
 def pop_redo(db: sqlite3.Connection, pos: int) -> None:
@@ -269,7 +269,7 @@ def clear_redo(db: sqlite3.Connection, session_id: str) -> None:
             "SELECT pos, turn, rolled_back, redo_seq FROM tc_redo WHERE session_id = ?",
             (session_id,)).fetchall():
         delete_snapshot(db, redo_seq)
-        for seq in json.loads(rolled):
+        for seq in jsontext.loads(rolled):
             delete_snapshot(db, seq)
     db.execute("DELETE FROM tc_redo WHERE session_id = ?", (session_id,))
 
