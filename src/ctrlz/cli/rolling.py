@@ -10,7 +10,7 @@ and ``ctrlz rollback SNAP --json``, straight through :func:`run`; every other fo
 
 from __future__ import annotations
 
-from . import progress, render
+from . import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,13 +52,25 @@ def report(result: Any, kind: str, verb: str, as_json: bool) -> None:
 
 
 def run(snap: str, as_json: bool) -> None:
-    """The whole of ``ctrlz rollback SNAP [--json]`` (the click-free door)."""
-    from .listing import open_here
+    """The whole of ``ctrlz rollback SNAP [--json]`` (the click-free door): handed to the
+    workspace daemon without opening the workspace when one runs and no one watches a
+    progress bar (:mod:`ctrlz.session.served`), else run through the workspace here."""
+    import sys
 
-    ws = open_here()
-    try:
-        with progress.shown():
-            result = ws.rollback(snap, None, dry_run=False)
-        report(result, "rollback", "rolled back to", as_json)
-    finally:
-        ws.close()
+    result = None
+    if not sys.stderr.isatty():  # at a terminal, the bar (in-process) wins over milliseconds
+        from ..session import served
+
+        result = served.rollback(".", snap)
+    if result is None:
+        from .listing import open_here
+
+        ws = open_here()
+        try:
+            from . import progress
+
+            with progress.shown():
+                result = ws.rollback(snap, None, dry_run=False)
+        finally:
+            ws.close()
+    report(result, "rollback", "rolled back to", as_json)

@@ -9,7 +9,7 @@ prints with the same :func:`show`. One output, two doors.
 
 from __future__ import annotations
 
-from . import progress, render
+from . import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,13 +36,20 @@ def show(snap: Snapshot, as_json: bool) -> None:
 
 
 def run(as_json: bool) -> None:
-    """The whole of ``ctrlz snapshot [--json]`` (the click-free door): a manual snapshot."""
-    from .listing import open_here
+    """The whole of ``ctrlz snapshot [--json]`` (the click-free door): a manual snapshot,
+    taken by the workspace daemon without opening the workspace when one runs
+    (:mod:`ctrlz.session.served`), else here."""
+    from ..session import served
 
-    ws = open_here()
-    try:
-        with progress.shown():
-            snap = ws.snapshot()
-        show(snap, as_json)
-    finally:
-        ws.close()
+    snap = served.snapshot(".")
+    if snap is None:
+        from . import progress
+        from .listing import open_here
+
+        ws = open_here()
+        try:
+            with progress.shown():
+                snap = ws.snapshot()
+        finally:
+            ws.close()
+    show(snap, as_json)

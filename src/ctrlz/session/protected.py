@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import Config, load_config
-from ..errors import CtrlzError, StoreError, UsageError, WorkspaceError
+from ..errors import StoreError, UsageError, WorkspaceError
 from ..locator import default_home, has_store, store_path_for
 from ..paths import workspace_relative
 from ..state.trees import DIR, Entry
@@ -258,25 +258,11 @@ class ProtectedWorkspace:
         Not while this process holds the store lock: the daemon needs it to commit."""
         if self.holds_store_lock:
             return None
-        from . import daemon_client
+        from .served import ask_snapshot
 
-        try:
-            reply = daemon_client.snapshot(self.store_path, type=type, label=label,
-                                           session_id=session_id, pinned=pinned,
-                                           config=self.config.values)
-        except daemon_client.DaemonUnavailable:
-            return None
-        from ..state.portable import from_record
-
-        try:  # the whole record: this process need not open the store to read it
-            record = reply["record"]
-            return from_record(record, int(record["number"]))
-        except (CtrlzError, KeyError, TypeError, ValueError):
-            pass  # a daemon from before records: read it from the catalog
-        try:
-            return self.repo.catalog.snapshot(str(reply["snapshot"]["id"]))
-        except (KeyError, TypeError):
-            return None
+        return ask_snapshot(self.store_path, self.config.values, type=type, label=label,
+                            pinned=pinned, session_id=session_id,
+                            lookup=lambda sid: self.repo.catalog.snapshot(sid))
 
     @property
     def dirty_source(self) -> DirtySource | None:

@@ -82,42 +82,12 @@ def _run_here(ws: ProtectedWorkspace, req: Request,
 
 def _by_daemon(ws: ProtectedWorkspace, body: dict[str, object],
                kind: str) -> RestoreResult | None:
-    """The restore ``body`` describes (:mod:`.restore_wire`), run by the workspace daemon;
-    None when none runs or it declined before starting (the caller then restores
-    in-process). Once the daemon has the request, its outcome is final: its error is raised
-    here, and a daemon that died mid-way is an error that says how to see what happened,
-    never a second attempt. (Never for a target built from the captured state: code, which
-    a socket cannot carry.)"""
-    from . import daemon_client, restore_wire
+    """The restore ``body`` describes (:mod:`.restore_wire`), run by the workspace daemon
+    (:func:`ctrlz.session.served.ask_restore`); None when none runs or it declined before
+    starting, and the caller restores in-process."""
+    from .served import ask_restore
 
-    try:
-        reply = daemon_client.restore(ws.store_path, body, config=ws.config.values)
-    except daemon_client.DaemonUnavailable:
-        return None
-    except KeyboardInterrupt:
-        # the daemon has the request and goes on without us: say so, rather than let the
-        # usual "interrupted" suggest that nothing happened
-        raise RestoreError(
-            f"interrupted; the workspace daemon goes on with the {kind} if it had "
-            "received it: run `ctrlz list` in a moment for its safety snapshot, which "
-            "`ctrlz undo` returns to") from None
-    except daemon_client.DaemonLost as exc:
-        raise RestoreError(
-            f"the workspace daemon stopped during the {kind} without answering ({exc}); "
-            "it may have been applied in part. The next ctrlz command cleans up after it from "
-            "its journal and records its undo entry: run `ctrlz status`, then `ctrlz undo` "
-            "to return to the state before it"
-        ) from None
-    failed = reply.get("failed")
-    if failed is not None:
-        raise restore_wire.decode_error(failed)
-    try:
-        return restore_wire.decode_result(reply["result"])
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise RestoreError(
-            f"the workspace daemon ran the {kind}, but its report could not be read "
-            f"({type(exc).__name__}: {exc}); run `ctrlz list` for its safety snapshot, which "
-            "`ctrlz undo` returns to") from None
+    return ask_restore(ws.store_path, ws.config.values, body, kind)
 
 
 def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,

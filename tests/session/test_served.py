@@ -1,0 +1,167 @@
+"""``ctrlz snapshot`` asks a running workspace daemon without opening the workspace
+(:mod:`ctrlz.session.served`): the same snapshot and the same output as the full path, from a
+process that loads none of what opening costs, and every case the daemon does not take whole
+left to that full path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctrlz.engine import journal
+from ctrlz.session import daemon_client, served
+from ctrlz.workspace import Workspace
+
+CTRLZ = str(Path(sys.executable).parent / "ctrlz")
+
+#: what opening a workspace loads and a served snapshot must not (milliseconds each)
+OPENING = ("pathlib", "re", "json", "datetime", "sqlite3", "contextlib", "click", "rich",
+           "zstandard", "blake3", "ctrlz.workspace", "ctrlz.session.protected")
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    workspace = Workspace.init(root)
+    workspace.snapshot(label="base")
+    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
+    assert info["ready"], info
+    yield workspace
+    daemon_client.stop(workspace.store_path)
+    workspace.close()
+
+
+def served_count(ws: Workspace) -> int:
+    served = daemon_client.status(ws.store_path)["served"]
+    return served["dirty"] + served["full"]
+
+
+def ctrlz(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CTRLZ, *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_daemon_takes_the_snapshot_and_the_process_loads_none_of_opening(
+        ws: Workspace) -> None:
+    (ws.root / "src" / "a.py").write_text("a = 2\n")
+    code = ("import sys\nfrom ctrlz.cli import main\ntry:\n    main(['snapshot', '--json'])\n"
+            "except SystemExit as e:\n    sys.stderr.write(f'exit {e.code}\\n')\n"
+            f"print(sorted(m for m in sys.modules if m in {OPENING!r}), file=sys.stderr)")
+    before = served_count(ws)
+    run = subprocess.run([sys.executable, "-c", code], cwd=ws.root, capture_output=True,
+                         text=True)
+    assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+    assert served_count(ws) == before + 1
+    record = json.loads(run.stdout)
+    snap = ws.resolve(record["id"])
+    assert record == snap.to_json()  # what the catalog holds, printed as the full path would
+    assert record["changes"] == {"created": 0, "modified": 1, "deleted": 0}
+
+
+def test_both_doors_print_the_same_snapshot_output(ws: Workspace) -> None:
+    """The plain door (served) and click's (which opens the workspace) print alike."""
+    outputs = {}
+    for n, args in enumerate((["snapshot"], ["snapshot", "-m", "x"], ["snapshot", "--json"],
+                              ["snapshot", "--json", "-m", "x"])):
+        (ws.root / "src" / "a.py").write_text(f"a = {n}\n")
+        run = ctrlz(*args, cwd=ws.root)
+        assert run.returncode == 0, run.stderr
+        outputs[n] = run
+    plain, labelled = outputs[0].stdout.split(), outputs[1].stdout.split()
+    assert plain[0].startswith("snap_") and labelled[1] == '"x"'
+    assert plain[1:4] == labelled[2:5] == ["+0", "~1", "-0,"]
+    fast, slow = json.loads(outputs[2].stdout), json.loads(outputs[3].stdout)
+    assert fast.keys() == slow.keys()
+    differ = ("id", "number", "created_at", "label", "parent", "root", "added_bytes")
+    assert {k: v for k, v in fast.items() if k not in differ} == \
+        {k: v for k, v in slow.items() if k not in differ}
+    assert [s.label for s in ws.snapshots()][-4:] == [None, "x", None, "x"]
+
+
+def test_no_daemon_no_workspace_or_a_journal_leave_it_to_the_full_path(
+        ws: Workspace, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert served.snapshot(str(outside)) is None
+    before = served_count(ws)
+    with open(journal.path(ws.store_path), "wb"):  # what a crash mid-restore leaves
+        pass
+    try:
+        assert served.snapshot(str(ws.root)) is None
+        assert served_count(ws) == before  # the daemon was not asked
+    finally:
+        os.unlink(journal.path(ws.store_path))
+    daemon_client.stop(ws.store_path)
+    assert served.snapshot(str(ws.root)) is None
+
+
+def test_a_configuration_the_daemon_does_not_run_with_is_taken_in_process(
+        ws: Workspace) -> None:
+    """The daemon checks its settings against the files, declines and stops; the command
+    then opens the workspace and takes the snapshot itself, with the new settings."""
+    (ws.root / ".ctrlz.toml").write_text('exclude_globs = ["*.tmp"]\n')
+    (ws.root / "scratch.tmp").write_text("left out\n")
+    assert served.snapshot(str(ws.root)) is None
+    run = ctrlz("snapshot", "--json", cwd=ws.root)
+    assert run.returncode == 0, run.stderr
+    snap = ws.resolve(json.loads(run.stdout)["id"])
+    assert [c.path for c in ws.diff("base", snap.id).changes] == [b".ctrlz.toml"]
+
+
+def test_a_broken_configuration_file_is_the_same_error_on_both_doors(ws: Workspace) -> None:
+    (ws.root / ".ctrlz.toml").write_text("max_bytes = [\n")
+    fast = ctrlz("snapshot", cwd=ws.root)
+    slow = ctrlz("snapshot", "-m", "x", cwd=ws.root)
+    assert fast.returncode == slow.returncode == 2
+    assert fast.stderr == slow.stderr and "is not valid TOML" in fast.stderr
+
+
+def test_a_rollback_is_handed_over_and_prints_what_the_opened_workspace_prints(
+        ws: Workspace) -> None:
+    """``ctrlz rollback SNAP --json`` (served: the workspace never opened) and ``ctrlz
+    rollback --json SNAP`` (click: opened, then handed to the same daemon) restore alike,
+    say the same, and are undone alike."""
+    code = ("import sys\nfrom ctrlz.cli import main\ntry:\n"
+            "    main(['rollback', 'base', '--json'])\n"
+            "except SystemExit as e:\n    sys.stderr.write(f'exit {e.code}\\n')\n"
+            f"print(sorted(m for m in sys.modules if m in {OPENING!r}), file=sys.stderr)")
+    reports = []
+    for door in ("served", "click"):
+        (ws.root / "src" / "a.py").write_text(f"{door} edit\n")
+        (ws.root / "src" / "new.py").write_text("new\n")
+        restores = daemon_client.status(ws.store_path)["served"]["restores"]
+        if door == "served":
+            run = subprocess.run([sys.executable, "-c", code], cwd=ws.root,
+                                 capture_output=True, text=True)
+            assert run.stderr.splitlines()[-2:] == ["exit 0", "[]"], run.stderr
+        else:
+            run = ctrlz("rollback", "--json", "base", cwd=ws.root)
+            assert run.returncode == 0, run.stderr
+        assert daemon_client.status(ws.store_path)["served"]["restores"] == restores + 1
+        assert (ws.root / "src" / "a.py").read_text() == "a = 1\n"
+        assert not (ws.root / "src" / "new.py").exists()
+        reports.append(json.loads(run.stdout))
+    served_report, click_report = reports
+    assert served_report.keys() == click_report.keys()
+    assert served_report["actions"] == click_report["actions"]
+    assert served_report["target"] == click_report["target"]
+    undo = ctrlz("undo", cwd=ws.root)
+    assert undo.returncode == 0, undo.stderr
+    assert (ws.root / "src" / "a.py").read_text() == "click edit\n"
+
+
+def test_a_rollback_the_daemon_refuses_fails_as_the_opened_workspace_fails(
+        ws: Workspace) -> None:
+    fast = ctrlz("rollback", "no-such-snapshot", cwd=ws.root)
+    slow = ctrlz("rollback", "--json", "no-such-snapshot", cwd=ws.root)
+    assert fast.returncode == slow.returncode == 4
+    assert fast.stderr == slow.stderr and fast.stderr.startswith("ctrlz: error: ")
