@@ -10,8 +10,6 @@ they raise. Everything else is private and may change.
 
 from __future__ import annotations
 
-from importlib import import_module
-
 # ``typing`` costs ~10 ms to import, and an agent hook imports this package on every tool call
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
@@ -64,6 +62,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ctrlz' has no attribute {name!r}")
+    from importlib import import_module  # and warnings with it: not for every hook's start
+
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
