@@ -413,7 +413,9 @@ class ProtectedWorkspace:
         """Apply the rings, ``max_count`` and ``store_cap`` now, and hand ``preimage_cap`` to
         the agent hooks, which enforce it at their next capture (they cannot load the config)."""
         from ..engine import retention
+        from ..state import failpoints
 
+        failpoints.hit("pools")
         cap = self.config["preimage_cap"]
         if getattr(self, "_synced_preimage_cap", None) != cap:  # once per process and value
             from ..state.toolcall_store import sync_preimage_cap
