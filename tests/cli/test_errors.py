@@ -24,6 +24,21 @@ def test_no_workspace(tmp_path: Path) -> None:
         assert "ctrlz init" in r.err
 
 
+@pytest.mark.parametrize("args", [["list"], ["snapshot"], ["snapshot", "--json"],
+                                  ["status"], ["rollback", "latest"]])
+def test_a_deleted_current_directory_is_one_line_that_says_what_to_do(
+        tmp_path: Path, args: list[str]) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh",
+                           str(gone), CTRLZ, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr == ("ctrlz: error: the current directory no longer exists (it was "
+                           "deleted or moved); cd into the workspace again and rerun the "
+                           "command\n")
+
+
 def test_unknown_snapshot(ws: Path) -> None:
     assert run("show", "latest", cwd=ws, ok=False).code == 4  # none yet
     run("snapshot", cwd=ws)

@@ -33,9 +33,22 @@ def exit_code_for(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, sqlite3.DatabaseError):
         return StoreError.exit_code, f"the store's catalog is unreadable: {exc}"
     if isinstance(exc, OSError):
+        if exc.filename is None and _cwd_gone():  # os.getcwd() failed, under a resolve()
+            return 3, ("the current directory no longer exists (it was deleted or moved); "
+                       "cd into the workspace again and rerun the command")
         where = f" ({exc.filename})" if exc.filename else ""
         return 1, f"{exc.strerror or exc}{where}"
     return 1, str(exc)
+
+
+def _cwd_gone() -> bool:
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> None:
