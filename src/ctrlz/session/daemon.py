@@ -245,7 +245,7 @@ class Daemon:
                 req = restores.rollback_request(self.ws, self.ws.resolve(ref), rels, kind,
                                                 dry_run=False)
             else:
-                req = restore_wire.decode_request(self.ws, message["request"])
+                req = restore_wire.decode_request(self.ws.resolve, message["request"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             return {"ok": False, "error": f"malformed restore request: {exc}"}
         except CtrlzError as exc:  # the target is gone: the caller meets that itself

@@ -25,9 +25,8 @@ from ..types import Skipped, Snapshot
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
-
-    from .protected import ProtectedWorkspace
 
 
 #: The format of a request and its reply. A daemon declines (before starting) a request of
@@ -99,12 +98,13 @@ def encode_request(req: Request) -> dict[str, Any]:
         "label": req.label, "dry_run": req.dry_run, "numbered_safety": req.numbered_safety}}
 
 
-def decode_request(ws: ProtectedWorkspace, d: dict[str, Any]) -> Request:
-    """Raises ``ValueError``/``KeyError``/``TypeError`` on a malformed request and
+def decode_request(resolve: Callable[[str], Snapshot], d: dict[str, Any]) -> Request:
+    """``resolve``: the workspace's snapshot lookup (a ref to its record). Raises
+    ``ValueError``/``KeyError``/``TypeError`` on a malformed request and
     :class:`~ctrlz.errors.SnapshotNotFound` when the target is gone."""
     if d.get("version") != VERSION:
         raise ValueError(f"request version {d.get('version')!r}, this daemon speaks {VERSION}")
-    target = ws.resolve(str(d["target"]))
+    target = resolve(str(d["target"]))
     paths = d["paths"]
     undo = d["undo"]
     if not isinstance(undo, dict):
