@@ -73,5 +73,15 @@ def test_malformed_text_is_a_json_decode_error(text: str) -> None:
         jsontext.loads(text)
 
 
-def test_bytes_are_read_as_utf8() -> None:
-    assert jsontext.loads('{"é": [1]}\n'.encode()) == {"é": [1]}
+@given(VALUES, st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32-be"]))
+def test_bytes_are_read_as_json_reads_them(value: object, encoding: str) -> None:
+    data = json.dumps(value, ensure_ascii=False).encode(encoding, "surrogatepass")
+    assert _same(jsontext.loads(data), json.loads(data))
+
+
+def test_malformed_bytes_are_a_value_error_as_in_json() -> None:
+    for data in (b'{"a": "\xff"}', b"\xef\xbb\xbf", b"[1] x"):
+        with pytest.raises(ValueError):
+            json.loads(data)
+        with pytest.raises(ValueError):
+            jsontext.loads(data)

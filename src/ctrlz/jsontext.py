@@ -45,9 +45,15 @@ _WHITESPACE = " \t\n\r"
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads(text)``; bytes must be UTF-8 (every ctrlz message is)."""
+    """``json.loads(text)``. Bytes are decoded as ``json`` decodes them: UTF-8 with or
+    without a byte-order mark here, UTF-16 and UTF-32 by ``json`` itself."""
     if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8")
+        head = bytes(text[:4])
+        if b"\x00" in head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            import json
+
+            return json.loads(text)
+        text = bytes(text).decode("utf-8-sig", "surrogatepass")
     if _json is None:  # pragma: no cover
         import json
 
