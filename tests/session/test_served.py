@@ -165,3 +165,28 @@ def test_a_rollback_the_daemon_refuses_fails_as_the_opened_workspace_fails(
     slow = ctrlz("rollback", "--json", "no-such-snapshot", cwd=ws.root)
     assert fast.returncode == slow.returncode == 4
     assert fast.stderr == slow.stderr and fast.stderr.startswith("ctrlz: error: ")
+
+
+def test_a_non_utf8_root_reached_through_a_symlink_is_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The string locator finds the store the opened workspace would (realpath, bytes that
+    are not UTF-8), so such a workspace is served, not opened."""
+    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    root = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9")))
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    with Workspace.init(root) as ws:
+        ws.snapshot()
+        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+        try:
+            before = served_count(ws)
+            (root / "src" / "a.py").write_text("a = 2\n")
+            run = ctrlz("snapshot", "--json", cwd=link / "src")
+            assert run.returncode == 0, run.stderr
+            assert served_count(ws) == before + 1
+            assert json.loads(run.stdout)["changes"]["modified"] == 1
+        finally:
+            daemon_client.stop(ws.store_path)
