@@ -69,7 +69,7 @@ def serve(daemon: Daemon, listener: socket.socket) -> None:
                 log.info("could not reply: %s", exc)
         # The caller was woken by the reply, often onto this CPU (the scheduler's wake
         # affinity): let it run before the housekeeping does, or it waits out ~1.2 ms of it
-        # (measured: a served snapshot 3.4 -> 2.25 ms as its caller sees it, on 2 cores)
+        # (a warm caller's served snapshot: 3.4 -> 2.25 ms on 2 cores; docs/ARCHITECTURE.md)
         os.sched_yield()
         daemon.after_reply()
     log.info("stopping: %s", daemon.stop_reason)
