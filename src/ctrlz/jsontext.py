@@ -53,7 +53,9 @@ def loads(text: str | bytes) -> Any:
             import json
 
             return json.loads(text)
-        text = bytes(text).decode("utf-8-sig", "surrogatepass")
+        raw = bytes(text)
+        # as "utf-8-sig" decodes, without loading that codec's module into every hook
+        text = raw[3 if raw.startswith(b"\xef\xbb\xbf") else 0:].decode("utf-8", "surrogatepass")
     if _json is None:  # pragma: no cover
         import json
 
