@@ -182,7 +182,8 @@ def test_a_killed_daemon_leaves_a_stale_socket_that_nobody_trips_over(daemon: Wo
 
 def test_bad_requests_get_an_error_and_the_daemon_keeps_serving(daemon: Workspace) -> None:
     ws = daemon
-    for raw in (b"not json\n", b"[1, 2]\n", b'{"op": "explode"}\n', b"\n"):
+    for raw in (b"not json\n", b"[1, 2]\n", b'{"op": "explode"}\n', b"\n",
+                b'{"op": "\xff"}\n', b"[" * 200_000 + b"\n"):  # not UTF-8; nested too deep
         with daemon_client.socket_address(ws.store_path) as address, \
                 socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(30)

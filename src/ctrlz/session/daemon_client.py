@@ -119,7 +119,10 @@ def read_message(sock: socket.socket, limit: int | None = MAX_MESSAGE, *,
     data = b"".join(chunks)
     if not data.strip():
         raise ValueError("empty message")
-    message = jsontext.loads(data)
+    try:
+        message = jsontext.loads(data)
+    except RecursionError:  # "[[[[…": a bad message, not a reason for a daemon to die
+        raise ValueError("message nested too deeply") from None
     if not isinstance(message, dict):
         raise ValueError("message is not a JSON object")
     return message
