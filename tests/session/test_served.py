@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,3 +191,23 @@ def test_a_non_utf8_root_reached_through_a_symlink_is_served(
             assert json.loads(run.stdout)["changes"]["modified"] == 1
         finally:
             daemon_client.stop(ws.store_path)
+
+
+def test_a_killed_daemons_socket_sends_the_command_the_full_way(ws: Workspace) -> None:
+    """kill -9 leaves the socket file; the served door finds nobody behind it and the
+    command takes the snapshot itself, then starts a daemon for the next one."""
+    import signal
+
+    pid = daemon_client.status(ws.store_path)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    while daemon_client.running(ws.store_path):  # its lock goes with the process
+        time.sleep(0.02)
+    assert (ws.store_path / daemon_client.SOCKET_NAME).exists()
+    (ws.root / "src" / "a.py").write_text("a = 3\n")
+    assert served.snapshot(str(ws.root)) is None
+    run = subprocess.run([CTRLZ, "snapshot", "--json"], cwd=ws.root, capture_output=True,
+                         text=True, env={**os.environ, "CTRLZ_DAEMON": "1"})  # tests say 0
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["changes"]["modified"] == 1
+    assert daemon_client.wait_ready(ws.store_path, 60) is not None  # started for next time
+    assert daemon_client.status(ws.store_path)["pid"] != pid
