@@ -24,6 +24,8 @@ CTRLZ = str(Path(sys.executable).parent / "ctrlz")
 #: what opening a workspace loads and a served snapshot must not (milliseconds each)
 OPENING = ("pathlib", "re", "json", "datetime", "sqlite3", "contextlib", "click", "rich",
            "zstandard", "blake3", "ctrlz.workspace", "ctrlz.session.protected")
+#: nor, for a snapshot, the record's named tuple and the journal (the daemon checks that)
+RECORDS = ("collections", "ctrlz.types", "ctrlz.engine.journal")
 
 
 @pytest.fixture
@@ -56,7 +58,8 @@ def test_the_daemon_takes_the_snapshot_and_the_process_loads_none_of_opening(
     (ws.root / "src" / "a.py").write_text("a = 2\n")
     code = ("import sys\nfrom ctrlz.cli import main\ntry:\n    main(['snapshot', '--json'])\n"
             "except SystemExit as e:\n    sys.stderr.write(f'exit {e.code}\\n')\n"
-            f"print(sorted(m for m in sys.modules if m in {OPENING!r}), file=sys.stderr)")
+            f"print(sorted(m for m in sys.modules if m in {OPENING + RECORDS!r}), "
+            "file=sys.stderr)")
     before = served_count(ws)
     run = subprocess.run([sys.executable, "-c", code], cwd=ws.root, capture_output=True,
                          text=True)
@@ -97,10 +100,14 @@ def test_no_daemon_no_workspace_or_a_journal_leave_it_to_the_full_path(
     with open(journal.path(ws.store_path), "wb"):  # what a crash mid-restore leaves
         pass
     try:
-        assert served.snapshot(str(ws.root)) is None
-        assert served_count(ws) == before  # the daemon was not asked
+        assert served.snapshot(str(ws.root)) is None  # the daemon declines: the
+        assert served.rollback(str(ws.root), "base") is None  # opened workspace recovers
+        status = daemon_client.status(ws.store_path)
+        assert status["served"]["dirty"] + status["served"]["full"] == before
+        assert status["served"]["restores"] == 0
     finally:
         os.unlink(journal.path(ws.store_path))
+    assert served.snapshot(str(ws.root)) is not None  # served again once it is gone
     daemon_client.stop(ws.store_path)
     assert served.snapshot(str(ws.root)) is None
 

@@ -150,9 +150,10 @@ def patch(text: str) -> None:
             echo(line, nl=False)
 
 
-def snapshot_summary(s: Any) -> str:
-    """``+created ~modified -deleted, <bytes> added``."""
-    return f"+{s.created} ~{s.modified} -{s.deleted}, {size(s.added_bytes)} added"
+def snapshot_summary(s: dict[str, Any]) -> str:
+    """``+created ~modified -deleted, <bytes> added``, from a snapshot's JSON form."""
+    c = s["changes"]
+    return f"+{c['created']} ~{c['modified']} -{c['deleted']}, {size(s['added_bytes'])} added"
 
 
 def plan_summary(counts: dict[str, int]) -> str:

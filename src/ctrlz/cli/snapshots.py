@@ -83,7 +83,7 @@ def snapshot_cmd(state: State, label: str | None, pin: bool, type_: str, as_json
     ws = state.workspace()
     with progress.shown():
         snap = ws.snapshot(type=type_, label=label, pinned=pin)
-    show(snap, as_json)
+    show(snap.to_json(), as_json)
 
 
 def _type_text(s) -> str:  # noqa: ANN001

@@ -13,26 +13,27 @@ from . import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..types import Snapshot
+    from typing import Any
 
 #: skipped paths printed under a snapshot; the rest are counted (``ctrlz show`` lists them)
 SHOWN_SKIPPED = 10
 
 
-def show(snap: Snapshot, as_json: bool) -> None:
-    """The new snapshot: its record as JSON, or one line and what it left out."""
+def show(snap: dict[str, Any], as_json: bool) -> None:
+    """The new snapshot, from its JSON form (``Snapshot.to_json()``: what ``--json`` prints,
+    and what a daemon that took it sends whole, see :mod:`ctrlz.session.served`): that form,
+    or one line and what it left out."""
     if as_json:
-        render.emit_json(snap.to_json())
+        render.emit_json(snap)
         return
-    name = f' "{snap.label}"' if snap.label else ""
-    render.out(f"{snap.id}{name}  {render.snapshot_summary(snap)}")
-    from ..types import show_path
-
-    for k in snap.skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
-        render.note(f"skipped {show_path(k.path.partition(b'/')[2])}: {k.reason}")
-    if len(snap.skipped) > SHOWN_SKIPPED:
-        render.note(f"skipped {len(snap.skipped) - SHOWN_SKIPPED} more path(s); "
-                    f"see `ctrlz show {snap.id}`")
+    name = f' "{snap["label"]}"' if snap["label"] else ""
+    render.out(f"{snap['id']}{name}  {render.snapshot_summary(snap)}")
+    skipped = snap["skipped"]
+    for k in skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
+        render.note(f"skipped {k['path'].partition('/')[2]}: {k['reason']}")
+    if len(skipped) > SHOWN_SKIPPED:
+        render.note(f"skipped {len(skipped) - SHOWN_SKIPPED} more path(s); "
+                    f"see `ctrlz show {snap['id']}`")
 
 
 def run(as_json: bool) -> None:
@@ -49,7 +50,7 @@ def run(as_json: bool) -> None:
         ws = open_here()
         try:
             with progress.shown():
-                snap = ws.snapshot()
+                snap = ws.snapshot().to_json()
         finally:
             ws.close()
     show(snap, as_json)

@@ -178,12 +178,19 @@ class Daemon:
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
 
     def _refusal(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        """Why this request must be served in the caller's process, if it must: the
-        workspace's configuration changed since we started (we stop, and the next hook starts
-        a daemon with the new rules), or the caller runs with other settings than the files
-        say (a library caller may pass its own ``Config``)."""
+        """Why this request must be served in the caller's process, if it must: a restore
+        that another process ran was interrupted (its journal is there: the caller, which
+        opens the workspace, finishes it and shows the user what it did, before anything
+        else runs; the daemon checks rather than each caller, with the module already
+        loaded), the workspace's configuration changed since we started (we stop, and the
+        next hook starts a daemon with the new rules), or the caller runs with other
+        settings than the files say (a library caller may pass its own ``Config``)."""
         from ..config import load_config
+        from ..engine import journal
 
+        if journal.pending(self.ws.store_path):
+            return {"ok": False, "error": "an interrupted restore's journal is pending; work "
+                                          "in-process, which cleans up after it first"}
         current = load_config(self.ws.root)
         if current.to_json() != self.config_json:
             self.stop_reason = "the workspace configuration changed"
