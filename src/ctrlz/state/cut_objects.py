@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import BinaryIO
 
     from .catalog import Catalog
+    from .direct_io import ObjectFile
     from .hashing import Hasher
 
 _WANT = "cut_large"  # catalog meta key: "1" once the store's workspace has a remote
@@ -102,7 +103,7 @@ class CutObjects:
         return CutReader(oid, cuts, f, row[5], self.digest)
 
 
-def write_cut(fd: int, out: BinaryIO, first: bytes, hasher: Hasher, compress: bool,
+def write_cut(fd: int, out: ObjectFile, first: bytes, hasher: Hasher, compress: bool,
               digest: Callable[[bytes], bytes]) -> tuple[int, list[tuple[bytes, int, int]]]:
     """Copy the rest of ``fd`` (``first`` already read) into ``out`` chunk by chunk, each a
     zstd frame of its own when ``compress``; hash the whole into ``hasher`` as it goes.

@@ -18,6 +18,7 @@ from .atomic import fsync_dir, temp_name
 from .catalog import Catalog, ObjectRow
 from .chunking import CHUNK_FROM, encode_table
 from .cut_objects import write_cut
+from .direct_io import ObjectFile
 from .packs import (
     CHUNK,
     CLONE,
@@ -231,7 +232,7 @@ class ObjectWriter:
         size = 0
         table = None
         try:
-            with open(tmp, "wb") as out:
+            with ObjectFile(tmp) as out:  # past the page cache where it can (see there)
                 if self._cutting() and os.fstat(fd).st_size >= CHUNK_FROM:
                     size, table = write_cut(fd, out, first, hasher, compress,
                                             self.store.digest)
@@ -246,8 +247,7 @@ class ObjectWriter:
                         out.write(cctx.compress(chunk) if cctx is not None else chunk)
                         size += len(chunk)
                         chunk = os.read(fd, CHUNK)
-                out.flush()
-                os.fsync(out.fileno())
+                out.sync()
                 stored = out.tell()
         except OSError as exc:
             try:
