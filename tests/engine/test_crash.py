@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
+from ctrlz.state.direct_io import ObjectFile
 from tests.conftest import make_tree, tree_state
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -52,12 +53,18 @@ def assert_store_sound(home: Path, root: Path, base_state: dict, tmp: Path) -> W
     return ws
 
 
-SNAPSHOT_POINTS = ["pack-append", "before-index-commit", "before-commit", "after-commit"]
+#: direct-write: a large object's stage, on its writer thread, past the page cache
+SNAPSHOT_POINTS = ["pack-append", "direct-write", "before-index-commit", "before-commit",
+                   "after-commit"]
 
 
 @pytest.mark.parametrize("point", SNAPSHOT_POINTS)
 def test_kill_during_snapshot(point: str, ws_dir: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
+    if point == "direct-write":
+        with ObjectFile(tmp_path / "probe") as probe:
+            if not probe.direct:
+                pytest.skip("the store's filesystem has no O_DIRECT")
     ws, base_state = setup_ws(ws_dir, home)
     ws.close()
     mutate(ws_dir)
