@@ -36,7 +36,8 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 #: much of a 100 MB file waiting for its fsync, and another's hashing and compressing fills
 #: that wait. On 2 cores, 20 files of 2 GB took 0.87x the wall time with 4 threads as with 2,
 #: and 0.91x again with 6 as with 4 (paired runs, same CPU time); 8 gained nothing. Each
-#: thread holds ~13 MiB at most (a 4 MiB read and its compressed copy).
+#: thread holds ~17 MiB at most (a 4 MiB read, its compressed copy, and the two 2 MiB stages
+#: of the object it writes past the page cache, see :mod:`ctrlz.state.direct_io`).
 WORKERS = min(8, max(4, 3 * (os.cpu_count() or 2)))
 
 #: what a file watcher in another process reports before a scan: the directories of each

@@ -37,8 +37,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-#: bytes staged before a write (twice per file); a multiple of every block size a disk has
-STAGE = 4 << 20
+#: bytes staged before a write (twice per file); a multiple of every block size a disk has.
+#: 2 MiB: on the 2 GB tree as fast as 4 MiB with 30 MiB less at the peak (125-131 MiB
+#: against 152-162 MiB, 6 files at once), and within 5% on one large file alone.
+STAGE = 2 << 20
 #: stage writes in flight at once, over all files (one per file at most)
 WRITERS = 8
 
