@@ -218,3 +218,16 @@ def test_a_killed_daemons_socket_sends_the_command_the_full_way(ws: Workspace) -
     assert json.loads(run.stdout)["changes"]["modified"] == 1
     assert daemon_client.wait_ready(ws.store_path, 60) is not None  # started for next time
     assert daemon_client.status(ws.store_path)["pid"] != pid
+
+
+def test_a_reply_without_the_json_form_is_read_from_the_catalog(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon of another ctrlz version may send a form this one does not print: the id is
+    enough, the record comes from the catalog; an id the catalog does not hold is no answer
+    (the command then takes the snapshot itself)."""
+    snap = ws.snapshot(label="older daemon")
+    reply = {"ok": True, "snapshot": {"id": snap.id}}
+    monkeypatch.setattr(served, "_ask_snapshot", lambda *a, **k: reply)
+    assert served.snapshot(str(ws.root)) == snap.to_json()
+    reply["snapshot"] = {"id": "snap_notthere"}
+    assert served.snapshot(str(ws.root)) is None

@@ -72,9 +72,10 @@ def snapshot(start: str = ".", *, type: str = "manual", label: str | None = None
             and isinstance(view.get("changes"), dict):
         return view
     try:  # not a form this ctrlz prints: the catalog has the record
-        return _lookup(store, str(reply["snapshot"]["id"])).to_json()
+        snap = _lookup(store, str(reply["snapshot"]["id"]))
     except (KeyError, TypeError):
         return None
+    return snap.to_json() if snap is not None else None
 
 
 def _ask_snapshot(store: str | os.PathLike[str], config: dict[str, Any], *, type: str,
@@ -169,7 +170,7 @@ def ask_restore(store: str | os.PathLike[str], config: dict[str, Any],
             "`ctrlz undo` returns to") from None
 
 
-def _lookup(store: str, snapshot_id: str) -> Snapshot:
+def _lookup(store: str, snapshot_id: str) -> Snapshot | None:
     from pathlib import Path
 
     from ..state.repository import Repository
