@@ -170,4 +170,6 @@ class ObjectFile:
     def _write_at(self, view: memoryview, offset: int) -> None:
         while view:
             n = os.pwrite(self.fd, view, offset)
+            if n <= 0:  # never for a regular file; looping on it would be forever
+                raise OSError(errno.EIO, "the filesystem took none of a write")
             view, offset = view[n:], offset + n
