@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,3 +87,20 @@ def ws_dir(tmp_path: Path) -> Path:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+def mounted(where: Path, *args: str) -> Iterator[Path]:
+    """``mount ARGS where``, for a fixture to ``yield from``: skipped, with the reason, where
+    this machine refuses (not root, a filesystem the kernel lacks), and unmounted afterwards
+    (lazily when something still holds it)."""
+    if not is_root():
+        pytest.skip("mounting a filesystem needs root")
+    where.mkdir(exist_ok=True)
+    proc = subprocess.run(["mount", *args, str(where)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount {' '.join(args)} here: {proc.stderr.strip()[:200]}")
+    try:
+        yield where
+    finally:
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(where)], capture_output=True)

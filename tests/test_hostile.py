@@ -9,13 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ctrlz import RestoreError, StoreFull, StoreLocked, Workspace
 from ctrlz.state.lock import StoreLock
-from tests.conftest import is_root, make_tree, tree_state
+from tests.conftest import is_root, make_tree, mounted, tree_state
 
 
 def test_non_utf8_names_round_trip(ws_dir: Path) -> None:
@@ -108,20 +109,10 @@ def test_file_growing_while_read_is_skipped_with_a_report(ws_dir: Path) -> None:
     assert ws.verify().ok
 
 
-def _mount_tmpfs(where: Path, size: str) -> bool:
-    where.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                          capture_output=True)
-    return proc.returncode == 0
-
-
 @pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
-    where = tmp_path / "small"
-    if not is_root() or shutil.which("mount") is None or not _mount_tmpfs(where, "3m"):
-        pytest.skip("cannot mount a small tmpfs here")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=False)
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MiB tmpfs (root only)."""
+    yield from mounted(tmp_path / "small", "-t", "tmpfs", "-o", "size=3m", "tmpfs")
 
 
 def test_full_store_disk_is_a_clear_error_and_loses_nothing(ws_dir: Path, small_disk: Path) -> None:

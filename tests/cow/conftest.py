@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import mounted
+
 PACKAGES = {"mkfs.xfs": "xfsprogs", "mkfs.btrfs": "btrfs-progs"}
 MKFS = {"xfs": ["mkfs.xfs", "-q", "-f", "-m", "reflink=1"], "btrfs": ["mkfs.btrfs", "-q", "-f"]}
 
@@ -28,29 +30,19 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 def _mounted(base: Path, fstype: str) -> Iterator[Path]:
     if os.geteuid() != 0:
         pytest.skip(f"{fstype} tests mount a loop image, which needs root")
-    mnt = base / fstype
-    mnt.mkdir()
     if fstype == "tmpfs":
-        cmd = ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(mnt)]
-    else:
-        tool = MKFS[fstype][0]
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is missing: install {PACKAGES[tool]} to run the {fstype} tests")
-        img = base / f"{fstype}.img"
-        with open(img, "wb") as f:
-            f.truncate(1 << 30)
-        made = _run([*MKFS[fstype], str(img)])
-        if made.returncode != 0:
-            pytest.skip(f"{tool} failed: {made.stderr.strip()[:200]}")
-        cmd = ["mount", "-o", "loop", str(img), str(mnt)]
-    done = _run(cmd)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a {fstype} filesystem here: {done.stderr.strip()[:200]}")
-    try:
-        yield mnt
-    finally:
-        if _run(["umount", str(mnt)]).returncode != 0:
-            _run(["umount", "-l", str(mnt)])
+        yield from mounted(base / fstype, "-t", "tmpfs", "-o", "size=256m", "tmpfs")
+        return
+    tool = MKFS[fstype][0]
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is missing: install {PACKAGES[tool]} to run the {fstype} tests")
+    img = base / f"{fstype}.img"
+    with open(img, "wb") as f:
+        f.truncate(1 << 30)
+    made = _run([*MKFS[fstype], str(img)])
+    if made.returncode != 0:
+        pytest.skip(f"{tool} failed: {made.stderr.strip()[:200]}")
+    yield from mounted(base / fstype, "-o", "loop", str(img))
 
 
 @pytest.fixture(scope="session")

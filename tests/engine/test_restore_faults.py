@@ -31,7 +31,7 @@ from ctrlz import toolcalls as tc
 from ctrlz.engine import journal
 from ctrlz.errors import RestoreError
 from ctrlz.state import failpoints
-from tests.conftest import is_root, make_tree, tree_state
+from tests.conftest import is_root, make_tree, mounted, tree_state
 from tests.engine.test_restore_crash import (
     CTRLZ,
     SESSION,
@@ -289,19 +289,7 @@ def test_rollback_of_a_file_larger_than_rlimit_fsize(ws_dir: Path, ctrlz_home: P
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A 4 MiB tmpfs (root only)."""
-    if not is_root():
-        pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    yield from mounted(tmp_path / "mnt", "-t", "tmpfs", "-o", "size=4m", "tmpfs")
 
 
 def test_rollback_that_does_not_fit_on_the_disk(small_fs: Path, ctrlz_home: Path) -> None:

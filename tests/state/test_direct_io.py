@@ -23,7 +23,7 @@ from ctrlz import StoreError, StoreFull, Workspace
 from ctrlz.state import direct_io, failpoints
 from ctrlz.state.direct_io import ObjectFile
 from ctrlz.state.packs import LOOSE_MIN
-from tests.conftest import is_root
+from tests.conftest import is_root, mounted
 
 SMALL_STAGE = 2 * 4096
 
@@ -76,15 +76,7 @@ def test_every_boundary_round_trips(tmp_path: Path, size: int) -> None:
 @pytest.fixture
 def ramfs(tmp_path: Path) -> Iterator[Path]:
     """A filesystem without ``O_DIRECT`` (as tmpfs was before Linux 6.6)."""
-    where = tmp_path / "ramfs"
-    where.mkdir()
-    if not is_root() or subprocess.run(["mount", "-t", "ramfs", "ramfs", str(where)],
-                                       capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a ramfs here (needs root)")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+    yield from mounted(tmp_path / "ramfs", "-t", "ramfs", "ramfs")
 
 
 def test_a_filesystem_without_o_direct_gets_the_page_cache(ramfs: Path) -> None:
@@ -135,16 +127,7 @@ def small_ext4(tmp_path: Path) -> Iterator[Path]:
     made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
     if made.returncode != 0:
         pytest.skip(f"mkfs.ext4 failed: {made.stderr.strip()[:200]}")
-    where.mkdir()
-    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(where)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a loop image here: {mounted.stderr.strip()[:200]}")
-    try:
-        yield where
-    finally:
-        if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(where)], capture_output=True)
+    yield from mounted(where, "-o", "loop", str(image))
 
 
 def test_a_full_disk_under_o_direct_is_a_clear_error_and_loses_nothing(
