@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ctrlz import LimitExceeded, Snapshot, Workspace
 from ctrlz.engine.retention import Policy, check_manual_cap, plan_pools, plan_prune
@@ -65,6 +67,73 @@ def test_pools_planned_from_counts_match_the_full_plan(tmp_path: Path,
     full = plan_pools(ws.snapshots(), policy, {"x"})
     fast = plan_pools_for(ws.repo, policy, {"x"})
     assert ids(fast) == ids(full) and fast.kept == full.kept
+
+
+@pytest.fixture(scope="module")
+def long_history(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    """70 snapshots of every type, in a mixed order, a few pinned, no pool applied yet."""
+    import random
+
+    from ctrlz.engine.snapshot import take_snapshot
+
+    base = tmp_path_factory.mktemp("history")
+    (base / "ws").mkdir()
+    ws = Workspace.init(base / "ws", home=base / "home")
+    rng = random.Random(12)
+    for i in range(70):
+        (base / "ws" / "f").write_text(str(i))
+        type = rng.choice(["auto", "auto", "manual", "tool", "safety", "pre-run"])
+        snap, _ = take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type)
+        if i < 20 and rng.random() < 0.4:  # pinned ones among the oldest: the cap skips them
+            with ws.repo.catalog.transaction():
+                ws.repo.catalog.update_snapshot(snap.id, pinned=1)
+    return ws
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(max_count=st.integers(1, 80), auto_max=st.integers(1, 40), tool_max=st.integers(1, 40),
+       safety_max=st.integers(1, 40), delete_initial=st.booleans(),
+       protect=st.sets(st.integers(0, 69), max_size=12), protect_oldest=st.integers(0, 60))
+def test_pools_planned_over_max_count_read_a_page_and_match_the_full_plan(
+        long_history: Workspace, max_count: int, auto_max: int, tool_max: int,
+        safety_max: int, delete_initial: bool, protect: set[int],
+        protect_oldest: int) -> None:
+    """Over ``max_count``, the pools read the oldest snapshots a page at a time (a store at
+    its cap pays for a few, not for its whole history); whatever the caps, the pinned and
+    protected ones, the plan is the one the whole list gives. (Protecting a run of the
+    oldest makes the first page too short, so that the next one is read.)"""
+    from ctrlz.engine.retention import plan_pools_for
+
+    policy = Policy(auto_max=auto_max, manual_max=1000, safety_max=safety_max,
+                    tool_max=tool_max, max_count=max_count, delete_initial=delete_initial)
+    snaps = long_history.snapshots()
+    protected = {snaps[i].id for i in protect | set(range(protect_oldest))}
+    full = plan_pools(snaps, policy, protected)
+    fast = plan_pools_for(long_history.repo, policy, protected)
+    assert ids(fast) == ids(full) and fast.kept == full.kept
+
+
+@pytest.mark.parametrize(("protect_oldest", "pages"), [(0, [18]), (40, [18, 72])])
+def test_a_store_at_its_cap_reads_a_page_not_its_history(
+        long_history: Workspace, protect_oldest: int, pages: list[int]) -> None:
+    """One snapshot over ``max_count``: the pools read the oldest 18 snapshots, and a
+    longer page only when none of those may go."""
+    from ctrlz.engine.retention import plan_pools_for
+
+    policy = Policy(auto_max=100, manual_max=100, safety_max=100, tool_max=100, max_count=69)
+    snaps = long_history.snapshots()
+    protected = {s.id for s in snaps[:protect_oldest]}
+    read: list[int] = []
+    catalog = long_history.repo.catalog
+    oldest = catalog.oldest
+    catalog.oldest = lambda limit, types=(): read.append(limit) or oldest(limit, types)
+    try:
+        plan = plan_pools_for(long_history.repo, policy, protected)
+    finally:
+        del catalog.oldest
+    assert read == pages and ids(plan) == ids(plan_pools(snaps, policy, protected))
+    assert len(plan.drop) == 1 and plan.kept == 69
 
 
 def test_prune_keep_and_older_than_must_agree() -> None:

@@ -117,26 +117,57 @@ def plan_pools_for(repo: Repository, policy: Policy,
                    protected: Collection[str] = ()) -> PrunePlan:
     """:func:`plan_pools` at a cost that does not grow with the history: the catalog's
     per-type counts tell which pools are over; only those pools' snapshots are read (a ring
-    holds tens), and the whole list only when ``max_count`` itself is exceeded."""
+    holds tens). Over ``max_count``, the oldest snapshots are read too, a page at a time,
+    until the page holds every snapshot that cap drops: a store that sits at its cap (its
+    steady state once a pool is raised past ``max_count``) reads a few snapshots per new
+    one, not all of them."""
     catalog = repo.catalog
     counts = catalog.type_counts()
     total = sum(counts.values())
     over = [t for t, name in RINGS.items() if counts.get(t, 0) > getattr(policy, name)]
-    if total > policy.max_count:
-        return plan_pools(catalog.snapshots(), policy, protected)
-    if not over:
+    if not over and total <= policy.max_count:
         return PrunePlan(kept=total)
     newest = catalog.latest()
-    return plan_pools(catalog.snapshots(types=over), policy, protected,
-                      newest=newest.id if newest else None, total=total)
+    newest_id = newest.id if newest else None
+    if total <= policy.max_count:
+        return plan_pools(catalog.snapshots(types=over), policy, protected,
+                          newest=newest_id, total=total)
+    page = 2 * (total - policy.max_count) + 16  # room for pinned and protected ones
+    while True:
+        # the oldest ``page`` come first, in order, with no snapshot missing between them:
+        # the cap's walk (oldest first) is the full list's as long as it stays inside them
+        snapshots = catalog.oldest(page, over)
+        plan = plan_pools(snapshots, policy, protected, newest=newest_id, total=total)
+        if page >= total or _cap_walk_inside(plan, snapshots, page, policy):
+            return plan
+        page *= 4
+
+
+def _cap_walk_inside(plan: PrunePlan, snapshots: list[Snapshot], page: int,
+                     policy: Policy) -> bool:
+    """Did ``max_count``'s walk end among the ``page`` oldest? It did when the cap is met and
+    every snapshot it dropped is one of them (the other snapshots read are only the rings'
+    pools, which hide the snapshots between them)."""
+    if plan.kept > policy.max_count:
+        return False
+    oldest = {s.id for s in snapshots[:page]} if len(snapshots) > page else None
+    if oldest is None:
+        return True
+    cap = _over_count(policy)
+    return all(s.id in oldest for s in plan.drop if plan.reasons[s.id] == cap)
+
+
+def _over_count(policy: Policy) -> str:
+    return f"more than max_count={policy.max_count} snapshots"
 
 
 def plan_pools(snapshots: list[Snapshot], policy: Policy,
                protected: Collection[str] = (), *, newest: str | None = None,
                total: int | None = None) -> PrunePlan:
     """Rings per type and ``max_count`` (``snapshots`` oldest first). ``snapshots`` may be
-    only some pools' (:func:`plan_pools_for`); then ``newest`` and ``total`` describe the
-    whole catalog, and it must not be over ``max_count``."""
+    part of the catalog (:func:`plan_pools_for`): the whole of each pool over its ring, and
+    under ``max_count`` nothing else, or over it the oldest snapshots too; then ``newest``
+    and ``total`` describe the whole catalog."""
     plan = PrunePlan(kept=len(snapshots) if total is None else total)
     if newest is None and total is None:
         newest = snapshots[-1].id if snapshots else None
@@ -156,7 +187,7 @@ def plan_pools(snapshots: list[Snapshot], policy: Policy,
         if excess <= 0:
             break
         if s.id not in plan.reasons and droppable(s, policy, keep):
-            plan.add(s, f"more than max_count={policy.max_count} snapshots")
+            plan.add(s, _over_count(policy))
             excess -= 1
     return plan
 
