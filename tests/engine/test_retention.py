@@ -35,10 +35,19 @@ def test_safety_and_tool_rings_and_protection() -> None:
 
 
 def test_pre_run_kept_unless_delete_initial() -> None:
-    snaps = [snap(0, "pre-run"), snap(1), snap(2), snap(3)]
+    snaps = [snap(0, "pre-run"), snap(1, "auto"), snap(2, "tool"), snap(3, "auto")]
     assert ids(plan_pools(snaps, Policy(max_count=2))) == ["snap_0001", "snap_0002"]
     assert ids(plan_pools(snaps, Policy(max_count=2, delete_initial=True))) == \
         ["snap_0000", "snap_0001"]
+
+
+def test_max_count_never_drops_a_manual_snapshot() -> None:
+    """The manual pool's promise: under ``manual_max``, nothing the user took is taken back,
+    not even to bring the total under ``max_count`` (an independent check found 103 manual
+    snapshots gone after one auto snapshot)."""
+    snaps = [snap(0), snap(1, "auto"), snap(2), snap(3, "tool"), snap(4), snap(5, "auto")]
+    plan = plan_pools(snaps, Policy(max_count=2))
+    assert ids(plan) == ["snap_0001", "snap_0003"] and plan.kept == 4
 
 
 def test_manual_cap_error_names_rm_and_prune() -> None:

@@ -6,8 +6,11 @@ Pools are fixed by snapshot type (as in Capsem):
 * ``manual`` snapshots have a cap of ``manual_max``: taking one over the cap is an error, and no
   existing manual snapshot is ever overwritten;
 * ``safety`` and ``tool`` snapshots keep their own rings (``safety_max``, ``tool_max``);
-* ``max_count`` caps all snapshots together, and ``store_cap`` caps the bytes the store's
-  snapshots take on disk (:func:`store_usage`): the oldest droppable snapshots go, and their
+* ``max_count`` caps all snapshots together: the oldest droppable snapshots go, except manual
+  ones (the manual pool's promise holds: a snapshot the user took is never dropped to make
+  room for the automatic ones, so manual snapshots may keep the total over ``max_count``);
+* ``store_cap`` caps the bytes the store's snapshots take on disk (:func:`store_usage`): the
+  oldest droppable snapshots go, manual ones included (the disk bound comes first), and their
   objects are collected.
 
 ``store_cap`` counts only what dropping snapshots can shrink: the catalog, the packs, the loose
@@ -186,7 +189,8 @@ def plan_pools(snapshots: list[Snapshot], policy: Policy,
     for s in snapshots:
         if excess <= 0:
             break
-        if s.id not in plan.reasons and droppable(s, policy, keep):
+        # manual snapshots have a cap of their own, and what is under it is never taken back
+        if s.type != "manual" and s.id not in plan.reasons and droppable(s, policy, keep):
             plan.add(s, _over_count(policy))
             excess -= 1
     return plan
