@@ -67,10 +67,10 @@ def _draw(bar: Meter, stop: threading.Event) -> None:
                   TextColumn("{task.fields[files]}"), DownloadColumn(binary_units=True),
                   TransferSpeedColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as p:
-        task = p.add_task("", total=None, files="")
+        task = p.add_task(bar.phase, total=None, files="")
         while True:
             stopping = stop.wait(0.1)
-            unit = "trees" if bar.phase == "Collect garbage" else "files"
+            unit = bar.unit
             files = (f"{bar.files:,}/{bar.files_total:,} {unit}" if bar.files_total
                      else f"{bar.files:,} {unit}")
             p.update(task, description=bar.phase, completed=bar.bytes,

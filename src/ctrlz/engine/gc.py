@@ -58,7 +58,7 @@ def reachable(repo: Repository) -> set[bytes]:
     stack = [s.root for s in repo.catalog.snapshots()]
     bar = meter.current()
     if bar is not None:  # a count of the trees marked; the total is not known in advance
-        bar.start("Collect garbage")
+        bar.start("Collect garbage", unit="trees")
     while stack:
         oid = stack.pop()
         if oid in live:

@@ -50,8 +50,9 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
     seen: set[bytes] = set()
     objects = repo.objects
     bar = meter.current()
-    if bar is not None:
-        bar.start("Verify", 0, repo.catalog.stored_bytes()[0])
+    if bar is not None:  # every object is read once: its count and logical bytes are the work
+        bar.start("Verify", repo.catalog.object_count(), repo.catalog.stored_bytes()[0],
+                  unit="objects")
 
     def check(oid: bytes, where: str) -> bytes | None:
         try:
@@ -104,7 +105,7 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
                 if sub is not None:
                     stack.append((iter(sub), child))
             elif e.oid not in seen:
-                _check_stream(repo, e.oid, child, report, seen, progress)
+                _check_stream(repo, e.oid, child, report, seen, progress, bar)
 
     for snap in repo.catalog.snapshots():
         report.snapshots += 1
@@ -133,7 +134,8 @@ def _count_orphans(repo: Repository, report: VerifyReport) -> None:
 
 
 def _check_stream(repo: Repository, oid: bytes, where: str, report: VerifyReport,
-                  seen: set[bytes], progress: Callable[[int], None] | None) -> None:
+                  seen: set[bytes], progress: Callable[[int], None] | None,
+                  bar: meter.Meter | None) -> None:
     """Re-hash one blob without holding a large object in memory."""
     hasher = repo.objects.new_hasher()
     size = 0
@@ -143,6 +145,8 @@ def _check_stream(repo: Repository, oid: bytes, where: str, report: VerifyReport
             size += len(chunk)
             if progress:
                 progress(len(chunk))
+            if bar is not None:  # per chunk: one large object is most of some stores
+                bar.bytes += len(chunk)
     except CtrlzError as exc:
         report.errors.append(f"{where}: {exc}")
         return
@@ -152,3 +156,5 @@ def _check_stream(repo: Repository, oid: bytes, where: str, report: VerifyReport
     seen.add(oid)
     report.objects += 1
     report.bytes += size
+    if bar is not None:
+        bar.files += 1

@@ -272,6 +272,9 @@ class Catalog:
     def delete_pack(self, pack_id: int) -> None:
         self.db.execute("DELETE FROM packs WHERE id = ?", (pack_id,))
 
+    def object_count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM objects").fetchone()[0]
+
     def stored_bytes(self) -> tuple[int, int]:
         """(logical bytes of all objects, stored bytes of all objects)."""
         row = self.db.execute("SELECT COALESCE(SUM(size),0), COALESCE(SUM(length),0) "

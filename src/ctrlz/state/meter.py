@@ -15,14 +15,16 @@ class Meter:
     """Counters of one operation: what is settled (``files``, ``bytes``) out of what is known
     so far (``files_total``, ``bytes_total``; a scan discovers its totals as it walks)."""
 
-    __slots__ = ("bytes", "bytes_total", "files", "files_total", "phase")
+    __slots__ = ("bytes", "bytes_total", "files", "files_total", "phase", "unit")
 
     def __init__(self) -> None:
         self.start("Working")
 
-    def start(self, phase: str, files_total: int = 0, bytes_total: int = 0) -> None:
-        """Begin a phase (a restore is a snapshot, then the restore proper)."""
-        self.phase = phase
+    def start(self, phase: str, files_total: int = 0, bytes_total: int = 0,
+              unit: str = "files") -> None:
+        """Begin a phase (a restore is a snapshot, then the restore proper); ``unit`` names
+        what ``files`` counts (gc marks trees, verify checks objects)."""
+        self.phase, self.unit = phase, unit
         self.files = self.bytes = 0
         self.files_total, self.bytes_total = files_total, bytes_total
 

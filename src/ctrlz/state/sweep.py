@@ -53,6 +53,11 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
         return result
     dead_packs = {r[1] for r in dead if r[1] is not None}
     moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
+    from . import meter  # here: agent hooks load this module, and never draw a bar
+
+    bar = meter.current()
+    if bar is not None:  # the copy is most of a collection's time
+        bar.start("Repack", len(moving), sum(r[3] for r in moving), unit="objects")
     writer = store.writer(fresh=True)  # the live ids move to a new pack
     try:
         for oid, pack, offset, length, size, codec in moving:
@@ -60,6 +65,9 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
             stored = store.read_stored(pack, offset, length)
             store.check_stored(oid, stored, codec, size)
             writer.put_encoded(oid, size, codec, stored)
+            if bar is not None:
+                bar.files += 1
+                bar.bytes += length
         failpoints.hit("gc-before-commit")
         packs = store.catalog.packs()
         with store.catalog.transaction():
