@@ -112,5 +112,14 @@ class Snapshot(namedtuple("Snapshot", _SNAPSHOT_FIELDS,
                         "deleted": self.deleted},
             "root": self.root.hex(),
             "parent": self.parent,
-            "skipped": [s.to_json() for s in self.skipped],
+            "skipped": [s.to_json() for s in self.shown_skipped()],
         }
+
+    def shown_skipped(self) -> list[Skipped]:
+        """The skipped paths as a user names them: workspace-relative in a snapshot of one
+        root (the record keeps each path under its root's index, ``0/``), and with that index
+        where a snapshot has several roots (the SnapshotManager's), whose paths it tells
+        apart."""
+        if len(self.roots) > 1:
+            return list(self.skipped)
+        return [Skipped(k.path.partition(b"/")[2], k.reason) for k in self.skipped]

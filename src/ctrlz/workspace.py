@@ -217,7 +217,6 @@ class Workspace(ProtectedWorkspace):
         import time
 
         from .reports import Status
-        from .types import Skipped
 
         # counts and the newest row only: a status of a long history decodes no other snapshot
         by_type = self.repo.catalog.type_counts()
@@ -257,7 +256,7 @@ class Workspace(ProtectedWorkspace):
             snapshots=sum(by_type.values()), by_type=by_type, last=last,
             age_seconds=(time.time_ns() - last.created_ns) / 1e9 if last else None,
             store_bytes=used, store_cap=cap,
-            skipped=[Skipped(k.path.partition(b"/")[2], k.reason) for k in last.skipped]
+            skipped=last.shown_skipped()
             if last else [],
             problems=problems, can_undo=log.next_undo() is not None,
             can_redo=log.next_redo() is not None, daemon=daemon)

@@ -96,7 +96,11 @@ def test_a_workspace_over_max_bytes_is_still_snapshotted(ws: Path) -> None:
     status = run("status", cwd=ws, env=env)
     assert "Skipped:   dataset.bin" in status.out and "max_bytes=2,097,152" in status.out
     data = run("snapshot", "--json", cwd=ws, env=env).json()
-    assert [k["path"] for k in data["skipped"]] == ["0/dataset.bin"]  # per root, as in show
+    assert [k["path"] for k in data["skipped"]] == ["dataset.bin"]  # workspace-relative
+    shown = run("show", data["id"], cwd=ws).out
+    assert "skipped:  dataset.bin: new or changed" in shown
+    listed = run("list", "--json", cwd=ws).json()
+    assert [k["path"] for k in listed[0]["skipped"]] == ["dataset.bin"]
     refused = run("snapshot", cwd=ws, env={**env, "CTRLZ_REFUSE_OVER_MAX_BYTES": "1"},
                   ok=False)
     assert "max_bytes=2,097,152" in refused.err and refused.code == 5

@@ -30,7 +30,7 @@ def show(snap: dict[str, Any], as_json: bool) -> None:
     render.out(f"{snap['id']}{name}  {render.snapshot_summary(snap)}")
     skipped = snap["skipped"]
     for k in skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
-        render.note(f"skipped {k['path'].partition('/')[2]}: {k['reason']}")
+        render.note(f"skipped {k['path']}: {k['reason']}")
     if len(skipped) > SHOWN_SKIPPED:
         render.note(f"skipped {len(skipped) - SHOWN_SKIPPED} more path(s); "
                     f"see `ctrlz show {snap['id']}`")
@@ -41,10 +41,11 @@ def run(as_json: bool) -> None:
     taken by the workspace daemon without opening the workspace when one runs
     (:mod:`ctrlz.session.served`), else here."""
     from ..session import served
+    from . import progress
 
+    progress.delay()  # a bad $CTRLZ_PROGRESS_DELAY is an error whoever takes the snapshot
     snap = served.snapshot(".")
     if snap is None:
-        from . import progress
         from .listing import open_here
 
         ws = open_here()

@@ -15,7 +15,7 @@ from ...types import Skipped
 from ..exclude import Matcher
 from ..statcache import DirCache
 from ..trees import Entry
-from .model import Changes, DirNode, DirtyDirs, Limits, ScanStats
+from .model import OVER_MAX_BYTES, Changes, DirNode, DirtyDirs, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
 
@@ -41,6 +41,28 @@ def needed_dirs(dirty: set[bytes]) -> tuple[set[bytes], dict[bytes, list[bytes]]
             d = parent
     return needed, children
 
+
+def recheck_left_out(dirty: set[bytes], previous: list[Skipped]) -> set[bytes]:
+    """``dirty`` with the names of the files the previous scan left out for ``max_bytes``.
+
+    Whether such a file fits depends on the rest of the tree, not on the file: once other
+    files shrink or go, it fits, and a full scan (which finds it absent from the stat cache)
+    reads it. A dirty scan would carry its old skip over instead, with the old figures, and
+    miss it; so each is stat'ed again, as if the watcher had seen it change (and read only if
+    it now fits, or if it changed)."""
+    left_out = [k.path for k in previous if OVER_MAX_BYTES in k.reason]
+    if not left_out:
+        return dirty
+    dirs = set(dirty)
+    names = dict(dirty.names) if isinstance(dirty, DirtyDirs) else {}
+    for path in left_out:
+        parent, _, name = path.rpartition(b"/")
+        if parent not in dirs:
+            dirs.add(parent)
+            names[parent] = frozenset((name,))
+        elif parent in names:  # partly dirty: one name more; listed whole: nothing to add
+            names[parent] = names[parent] | {name}
+    return DirtyDirs(dirs, names)
 
 
 class ScanContext:
@@ -71,8 +93,10 @@ class ScanContext:
         self.cache = cache if cache is not None else {}
         self.scan_ns = scan_ns
         self.entry_budget = entry_budget if entry_budget is not None else [0]
-        self.dirty = dirty
         self.previous_skipped = previous_skipped if previous_skipped is not None else []
+        if dirty is not None:
+            dirty = recheck_left_out(dirty, self.previous_skipped)
+        self.dirty = dirty
         self.tree_cache = tree_cache
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []

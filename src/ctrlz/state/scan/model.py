@@ -82,6 +82,11 @@ class ScanResult:
         self.changes = changes
 
 
+#: how the reason of a file left out for ``max_bytes`` ends its figures (``walk``); such a
+#: file is looked at again by every scan (:func:`~ctrlz.state.scan.context.recheck_left_out`)
+OVER_MAX_BYTES = ", over max_bytes="
+
+
 class DirtyDirs(frozenset[bytes]):
     """The directories a watcher saw change, and for some of them the names it saw change.
 

@@ -17,7 +17,7 @@ from ...types import Skipped
 from ..exclude import _TEMP, GITIGNORE
 from ..trees import DIR, FILE, SYMLINK
 from .incremental import cached_entries, reuse_unlisted
-from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, DirNode, special_kind
+from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, OVER_MAX_BYTES, DirNode, special_kind
 
 #: files at least this big that the scan must read wait until the walk has the workspace's
 #: total (see :func:`release_deferred`); smaller ones are read as they are found
@@ -244,7 +244,7 @@ def release_deferred(sc: ScanContext) -> None:
             rel = node.rel + b"/" + entry[NAME] if node.rel else entry[NAME]
             sc.skipped.append(Skipped(rel, (
                 f"new or changed file of {size:,} bytes, left out: the workspace holds "
-                f"{total:,} bytes, over max_bytes={limit:,} (largest first); raise max_bytes "
+                f"{total:,} bytes{OVER_MAX_BYTES}{limit:,} (largest first); raise max_bytes "
                 "or exclude it")))
     for node, entry, path, size in deferred:
         sc._reader.queue(node, entry, path, size)
