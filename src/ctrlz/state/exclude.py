@@ -50,9 +50,10 @@ GIT = b".git"
 
 class Rules(namedtuple("Rules", "use_gitignore exclude_patterns exclude_globs force_include",
                        defaults=(True, (), (), ()))):
-    """What a scan leaves out: ``.gitignore`` files (``use_gitignore``), gitignore-style
-    ``exclude_patterns``, shell ``exclude_globs``, and ``force_include`` patterns that win
-    over all of them. Each pattern list is a tuple of strings."""
+    """What a scan leaves out: ``.gitignore`` files (``use_gitignore``), ``exclude_patterns``
+    (seed 002's: a name equal to a path component, or, with a ``/``, a substring of the
+    path), shell ``exclude_globs`` on file names, and ``force_include`` patterns that win over
+    all of them. Each pattern list is a tuple of strings."""
 
     __slots__ = ()
 
