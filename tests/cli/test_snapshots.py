@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .conftest import run
@@ -83,6 +84,24 @@ def test_pin_unpin_and_rm(ws: Path) -> None:
     r = run("rm", "a", "b", cwd=ws)
     assert "removed" in r.out and "ctrlz gc" in r.err
     assert run("list", "--json", cwd=ws).json() == []
+
+
+def test_a_dry_run_leaves_alone_what_the_rollback_leaves_alone(ws: Path) -> None:
+    """A file too big for max_bytes is left out of the rollback's safety snapshot, so the
+    rollback does not touch it: the dry run plans exactly that (it planned a delete the
+    rollback then did not do), and both say why the file was left alone."""
+    base = run("snapshot", "--json", cwd=ws).json()["id"]
+    (ws / "dataset.bin").write_bytes(os.urandom(3 << 20))
+    env = {"CTRLZ_MAX_BYTES": "2MiB"}
+    dry = run("rollback", base, "--dry-run", "--json", cwd=ws, env=env).json()
+    real = run("rollback", base, "--json", cwd=ws, env=env).json()
+    for result in (dry, real):
+        assert not [a for a in result["actions"] if a["path"] == "dataset.bin"]
+        assert [(k["path"], k["reason"].split(":")[0]) for k in result["skipped"]] == \
+            [("dataset.bin", "not in the safety snapshot")]
+    assert (ws / "dataset.bin").stat().st_size == 3 << 20
+    text = run("rollback", base, "--dry-run", cwd=ws, env=env)
+    assert "left alone: dataset.bin: not in the safety snapshot" in text.err
 
 
 def test_a_workspace_over_max_bytes_is_still_snapshotted(ws: Path) -> None:

@@ -42,7 +42,7 @@ from ..state.repository import Repository
 from ..state.scan import Limits
 from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
-from ..types import Snapshot, show_path
+from ..types import Skipped, Snapshot, show_path
 from . import journal
 from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import Applier, ApplyFailed, Identity
@@ -89,7 +89,8 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)
         plan = planner.run(safety.root)
-        result = RestoreResult(target, plan, safety=safety, skipped=list(plan.skipped),
+        result = RestoreResult(target, plan, safety=safety,
+                               skipped=list(plan.skipped) + _left_out(safety, req, plan),
                                kind=req.kind)
         undo = _with_created_uncovered(req.undo, plan, planner)
         identity = _identity(repo.load_statcache(), safety.id, keys)
@@ -101,6 +102,18 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         if result.conflicts:
             raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
         return result
+
+
+def _left_out(capture: Snapshot, req: Request, plan: RestorePlan) -> list[Skipped]:
+    """What the capture left out (over ``max_bytes``, unreadable, a FIFO...) within the
+    restore's paths: the restore leaves those alone, and the safety snapshot cannot bring
+    them back, so the user is told rather than left to assume they are covered."""
+    told = {k.path for k in plan.skipped}
+    scope = req.paths
+    return [Skipped(k.path, f"not in the safety snapshot: {k.reason}")
+            for k in capture.skipped if k.path not in told
+            and (scope is None or any(k.path == p or k.path.startswith(p + b"/")
+                                      for p in scope))]
 
 
 def _with_created_uncovered(undo: dict[str, Any], plan: RestorePlan,
@@ -310,7 +323,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
              limits: Limits | None) -> RestoreResult:
     """Plan against a scan that stores nothing; the target is built in memory."""
     dest_roots = [os.fsencode(r) for r in roots]
-    state = scan_working(repo, roots, rules, limits)
+    state = scan_working(repo, roots, rules, limits, as_capture=True)
     trees = dict(state.trees)
     read = overlay_reader(repo, trees, state.patched)
     bodies: dict[bytes, Callable[[], bytes]] = {}
@@ -356,7 +369,9 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
 
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
                    explicit=req.explicit).run(current_root)
-    return RestoreResult(target, plan, dry_run=True, skipped=list(plan.skipped), kind=req.kind)
+    return RestoreResult(target, plan, dry_run=True,
+                         skipped=list(plan.skipped) + _left_out(current, req, plan),
+                         kind=req.kind)
 
 
 # -- into a new directory ----------------------------------------------------------------------

@@ -395,11 +395,15 @@ def overlay_reader(repo: Repository, trees: dict[bytes, list[Entry]],
 
 
 def scan_working(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
-                 limits: Limits | None = None) -> WorkingState:
+                 limits: Limits | None = None, *, as_capture: bool = False) -> WorkingState:
     """Scan the working tree without writing to the store or taking the lock; its trees are
     in ``WorkingState.trees`` (read them with :func:`overlay_reader`). ``max_bytes`` does not
     apply: it bounds what a snapshot stores, and a scan that stores nothing must not leave a
-    file out (a diff would call it deleted)."""
+    file out (a diff would call it deleted). ``as_capture``: it does apply, as to the capture
+    a restore takes first, so that a dry run leaves alone what the restore will leave alone
+    (a path the capture leaves out is not the restore's to touch)."""
     sink = HashSink(repo.objects.digest, repo.objects.new_hasher, repo.objects.known_clone)
-    limits = (limits or Limits())._replace(max_bytes=1 << 62, refuse_over_max_bytes=False)
+    limits = limits or Limits()
+    if not as_capture:
+        limits = limits._replace(max_bytes=1 << 62, refuse_over_max_bytes=False)
     return _scan_all(repo, roots, rules, sink, limits, repo.load_statcache(), time.time_ns())
