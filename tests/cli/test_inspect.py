@@ -144,3 +144,14 @@ def test_diff_is_coloured_on_a_terminal(ws: Path) -> None:
         os.close(leader)
     assert proc.returncode == 0
     assert b"\x1b[32m+# changed" in data and b"\x1b[31m-# demo" in data
+
+
+def test_diff_refuses_a_name_that_is_neither_snapshot_nor_path(ws: Path) -> None:
+    """`ctrlz diff base nope2` (a mistyped second snapshot) was taken for a path that
+    matched nothing: "no changes", exit 0. Like git, it is an error; a path that exists only
+    in the snapshot (deleted since) still works."""
+    run("snapshot", "-m", "base", cwd=ws)
+    r = run("diff", "base", "nope2", cwd=ws, ok=False)
+    assert r.code == 2 and "'nope2' is neither a snapshot nor a path" in r.err
+    (ws / "README.md").unlink()
+    assert run("diff", "base", "README.md", "--name-status", cwd=ws).out == "D\tREADME.md\n"

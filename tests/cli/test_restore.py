@@ -155,3 +155,31 @@ def test_path_outside_the_workspace(ws: Path, tmp_path: Path) -> None:
                  ["diff", "latest", "/etc/passwd"], ["history", "../x"]):
         r = run(*args, cwd=ws, ok=False)
         assert r.code == 2 and "is outside the workspace" in r.err, args
+
+
+def test_a_path_in_neither_the_snapshot_nor_the_tree_is_refused(ws: Path) -> None:
+    """A typo or the wrong snapshot: refused before anything happens (it used to take a
+    safety snapshot and report that nothing changed, exit 0)."""
+    base = run("snapshot", "--json", cwd=ws).json()["id"]
+    r = run("rollback", base, "no-such-file.txt", cwd=ws, ok=False)
+    assert r.code == 2 and f"in neither {base} nor the working tree" in r.err
+    assert len(run("list", "--json", cwd=ws).json()) == 1  # no safety snapshot either
+    (ws / "README.md").unlink()  # in the snapshot, not on disk: a path to restore
+    run("rollback", base, "README.md", cwd=ws)
+    assert (ws / "README.md").exists()
+
+
+def test_a_path_behind_a_symlink_now_fails_and_changes_nothing(ws: Path,
+                                                                tmp_path: Path) -> None:
+    """Where the snapshot has a directory and the workspace now a symlink, a rollback of a
+    path below it never writes through the link; the request fails (exit 7), rather than
+    leave the path alone behind exit 0."""
+    run("snapshot", "-m", "base", cwd=ws)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(ws / "src")
+    os.symlink(outside, ws / "src")
+    for extra in ([], ["--dry-run"]):
+        r = run("rollback", "base", "src/app.py", *extra, cwd=ws, ok=False)
+        assert r.code == 7 and "src: the snapshot has a directory there" in r.err, extra
+    assert list(outside.iterdir()) == [] and (ws / "src").is_symlink()

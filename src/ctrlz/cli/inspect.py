@@ -11,24 +11,32 @@ STATUS_LETTER = {"created": "A", "modified": "M", "deleted": "D", "permissions_c
 
 
 def _split_refs(state: State, args: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Leading arguments that name snapshots (at most two), then paths (like git diff)."""
+    """Leading arguments that name snapshots (at most two), then paths (like git diff).
+    Like git, an argument that is neither a snapshot nor a path of the working tree or of
+    the snapshots named is an error, not a path that matches nothing."""
     import os
 
-    from ..errors import SnapshotNotFound
+    from ..errors import SnapshotNotFound, UsageError
 
     ws = state.workspace()
     refs: list[str] = []
-    for i, arg in enumerate(args):
-        if len(refs) == 2:
-            return refs, list(args[i:])
-        try:
-            ws.resolve(arg)
-        except SnapshotNotFound:
-            if os.path.lexists(arg) or refs or i > 0:
-                return refs, list(args[i:])
-            raise
-        refs.append(arg)
-    return refs, []
+    paths: list[str] = []
+    for arg in args:
+        if len(refs) < 2 and not paths:
+            try:
+                ws.resolve(arg)
+                refs.append(arg)
+                continue
+            except SnapshotNotFound:
+                if not refs and not os.path.lexists(arg):
+                    raise
+        paths.append(arg)
+    for arg in paths:
+        if not os.path.lexists(arg) and all(ws.entry_at(r, arg) is None
+                                             for r in refs or ["latest"]):
+            raise UsageError(f"{arg!r} is neither a snapshot nor a path in the working tree "
+                             f"or in {' or '.join(refs) or 'the latest snapshot'}")
+    return refs, paths
 
 
 def _path_text(change) -> str:  # noqa: ANN001

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 KEPT_UNCOVERED = "kept: the snapshot did not cover it (excluded, ignored or skipped then)"
+#: a requested path the restore cannot reach without writing through what is there now (a
+#: symlink or a file where the snapshot has a directory): the restore refuses the request
+PARENT_NOT_DIR = "left alone: a parent of the requested path is not a directory now"
 LEFT_UNCAPTURED = ("left alone: it exists but the safety snapshot did not capture it "
                    "(excluded or skipped now), so overwriting it could lose data")
 
@@ -252,8 +255,7 @@ class Planner:
             elif c.kind == DIR:
                 self._descend(path, c, t)
             else:
-                self.plan.skipped.append(Skipped(path, "left alone: a parent of the requested "
-                                                       "path is not a directory now"))
+                self.plan.skipped.append(Skipped(path, PARENT_NOT_DIR))
         elif c is not None and c.kind == DIR:
             # the target has no directory here: it goes once what the request removes from it
             # is gone (the apply step keeps it, silently, while it holds anything else)

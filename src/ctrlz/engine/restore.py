@@ -48,7 +48,7 @@ from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
-from .plan import Planner
+from .plan import PARENT_NOT_DIR, Planner
 from .requests import (  # noqa: F401 - the engine's records, re-exported
     Request,
     RestoreResult,
@@ -89,6 +89,7 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)
         plan = planner.run(safety.root)
+        _refuse_unreachable(plan)
         result = RestoreResult(target, plan, safety=safety,
                                skipped=list(plan.skipped) + _left_out(safety, req, plan),
                                kind=req.kind)
@@ -102,6 +103,20 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         if result.conflicts:
             raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
         return result
+
+
+def _refuse_unreachable(plan: RestorePlan) -> None:
+    """A path the user asked for that the restore would have to leave alone, because what is
+    now in the way of it is not a directory (a symlink perhaps pointing out of the
+    workspace): the whole request fails before anything is written, rather than succeed
+    without it (exit 0 and a note is how a user learns the wrong thing)."""
+    blocked = [k.path for k in plan.skipped if k.reason == PARENT_NOT_DIR]
+    if blocked:
+        where = show_path(blocked[0].partition(b"/")[2])
+        more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+        raise RestoreError(f"{where}{more}: the snapshot has a directory there, the "
+                           "workspace now a file or a symlink, which a restore never writes "
+                           "through; move it away and retry (nothing was changed)")
 
 
 def _left_out(capture: Snapshot, req: Request, plan: RestorePlan) -> list[Skipped]:
@@ -369,6 +384,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
 
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
                    explicit=req.explicit).run(current_root)
+    _refuse_unreachable(plan)
     return RestoreResult(target, plan, dry_run=True,
                          skipped=list(plan.skipped) + _left_out(current, req, plan),
                          kind=req.kind)

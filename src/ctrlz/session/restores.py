@@ -98,6 +98,8 @@ def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None =
     never opens the store; one that declines (a ref it cannot resolve among them) leaves it
     to this process, which then meets the same error itself."""
     rels = [ws.relpath(p) for p in paths] if paths else []
+    if rels:
+        _check_paths_exist(ws, ws.resolve(ref), rels)
     if _daemon_may_serve(ws, dry_run):
         from . import restore_wire
 
@@ -105,6 +107,19 @@ def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None =
         if result is not None:
             return result
     return _run_here(ws, rollback_request(ws, ws.resolve(ref), rels, kind, dry_run), None)
+
+
+def _check_paths_exist(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes]) -> None:
+    """A path in neither the snapshot nor the working tree is a mistake (a typo, the wrong
+    snapshot): refuse it before anything happens, rather than take a safety snapshot and
+    report that nothing changed."""
+    from ..types import show_path
+
+    for rel in rels:
+        if rel and ws._entry_at(target, rel) is None \
+                and not os.path.lexists(os.path.join(os.fsencode(ws.root), rel)):
+            raise UsageError(f"{show_path(rel)}: in neither {target.id} nor the working tree; "
+                             f"see `ctrlz diff {target.id} --name-status`")
 
 
 def rollback_request(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes], kind: str,
