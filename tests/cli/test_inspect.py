@@ -155,3 +155,4 @@ def test_diff_refuses_a_name_that_is_neither_snapshot_nor_path(ws: Path) -> None
     assert r.code == 2 and "'nope2' is neither a snapshot nor a path" in r.err
     (ws / "README.md").unlink()
     assert run("diff", "base", "README.md", "--name-status", cwd=ws).out == "D\tREADME.md\n"
+    assert run("diff", "README.md", "--name-status", cwd=ws).out == "D\tREADME.md\n"

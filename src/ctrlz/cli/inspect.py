@@ -28,7 +28,7 @@ def _split_refs(state: State, args: tuple[str, ...]) -> tuple[list[str], list[st
                 refs.append(arg)
                 continue
             except SnapshotNotFound:
-                if not refs and not os.path.lexists(arg):
+                if not refs and not os.path.lexists(arg) and not _in_latest(ws, arg):
                     raise
         paths.append(arg)
     for arg in paths:
@@ -37,6 +37,16 @@ def _split_refs(state: State, args: tuple[str, ...]) -> tuple[list[str], list[st
             raise UsageError(f"{arg!r} is neither a snapshot nor a path in the working tree "
                              f"or in {' or '.join(refs) or 'the latest snapshot'}")
     return refs, paths
+
+
+def _in_latest(ws, arg: str) -> bool:  # noqa: ANN001
+    """Is ``arg`` a path of the latest snapshot (a file deleted since, say)?"""
+    from ..errors import CtrlzError
+
+    try:
+        return ws.entry_at("latest", arg) is not None
+    except CtrlzError:  # no snapshots yet, or a path outside the workspace
+        return False
 
 
 def _path_text(change) -> str:  # noqa: ANN001
