@@ -156,3 +156,16 @@ def test_diff_refuses_a_name_that_is_neither_snapshot_nor_path(ws: Path) -> None
     (ws / "README.md").unlink()
     assert run("diff", "base", "README.md", "--name-status", cwd=ws).out == "D\tREADME.md\n"
     assert run("diff", "README.md", "--name-status", cwd=ws).out == "D\tREADME.md\n"
+
+
+def test_a_path_with_a_newline_is_quoted_on_its_line(ws: Path) -> None:
+    """Line-based output stays one path per line: a name holding a newline or a tab is
+    quoted as git quotes it; --json carries it as it is."""
+    run("snapshot", cwd=ws)
+    (ws / "nl\ndir").mkdir()
+    (ws / "nl\ndir" / "f").write_text("x")
+    (ws / "tab\tname").write_text("x")
+    lines = run("diff", "--name-status", cwd=ws).out.splitlines()
+    assert 'A\t"nl\\ndir/f"' in lines and 'A\t"tab\\tname"' in lines
+    paths = {c["path"] for c in run("diff", "--json", cwd=ws).json()["changes"]}
+    assert "nl\ndir/f" in paths

@@ -52,7 +52,7 @@ def _in_latest(ws, arg: str) -> bool:  # noqa: ANN001
 def _path_text(change) -> str:  # noqa: ANN001
     from ..types import show_path
 
-    return show_path(change.path) + ("/" if change.kind == "d" else "")
+    return render.path_text(show_path(change.path) + ("/" if change.kind == "d" else ""))
 
 
 def _name_status(changes: list) -> None:
@@ -216,7 +216,7 @@ def status_cmd(state: State, as_json: bool) -> None:
         render.out(f"Last:      {st.last.id}{label} {st.last.type}, "
                    f"{render.ago(st.last.created_ns)}")
     for k in st.skipped:
-        render.out(f"Skipped:   {k.to_json()['path']}: {k.reason}")
+        render.out(f"Skipped:   {render.path_text(k.to_json()['path'])}: {k.reason}")
     render.out("Undo:      " + ("ctrlz undo" if st.can_undo else "nothing to undo")
                + (" / ctrlz redo" if st.can_redo else ""))
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]

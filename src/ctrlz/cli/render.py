@@ -50,6 +50,21 @@ def echo(text: str, err: bool = False, nl: bool = True) -> None:
     buffer.flush()
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\",
+            "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
+
+
+def path_text(text: str) -> str:
+    """A path for one line of text output: as it is, unless a control character (a newline,
+    a tab...) would make the line ambiguous, or it starts with a quote; then quoted as git
+    quotes it (``"a\\nb"``). Other bytes stay as they are (see :func:`echo`); ``--json``
+    carries every path exactly."""
+    if not text.startswith('"') and all(" " <= c != "\x7f" for c in text):
+        return text
+    return '"' + "".join(_ESCAPES.get(c) or (f"\\{ord(c):03o}" if c < " " or c == "\x7f"
+                                             else c) for c in text) + '"'
+
+
 def emit_json(data: Any) -> None:
     echo(jsontext.dumps(data, indent=2, ensure_ascii=False))
 

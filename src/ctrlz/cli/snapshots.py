@@ -147,7 +147,7 @@ def show_cmd(state: State, snap: str, as_json: bool) -> None:
     for key, value in lines:
         render.out(f"{key + ':':<9} {value}")
     for k in s.shown_skipped():
-        render.out(f"skipped:  {k.to_json()['path']}: {k.reason}")
+        render.out(f"skipped:  {render.path_text(k.to_json()['path'])}: {k.reason}")
     if forked_from:
         render.out(f"Forked from: {forked_from['workspace']} at {forked_from['snapshot']}")
 

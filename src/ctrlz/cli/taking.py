@@ -30,7 +30,7 @@ def show(snap: dict[str, Any], as_json: bool) -> None:
     render.out(f"{snap['id']}{name}  {render.snapshot_summary(snap)}")
     skipped = snap["skipped"]
     for k in skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
-        render.note(f"skipped {k['path']}: {k['reason']}")
+        render.note(f"skipped {render.path_text(k['path'])}: {k['reason']}")
     if len(skipped) > SHOWN_SKIPPED:
         render.note(f"skipped {len(skipped) - SHOWN_SKIPPED} more path(s); "
                     f"see `ctrlz show {snap['id']}`")
