@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import WorkspaceError
+from .errors import ConfigError, WorkspaceError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,11 +44,36 @@ def user_dir(kind: str) -> str:
 
 
 def home_dir() -> str:
-    """``$CTRLZ_HOME`` if set, else the platform's user data directory for ctrlz."""
+    """``$CTRLZ_HOME`` if set, else the platform's user data directory for ctrlz.
+
+    A home that cannot be a directory (a file, or under one) is a
+    :class:`~ctrlz.errors.ConfigError` here, where the home is resolved: otherwise every
+    lookup misses and says "run `ctrlz init`", and init then fails on "Not a directory". An
+    existing directory costs one ``stat``; a home not made yet is fine (init makes it)."""
     env = os.environ.get("CTRLZ_HOME")
+    home = os.path.expanduser(env) if env else user_dir("data")
+    if not os.path.isdir(home):
+        _check_home(home, env)
+    return home
+
+
+def _check_home(home: str, env: str | None) -> None:
+    """Raise if ``home``, or the nearest of its parents that exists, is not a directory."""
+    blocker = os.path.abspath(home)
+    while not os.path.lexists(blocker):
+        parent = os.path.dirname(blocker)
+        if parent == blocker:
+            return
+        blocker = parent
+    if os.path.isdir(blocker):
+        return
+    what = ("is not a directory" if blocker == os.path.abspath(home)
+            else f"is under {blocker}, which is not a directory")
     if env:
-        return os.path.expanduser(env)
-    return user_dir("data")
+        raise ConfigError(f"$CTRLZ_HOME ({env}) {what}; set CTRLZ_HOME to a directory for "
+                          "the stores (or unset it for the default)")
+    raise ConfigError(f"the store home {home} {what}; move it away, or set CTRLZ_HOME to a "
+                      "directory for the stores")
 
 
 def default_home() -> Path:

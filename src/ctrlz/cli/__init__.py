@@ -3,7 +3,8 @@
 Each command parses its arguments, calls one library operation and renders the result (text for
 people, ``--json`` for programs: data on stdout, messages on stderr). :func:`main` is the one
 place where errors become exit codes: a :class:`ctrlz.CtrlzError` prints ``ctrlz: error: …`` on
-one line and exits with the error's ``exit_code``, never with a traceback.
+one line and exits with the error's ``exit_code``, never with a traceback; so does click's
+refusal of the arguments (exit 2), ending with the ``--help`` to read.
 
 Exit codes: 0 ok, 1 other error, 2 usage (bad arguments, paths outside the workspace, config),
 3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
@@ -18,6 +19,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    import click
 
 __all__ = ["exit_code_for", "main"]
 
@@ -76,8 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        sys.exit(_refused(exc, args))
     except (click.exceptions.Abort, KeyboardInterrupt):
         print("ctrlz: interrupted", file=sys.stderr)
         sys.exit(130)
@@ -86,6 +88,46 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:
         sys.exit(_failed(exc))
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _refused(exc: click.ClickException, args: list[str]) -> int:
+    """Print the one line a click error gets and return its exit status (2 for usage).
+
+    click's own rendering is four lines (usage, "Try ... for help", a blank, "Error: ...");
+    the project's rule is one line on stderr that says what to do, as every ctrlz error is.
+    So click's message is kept word for word, and its hint becomes the tail of that line:
+    the help of the command that refused the input (``ctrlz snapshot --help``, not the
+    group's). Bare ``ctrlz`` (or a group with no subcommand) asks for help, not an error:
+    click's help, as before."""
+    import click
+
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2+
+    if isinstance(exc, no_args):
+        exc.show()
+        return exc.exit_code
+    message = " ".join(exc.format_message().split())
+    if isinstance(exc, click.UsageError):
+        command = exc.ctx.command_path if exc.ctx is not None else _command_path(args)
+        hint = f"`{command} --help`"
+        # "No such command 'x'." -> "...; see HINT"; "Did you mean 'y'?" -> "...? See HINT"
+        message = (f"{message} See {hint}" if message.endswith(("?", "?)"))
+                   else f"{message.removesuffix('.')}; see {hint}")
+    print(f"ctrlz: error: {message}", file=sys.stderr)
+    return exc.exit_code
+
+
+def _command_path(args: list[str]) -> str:
+    """The command ``args`` name (``ctrlz snapshot``), for the errors click raises without
+    saying whose arguments they were ("Option '-m' requires an argument"): the arguments
+    walked again as shell completion walks them, parsing only, nothing run."""
+    try:
+        from click.shell_completion import _resolve_context
+
+        from .app import cli
+
+        return _resolve_context(cli, {}, "ctrlz", list(args)).command_path
+    except Exception:  # noqa: BLE001 - only a hint: the group's help will do
+        return "ctrlz"
 
 
 def _failed(exc: Exception) -> int:

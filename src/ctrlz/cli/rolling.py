@@ -57,6 +57,9 @@ def run(snap: str, as_json: bool) -> None:
     progress bar (:mod:`ctrlz.session.served`), else run through the workspace here."""
     import sys
 
+    from . import progress
+
+    progress.delay()  # a bad $CTRLZ_PROGRESS_DELAY is an error whoever runs the rollback
     result = None
     if not sys.stderr.isatty():  # at a terminal, the bar (in-process) wins over milliseconds
         from ..session import served
@@ -67,8 +70,6 @@ def run(snap: str, as_json: bool) -> None:
 
         ws = open_here()
         try:
-            from . import progress
-
             with progress.shown():
                 result = ws.rollback(snap, None, dry_run=False)
         finally:
