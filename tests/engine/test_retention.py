@@ -181,3 +181,67 @@ def test_undo_redo_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         ws.rollback("two")  # clears the redo part
         assert ws.oplog.next_redo() is None
         assert [o.undone for o in ws.oplog.operations()] == [False, False]
+
+
+def test_what_dropping_the_oldest_frees_is_weighed_exactly(tmp_path: Path) -> None:
+    """The byte cap weighs, before dropping anything, what dropping the oldest ``j``
+    droppable snapshots frees; a collection after dropping them removes exactly that."""
+    import os
+
+    from ctrlz.engine.gc import collect_garbage
+    from ctrlz.engine.retention import PrunePlan, freed_by_dropping
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "shared.bin").write_bytes(os.urandom(50_000))  # every snapshot keeps this
+    ws = Workspace.init(root, home=tmp_path / "home")
+    for i in range(5):
+        (root / f"own{i}.bin").write_bytes(os.urandom(20_000 * (i + 1)))
+        if i:
+            (root / f"own{i - 1}.bin").unlink()  # each snapshot holds one of its own
+        ws.snapshot(type="auto" if i % 2 else "manual")
+    ws.set_pinned(ws.snapshots()[1].id, True)  # a pinned one is never weighed
+    weighed = freed_by_dropping(ws.repo, ws.policy)
+    assert [s.number for s, _ in weighed] == [0, 2, 3]  # oldest first; not pinned, not newest
+    collect_garbage(ws.repo)
+    first_two = PrunePlan()
+    for s, _ in weighed[:2]:
+        first_two.add(s, "test")
+    first_two.execute(ws.repo)
+    assert first_two.gc is not None and first_two.gc.removed_bytes == weighed[1][1] > 0
+
+
+def test_over_store_cap_the_store_is_brought_under_its_floor_in_one_pass(
+        tmp_path: Path) -> None:
+    """Over ``store_cap``, the fewest oldest snapshots that bring the store under 90% of the
+    cap go together, with one collection (not one per snapshot), and the store then has a
+    tenth of its cap as room before the next pass."""
+    import os
+
+    from ctrlz.engine import retention
+    from ctrlz.state.usage import store_usage
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Workspace.init(root, home=tmp_path / "home")
+    for _ in range(8):
+        (root / "data.bin").write_bytes(os.urandom(100_000))
+        ws.snapshot()
+    used = store_usage(ws.repo)
+    collections = []
+    original = retention.collect_garbage
+
+    def counting(repo):  # noqa: ANN001, ANN202
+        collections.append(1)
+        return original(repo)
+
+    retention.collect_garbage = counting
+    try:
+        policy = ws.policy._replace(store_cap=used - 250_000)
+        plan = retention.enforce_byte_cap(ws.repo, policy)
+    finally:
+        retention.collect_garbage = original
+    assert store_usage(ws.repo) <= int(policy.store_cap * retention.CAP_FLOOR)
+    assert 3 <= len(plan.drop) < 8 and [s.number for s in plan.drop] == list(
+        range(len(plan.drop)))  # the oldest
+    assert len(collections) == 2  # one before weighing, one after the drop: not one per drop

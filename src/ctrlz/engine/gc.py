@@ -55,23 +55,36 @@ class GcReport:
 
 def reachable(repo: Repository) -> set[bytes]:
     live: set[bytes] = set()
-    stack = [s.root for s in repo.catalog.snapshots()]
     bar = meter.current()
     if bar is not None:  # a count of the trees marked; the total is not known in advance
         bar.start("Collect garbage", unit="trees")
+    for s in repo.catalog.snapshots():
+        mark(repo, s.root, live, bar)
+    return live
+
+
+def mark(repo: Repository, root: bytes, live: set[bytes],
+         bar: meter.Meter | None = None) -> list[bytes]:
+    """Add to ``live`` every object the tree ``root`` reaches that is not in it yet, and
+    return those: marking snapshots one after another tells what each holds that the ones
+    before it do not (``retention`` weighs what dropping snapshots would free this way)."""
+    added: list[bytes] = []
+    stack = [root]
     while stack:
         oid = stack.pop()
         if oid in live:
             continue
         live.add(oid)
+        added.append(oid)
         if bar is not None:
             bar.files += 1
         for e in repo.tree(oid):
             if e.kind == DIR:
                 stack.append(e.oid)
-            else:
+            elif e.oid not in live:
                 live.add(e.oid)
-    return live
+                added.append(e.oid)
+    return added
 
 
 def collect_garbage(repo: Repository) -> GcReport:
