@@ -78,7 +78,8 @@ or reports has `--json` (schemas: [json.md](json.md)); data goes to stdout, mess
 
 Global options: `-C DIR` runs as if started in DIR (like `git -C`); `$CTRLZ_HOME` selects the
 store home. A snapshot is named by its id (`snap_…`), a unique id prefix, its label, its number,
-`cp-N` (the Nth newest) or `latest`.
+`cp-N` (counting back from the newest: `cp-0` is the newest, `cp-1` the one before it) or
+`latest`. Settings (`.ctrlz.toml`, the user file, `CTRLZ_<KEY>`): [config.md](config.md).
 
 Long work (a first snapshot, a restore, `gc`, `verify`) that runs past half a second draws a
 progress bar on stderr when stderr is a terminal (files and bytes, rate, time left), and
@@ -113,7 +114,9 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz show baseline")
     s.text("## history")
     s.run("ctrlz history README.md")
-    s.text("## status and config")
+    s.text("## status and config\n\n`ctrlz config` lists every setting with its value and "
+           "source; what each key means, its\ndefault and where the files live: "
+           "[config.md](config.md).")
     s.run("ctrlz status")
     s.run("ctrlz config")
     s.text("## rollback\n\nA safety snapshot is taken first; the output says how to undo.")
@@ -145,8 +148,9 @@ corrupt, full or locked, 7 restore failed, 130 interrupted.
     s.run("ctrlz prune --keep 3")
     s.run("ctrlz gc")
     s.run("ctrlz verify")
-    s.text("## Pools\n\nManual snapshots have a cap (`manual_max`, default 12); over it, "
-           "nothing is overwritten:")
+    s.text("## Pools\n\nEvery pool, cap and what retention keeps: "
+           "[config.md](config.md#pools-and-retention).\n\nManual snapshots have a cap "
+           "(`manual_max`, default 12); over it, nothing is overwritten:")
     s.run("ctrlz snapshot -m second", env={"CTRLZ_MANUAL_MAX": "2"})
     s.run("ctrlz snapshot -m one-too-many", env={"CTRLZ_MANUAL_MAX": "2"})
     s.text("Auto snapshots are a ring of `auto_max` (default 10); the oldest auto goes first.")

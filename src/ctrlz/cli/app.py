@@ -118,8 +118,9 @@ Examples:
   ctrlz -C ~/code/app list      run in another directory, like git -C
 
 A snapshot is named by its id (snap_...), a unique id prefix, its label, its number, cp-N
-(the Nth newest) or `latest`. The store lives under $CTRLZ_HOME (default: the platform's
-user data directory). Every command that lists or reports takes --json.""")
+(N back from the newest: cp-0 is the newest) or `latest`. The store lives under
+$CTRLZ_HOME (default: the platform's user data directory). Every command that lists or
+reports takes --json.""")
 @click.option("-C", "directory", metavar="DIR", type=click.Path(file_okay=False),
               help="Run as if ctrlz was started in DIR (like git -C).")
 @click.version_option(__version__, prog_name="ctrlz")  # not importlib.metadata: 15 ms

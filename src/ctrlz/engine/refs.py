@@ -1,5 +1,5 @@
 """Turning what a person types into a snapshot: an id, a unique id prefix, a label, a number,
-``latest``, or Capsem's ``cp-N`` (the Nth newest, ``cp-0`` being the newest)."""
+``latest``, or Capsem's ``cp-N`` (N back from the newest: ``cp-0`` is the newest)."""
 
 from __future__ import annotations
 

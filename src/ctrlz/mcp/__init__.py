@@ -23,8 +23,8 @@ Differences from Capsem, on purpose:
   ``/etc/passwd`` are refused.
 - Snapshot names are 1-64 characters of ``[A-Za-z0-9_-]`` (Capsem's contract), checked by
   :func:`ctrlz.session.policy.check_name`; the CLI's ``-m`` labels stay free text.
-- ``checkpoint`` values are stable snapshot ids; ``cp-N`` (the Nth newest) is accepted as input
-  and reported as ``cp`` alongside.
+- ``checkpoint`` values are stable snapshot ids; ``cp-N`` (N back from the newest: ``cp-0``
+  is the newest) is accepted as input and reported as ``cp`` alongside.
 
 See ``docs/mcp.md``.
 """

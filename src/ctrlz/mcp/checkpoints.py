@@ -1,8 +1,8 @@
 """How snapshots are named and shown to an agent: ``cp-N`` aliases, ages, the fields every
 result that names a checkpoint carries, and the pool sizes.
 
-``checkpoint`` values are stable snapshot ids; ``cp-N`` (the Nth newest) is accepted as input
-and reported as ``cp`` alongside.
+``checkpoint`` values are stable snapshot ids; ``cp-N`` (N back from the newest: ``cp-0`` is
+the newest) is accepted as input and reported as ``cp`` alongside.
 """
 
 from __future__ import annotations

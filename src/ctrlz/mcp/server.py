@@ -34,7 +34,8 @@ ctrlz keeps snapshots (checkpoints) of this workspace outside it. Take one with
 snapshots_create before risky edits; see what changed with snapshots_changes or
 snapshots_diff; put one file back with snapshots_revert, or everything with snapshots_restore
 (which first takes a safety snapshot, so it can be undone). A checkpoint is a snapshot id
-(snap_...), a unique prefix of it, its name, or cp-N (the Nth newest, cp-0 = newest)."""
+(snap_...), a unique prefix of it, its name, or cp-N (N back from the newest: cp-0 is the
+newest)."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
@@ -46,7 +47,8 @@ DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True,
                               idempotent_hint=False, open_world_hint=False)
 
 Checkpoint = Annotated[str, Field(description="A snapshot id (snap_...), a unique id prefix, "
-                                              "a snapshot name, or cp-N (the Nth newest).")]
+                                              "a snapshot name, or cp-N (N back from the "
+                                              "newest: cp-0 is the newest).")]
 StartIndex = Annotated[int, Field(ge=0, description="Character offset to start from "
                                                     "(pagination).")]
 MaxLength = Annotated[int, Field(ge=1, le=1_000_000, description="Most characters to return.")]
