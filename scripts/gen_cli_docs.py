@@ -88,7 +88,8 @@ half second).
 
 Exit codes: 0 ok, 1 other error, 2 usage (arguments, a path outside the workspace, config),
 3 no workspace, 4 unknown or ambiguous snapshot, 5 a limit or pool cap, 6 store unreadable,
-corrupt, full or locked, 7 restore failed, 130 interrupted.
+corrupt, full or locked, 7 restore failed, 8 a remote failed (unreachable, refused or
+corrupt), 130 interrupted.
 """)
     s.run("ctrlz --help")
     s.text("## init\n\nStart protecting a workspace; idempotent.")

@@ -21,8 +21,9 @@ def prune_cmd(state: State, keep: int | None, older_than: str | None, dry_run: b
     """Drop old snapshots and reclaim their space.
 
     With --keep and --older-than together, a snapshot goes only if both say so. With neither,
-    the pool rules apply (auto_max, safety_max, tool_max, max_count, store_cap). Pinned and
-    pre-run snapshots, the newest snapshot and those undo still needs are never dropped.
+    the pool rules apply (auto_max, safety_max, tool_max, max_count, store_cap). Pinned
+    snapshots, the newest and those undo still needs are never dropped, nor pre-run ones
+    unless delete_initial is set; max_count never drops a manual one.
 
     \b
     Examples:
