@@ -157,11 +157,26 @@ class EngineMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.snaps)
     @rule(index=st.integers(min_value=0, max_value=50), rel=st.sampled_from(PATHS))
     def restore_one_path(self, index: int, rel: str) -> None:
+        from ctrlz.errors import RestoreError, UsageError
+
         snap_id, expected = self.snaps[index % len(self.snaps)]
-        result = self.ws.restore(snap_id, paths=[os.fsdecode(self.p(rel))])
+        before = self.state()
+        names_nothing = not os.path.lexists(self.p(rel)) and not any(
+            k == rel or k.startswith(rel + "/") for k in expected)
+        try:
+            result = self.ws.restore(snap_id, paths=[os.fsdecode(self.p(rel))])
+        except UsageError as exc:  # in neither the snapshot nor the tree: refused first
+            assert names_nothing, exc
+            assert self.state() == before
+            return
+        except RestoreError as exc:  # a parent that is a file or a symlink now: refused
+            assert "the snapshot has a directory there" in str(exc), exc
+            assert self.state() == before
+            return
+        assert not names_nothing, rel
         now = self.state()
         if result.skipped:
-            return  # e.g. a parent that is a file now: reported, not forced
+            return  # e.g. a path the safety snapshot left out: reported, not forced
         for key in set(expected) | set(now):
             if key == rel or key.startswith(rel + "/"):
                 assert now.get(key) == expected.get(key), key

@@ -437,15 +437,30 @@ class RestoreMachine(RuleBasedStateMachine):
         self._rollback(source.id, rel, revert=True)
 
     def _rollback(self, target: str, rel: str | None, revert: bool = False) -> None:
+        from ctrlz.errors import RestoreError, UsageError
+
         want = self.snapshot_state(target)
         before = self.disk()
         pairs = self.user_pairs_on(before)
-        if revert:
-            assert rel is not None
-            result = self.ws.revert(str(self.p(rel)))
-            assert result.target.id == target
-        else:
-            result = self.ws.rollback(target, paths=[str(self.p(rel))] if rel else None)
+        # a path in neither the snapshot nor the tree is refused before anything happens
+        names_nothing = rel is not None and not os.path.lexists(self.p(rel)) and not any(
+            k == rel or k.startswith(rel + "/") for k in want)
+        try:
+            if revert:
+                assert rel is not None
+                result = self.ws.revert(str(self.p(rel)))
+                assert result.target.id == target
+            else:
+                result = self.ws.rollback(target, paths=[str(self.p(rel))] if rel else None)
+        except UsageError as exc:
+            assert names_nothing, exc
+            assert self.disk() == before
+            return
+        except RestoreError as exc:  # a directory of the path is now a file or a symlink
+            assert "the snapshot has a directory there" in str(exc), exc
+            assert self.disk() == before
+            return
+        assert not names_nothing, rel
         scope = [rel] if rel else None
         assert result.safety is not None
         self.check_captured(result.safety.id, before)
