@@ -136,7 +136,7 @@ def test_a_store_at_its_cap_reads_a_page_not_its_history(
     read: list[int] = []
     catalog = long_history.repo.catalog
     oldest = catalog.oldest
-    catalog.oldest = lambda limit, types=(): read.append(limit) or oldest(limit, types)
+    catalog.oldest = lambda limit, types=(), but=(): read.append(limit) or oldest(limit, types, but)
     try:
         plan = plan_pools_for(long_history.repo, policy, protected)
     finally:

@@ -136,13 +136,15 @@ def plan_pools_for(repo: Repository, policy: Policy,
     if total <= policy.max_count:
         return plan_pools(catalog.snapshots(types=over), policy, protected,
                           newest=newest_id, total=total)
+    # the cap never drops a manual snapshot: its walk reads only the others
+    others = total - counts.get("manual", 0)
     page = 2 * (total - policy.max_count) + 16  # room for pinned and protected ones
     while True:
-        # the oldest ``page`` come first, in order, with no snapshot missing between them:
-        # the cap's walk (oldest first) is the full list's as long as it stays inside them
-        snapshots = catalog.oldest(page, over)
+        # the oldest ``page`` come first, in order, with no droppable snapshot missing
+        # between them: the cap's walk is the full list's as long as it stays inside them
+        snapshots = catalog.oldest(page, over, but=("manual",))
         plan = plan_pools(snapshots, policy, protected, newest=newest_id, total=total)
-        if page >= total or _cap_walk_inside(plan, snapshots, page, policy):
+        if page >= others or _cap_walk_inside(plan, snapshots, page, policy):
             return plan
         page *= 4
 

@@ -322,15 +322,18 @@ class Catalog:
             f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots {where}ORDER BY created_ns, rowid",
             args)]
 
-    def oldest(self, limit: int, types: Sequence[str] = ()) -> list[Snapshot]:
-        """The ``limit`` oldest snapshots together with every snapshot of ``types``, oldest
-        first (by the order of :meth:`snapshots`): what the pools read when ``max_count`` is
-        exceeded, instead of the whole list (see ``engine.retention.plan_pools_for``)."""
+    def oldest(self, limit: int, types: Sequence[str] = (),
+               but: Sequence[str] = ()) -> list[Snapshot]:
+        """The ``limit`` oldest snapshots not of the types ``but``, together with every
+        snapshot of ``types``, oldest first (by the order of :meth:`snapshots`): what the pools
+        read when ``max_count`` is exceeded, instead of the whole list (see
+        ``engine.retention.plan_pools_for``)."""
+        skip = f"WHERE type NOT IN ({', '.join('?' * len(but))}) " if but else ""
         also = f" OR type IN ({', '.join('?' * len(types))})" if types else ""
         return [_row_to_snapshot(r) for r in self.db.execute(
             f"SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE rowid IN (SELECT rowid FROM "
-            f"snapshots ORDER BY created_ns, rowid LIMIT ?){also} ORDER BY created_ns, rowid",
-            (limit, *types))]
+            f"snapshots {skip}ORDER BY created_ns, rowid LIMIT ?){also} "
+            "ORDER BY created_ns, rowid", (*but, limit, *types))]
 
     def summaries(self) -> list[tuple[Any, ...]]:
         """Every snapshot, oldest first, as ``(id, type, label, pinned, created_ns, files,
