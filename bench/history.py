@@ -2,10 +2,11 @@
 
 Three private copies of the source tree: one store holds one snapshot, the second 1,000 (taken
 in one process beforehand, untimed; the pools are raised so that all of them stay), the third
-1,000 at ``max_count=1000``, so that every snapshot there drops the oldest (a store's steady
-state once it is full). Then, in each, a no-change snapshot and a snapshot after 10 edits + 10
-new files, each as its own process (as ``make bench`` times ctrlz), ``repeat`` times. Target:
-the longer histories within 10% of the one snapshot.
+1,000 auto snapshots at ``max_count=1000``, so that every snapshot there drops the oldest (a
+store's steady state once it is full; ``max_count`` never drops a manual snapshot). Then, in
+each, a no-change snapshot and a snapshot after 10 edits + 10 new files, each as its own
+process (as ``make bench`` times ctrlz), ``repeat`` times. Target: the longer histories within
+10% of the one snapshot.
 Run alone with ``.venv/bin/python bench/history.py [--snapshots N]``.
 """
 
@@ -27,18 +28,22 @@ from pathlib import Path
 from ctrlz import Workspace
 from ctrlz.config import Config
 c = Config()
-c.set("manual_max", 1_000_000, "bench")
+for key in ("manual_max", "auto_max"):
+    c.set(key, 1_000_000, "bench")
 c.set("max_count", int(sys.argv[4]), "bench")
 ws = Workspace.init(sys.argv[1], home=Path(sys.argv[2]), config=c)
 for i in range(int(sys.argv[3])):
-    ws.snapshot(label=f"h{i}")
+    ws.snapshot(type=sys.argv[5], label=f"h{i}")
 """
 
 
 def _snap(tree: Path, home: Path, n: int = 1, max_count: int = 1_000_000) -> float:
+    """``n`` snapshots in one process; manual ones, or auto ones in a store at its
+    ``max_count`` (which never drops a manual snapshot)."""
+    kind = "auto" if max_count < 1_000_000 else "manual"
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", OP, str(tree), str(home), str(n), str(max_count)],
-                   check=True)
+    subprocess.run([sys.executable, "-c", OP, str(tree), str(home), str(n), str(max_count),
+                    kind], check=True)
     return time.perf_counter() - t0
 
 
