@@ -98,15 +98,19 @@ def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None =
     never opens the store; one that declines (a ref it cannot resolve among them) leaves it
     to this process, which then meets the same error itself."""
     rels = [ws.relpath(p) for p in paths] if paths else []
-    if rels:
-        _check_paths_exist(ws, ws.resolve(ref), rels)
+    target = None
+    if rels:  # resolved here once, for the check; a daemon resolves ``ref`` itself
+        target = ws.resolve(ref)
+        _check_paths_exist(ws, target, rels)
     if _daemon_may_serve(ws, dry_run):
         from . import restore_wire
 
         result = _by_daemon(ws, restore_wire.encode_rollback(ref, rels, kind), kind)
         if result is not None:
             return result
-    return _run_here(ws, rollback_request(ws, ws.resolve(ref), rels, kind, dry_run), None)
+    if target is None:
+        target = ws.resolve(ref)
+    return _run_here(ws, rollback_request(ws, target, rels, kind, dry_run), None)
 
 
 def _check_paths_exist(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes]) -> None:
