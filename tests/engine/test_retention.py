@@ -245,3 +245,52 @@ def test_over_store_cap_the_store_is_brought_under_its_floor_in_one_pass(
     assert 3 <= len(plan.drop) < 8 and [s.number for s in plan.drop] == list(
         range(len(plan.drop)))  # the oldest
     assert len(collections) == 2  # one before weighing, one after the drop: not one per drop
+
+
+def test_at_store_cap_deep_undo_history_goes_before_a_newer_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store at its byte cap drops the oldest snapshots whatever their type, sparing only
+    what the next undo and redo need: it once kept the safety snapshots of every earlier
+    rollback (the undo stack named them all) and dropped the snapshot taken a moment before,
+    so that rolling back to it then failed with "no snapshot matches"."""
+    import os
+
+    from ctrlz import RestoreError
+    from ctrlz.state.usage import store_usage
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    data = root / "data.bin"
+    ws = Workspace.init(root, home=tmp_path / "home")
+    for _ in range(4):  # the benchmark's round: snapshot, change, snapshot, roll back
+        data.write_bytes(os.urandom(200_000))
+        base = ws.snapshot()
+        data.write_bytes(os.urandom(200_000))
+        ws.snapshot()
+        ws.rollback(base.id)
+    assert len(ws.oplog.referenced()) == 4
+    monkeypatch.setenv("CTRLZ_STORE_CAP", str(store_usage(ws.repo) // 2))
+    ws.close()
+    ws = Workspace.open(root, home=tmp_path / "home")
+    data.write_bytes(os.urandom(200_000))
+    base, base_bytes = ws.snapshot(), data.read_bytes()  # its pools run at the cap
+    data.write_bytes(newest_bytes := os.urandom(200_000))
+    ws.snapshot()
+    kept = {s.id for s in ws.snapshots()}
+    assert base.id in kept  # the one the next rollback wants
+    assert ws.oplog.needed_next() <= kept  # the next undo's safety snapshot
+    assert not ws.oplog.referenced() <= kept  # deeper history went, oldest first
+    assert store_usage(ws.repo) <= ws.policy.store_cap
+    ws.rollback(base.id)
+    assert data.read_bytes() == base_bytes
+    ws.undo()  # the newest rollback's undo still works
+    assert data.read_bytes() == newest_bytes
+    for _ in range(5):  # and deeper undos say why they cannot
+        try:
+            ws.undo()
+        except RestoreError as exc:
+            assert "its safety snapshot is gone" in str(exc)
+            break
+    else:
+        raise AssertionError("every undo worked: nothing was dropped")
+    ws.close()

@@ -21,9 +21,13 @@ they counted here, a flood of pre-images would make retention drop manual snapsh
 not fit. Session records, the daemon's socket and logs and the lock file do not count either.
 
 Pinned snapshots are never dropped automatically, nor are ``pre-run`` snapshots unless
-``delete_initial`` is set, nor the newest snapshot, nor any snapshot the caller protects (the
-safety snapshots that undo/redo still need). Every decision is a :class:`PrunePlan` first;
-``PrunePlan.execute()`` carries it out.
+``delete_initial`` is set, nor the newest snapshot, nor any snapshot the caller protects. The
+session protects every snapshot the undo stack names from the rings and ``max_count``, which
+bound a count, but from ``store_cap`` only those the next undo and the next redo need
+(:meth:`~ctrlz.state.oplog.OpLog.needed_next`): deeper undo history goes oldest first with
+everything else, so that a store at its cap never drops a snapshot taken a moment ago while
+it keeps the safety snapshots of fifty earlier rollbacks. Every decision is a
+:class:`PrunePlan` first; ``PrunePlan.execute()`` carries it out.
 """
 
 from __future__ import annotations

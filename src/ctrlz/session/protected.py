@@ -429,7 +429,9 @@ class ProtectedWorkspace:
                 # no gc here: it walks every tree in the store, and a session drops an auto
                 # snapshot on every timer tick; the byte cap, `ctrlz gc` and `prune` collect
                 plan.execute(self.repo, collect=False)
-            capped = retention.enforce_byte_cap(self.repo, self.policy, protected)
+            # the disk bound spares only what the next undo and redo need (see needed_next)
+            capped = retention.enforce_byte_cap(self.repo, self.policy,
+                                                self.oplog.needed_next())
             for s in capped.drop:
                 plan.add(s, capped.reasons[s.id])
         return plan
@@ -453,7 +455,7 @@ class ProtectedWorkspace:
                 plan.execute(self.repo)
                 if keep is None and older_than_seconds is None:
                     capped = retention.enforce_byte_cap(self.repo, self.policy,
-                                                        self.oplog.referenced())
+                                                        self.oplog.needed_next())
                     for s in capped.drop:
                         plan.add(s, capped.reasons[s.id])
         return plan

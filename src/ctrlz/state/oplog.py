@@ -149,9 +149,26 @@ class OpLog:
             self.db.execute("UPDATE operations SET undone = 0 WHERE seq = ?", (seq,))
 
     def referenced(self) -> set[str]:
-        """Snapshot ids undo or redo may still need."""
+        """Snapshot ids undo or redo may still need, however deep in the stack."""
         ids: set[str] = set()
         for before, after, paths in self.db.execute(
                 "SELECT before, after, paths FROM operations"):
             ids.update(x for x in (before, after, _data(paths).get("undo_from")) if x)
+        return ids
+
+    def needed_next(self) -> set[str]:
+        """Snapshot ids the next ``undo`` and the next ``redo`` need: the newest operation's
+        safety snapshot (and the capture of an undo of it that stopped half-way), the oldest
+        undone one's result (and its target, redo's fallback). The byte cap spares these and
+        lets deeper history go oldest first, as an editor's bounded history does: keeping
+        every entry of a 50-deep stack would make it drop a snapshot the user took a moment
+        ago instead (see :func:`ctrlz.engine.retention.enforce_byte_cap`)."""
+        ids: set[str] = set()
+        undo = self.db.execute("SELECT before, paths FROM operations WHERE undone = 0 "
+                               "ORDER BY seq DESC LIMIT 1").fetchone()
+        if undo is not None:
+            ids.update(x for x in (undo[0], _data(undo[1]).get("undo_from")) if x)
+        redo = self.next_redo()
+        if redo is not None:
+            ids.update(x for x in (redo.after, redo.target) if x)
         return ids
