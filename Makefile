@@ -12,7 +12,7 @@ help:
 	@echo "make test-all  the same, with the long loops in full (tests marked slow)"
 	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py src/ctrlz/door/client.c
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[test]'
@@ -22,15 +22,15 @@ demo: $(STAMP)
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
 	$(BIN)/python -m pytest -m "not slow"
 
 test-all: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench setup.py
 
 # the tools make bench compares with (git, tar, zstd, rsync) and the filesystems of its
 # copy-on-write rows: installed from Debian when missing and apt-get can be used

@@ -258,6 +258,7 @@ LAYERS = {
     "mcp": "faces",
     "acp": "faces",
     "hooks": "faces",
+    "door": "faces",  # the native door's request, answered in the daemon; the daemon's program
     "installers": "faces",
     "workspace": "faces",
     "snapshot_manager": "faces",

@@ -89,8 +89,10 @@ def user_config_path() -> Path:
     return Path(user_config_file())
 
 
-def user_config_file() -> str:
-    return os.path.join(user_dir("config"), "config.toml")
+def user_config_file(env: Mapping[str, str] | None = None) -> str:
+    """The user's configuration file (``env``: another process's environment, see
+    :func:`~ctrlz.locator.user_dir`)."""
+    return os.path.join(user_dir("config", env), "config.toml")
 
 
 def parse_size(value: Any, key: str, source: str) -> int:
@@ -219,7 +221,11 @@ def _load_file(config: Config, path: str | os.PathLike[str]) -> None:
 def load_config(workspace: str | os.PathLike[str] | None = None,
                 env: Mapping[str, str] | None = None,
                 user_file: str | os.PathLike[str] | None = None) -> Config:
+    """The settings of ``workspace`` for a process with environment ``env`` (default: this
+    one's), whose user file is ``user_file`` (default: the one ``env`` names)."""
     config = Config()
+    if user_file is None and env is not None:
+        user_file = user_config_file(env)
     _load_file(config, user_file or user_config_file())
     if workspace is not None:
         _load_file(config, os.path.join(workspace, WORKSPACE_FILE))

@@ -46,8 +46,14 @@ def echo(text: str, err: bool = False, nl: bool = True) -> None:
                                                               "ansix3.41968"):
         encoding = "utf-8"
     stream.flush()  # anything written through the text layer goes first
-    buffer.write(text.encode(encoding, "backslashreplace" if err else "surrogateescape"))
+    buffer.write(encoded(text, err, encoding))
     buffer.flush()
+
+
+def encoded(text: str, err: bool, encoding: str = "utf-8") -> bytes:
+    """The bytes :func:`echo` writes of ``text``: a path's undecodable bytes as they were on
+    stdout, escaped on stderr."""
+    return text.encode(encoding, "backslashreplace" if err else "surrogateescape")
 
 
 _ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\",
@@ -65,8 +71,13 @@ def path_text(text: str) -> str:
                                              else c) for c in text) + '"'
 
 
+def json_text(data: Any) -> str:
+    """The text of every ``--json`` output: indented, non-ASCII as it is."""
+    return jsontext.dumps(data, indent=2, ensure_ascii=False)
+
+
 def emit_json(data: Any) -> None:
-    echo(jsontext.dumps(data, indent=2, ensure_ascii=False))
+    echo(json_text(data))
 
 
 def out(text: str = "") -> None:

@@ -19,21 +19,29 @@ if TYPE_CHECKING:
 SHOWN_SKIPPED = 10
 
 
-def show(snap: dict[str, Any], as_json: bool) -> None:
-    """The new snapshot, from its JSON form (``Snapshot.to_json()``: what ``--json`` prints,
-    and what a daemon that took it sends whole, see :mod:`ctrlz.session.served`): that form,
-    or one line and what it left out."""
+def lines(snap: dict[str, Any], as_json: bool) -> list[tuple[bool, str]]:
+    """What ``ctrlz snapshot`` prints of the new snapshot, from its JSON form
+    (``Snapshot.to_json()``: what ``--json`` prints, and what a daemon that took it sends
+    whole, see :mod:`ctrlz.session.served`): that form, or one line and what it left out.
+    Each line with whether it goes to stderr; :func:`show` prints them, and the native door
+    (:mod:`ctrlz.door.serve`) sends them to its caller."""
     if as_json:
-        render.emit_json(snap)
-        return
+        return [(False, render.json_text(snap))]
     name = f' "{snap["label"]}"' if snap["label"] else ""
-    render.out(f"{snap['id']}{name}  {render.snapshot_summary(snap)}")
+    out = [(False, f"{snap['id']}{name}  {render.snapshot_summary(snap)}")]
     skipped = snap["skipped"]
     for k in skipped[:SHOWN_SKIPPED]:  # paths as `ctrlz status` shows them, no root
-        render.note(f"skipped {render.path_text(k['path'])}: {k['reason']}")
+        out.append((True, f"skipped {render.path_text(k['path'])}: {k['reason']}"))
     if len(skipped) > SHOWN_SKIPPED:
-        render.note(f"skipped {len(skipped) - SHOWN_SKIPPED} more path(s); "
-                    f"see `ctrlz show {snap['id']}`")
+        out.append((True, f"skipped {len(skipped) - SHOWN_SKIPPED} more path(s); "
+                          f"see `ctrlz show {snap['id']}`"))
+    return out
+
+
+def show(snap: dict[str, Any], as_json: bool) -> None:
+    """Print :func:`lines`."""
+    for err, text in lines(snap, as_json):
+        render.echo(text, err=err)
 
 
 def run(as_json: bool) -> None:

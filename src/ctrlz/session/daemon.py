@@ -58,8 +58,12 @@ from .protected import ProtectedWorkspace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from ..engine.requests import Request
     from ..state.scan import DirtyDirs
+
+    Op = Callable[["Daemon", dict[str, Any]], dict[str, Any]]
 
 log = logging.getLogger("ctrlz.daemon")
 
@@ -72,8 +76,12 @@ HAND_OUT_MAX = 20_000
 class Daemon:
     """The watcher plus the request handlers; :func:`serve` runs the socket loop around it."""
 
-    def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None) -> None:
+    def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None,
+                 ops: Mapping[str, Op] | None = None) -> None:
         self.ws = ws
+        #: requests answered by the program around the daemon (a face: the native door's,
+        #: see :mod:`ctrlz.door`), each with the daemon to call back
+        self.ops: Mapping[str, Op] = ops or {}
         ws.use_daemon = False  # we are the daemon
         ws.housekeep_later = True  # see after_reply
         hold_released()
@@ -167,6 +175,9 @@ class Daemon:
             return self.hand_out_dirty(message)
         if op == "restore":
             return self.restore(message)
+        handler = self.ops.get(op) if isinstance(op, str) else None
+        if handler is not None:
+            return handler(self, message)
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def info(self) -> dict[str, Any]:

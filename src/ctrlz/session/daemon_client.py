@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
 
     StrPath = str | os.PathLike[str]
 
-#: what a daemon process runs (``python -m``)
-DAEMON_MODULE = "ctrlz.session.daemon_process"
+#: what a daemon process runs (``python -m``): the session's daemon with the native door's
+#: request (a face, see :mod:`ctrlz.door`)
+DAEMON_MODULE = "ctrlz.door.program"
 SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"

@@ -1,8 +1,9 @@
 """The workspace daemon's process: its lock, log, socket and serve loop around a
 :class:`~ctrlz.session.daemon.Daemon`.
 
-``python -m ctrlz.session.daemon_process ROOT STORE [--parent-pid PID]`` is what
-:func:`ctrlz.session.daemon_client.spawn` starts. See :mod:`ctrlz.session.daemon` for what the
+``python -m ctrlz.session.daemon_process ROOT STORE [--parent-pid PID]`` runs it; what
+:func:`ctrlz.session.daemon_client.spawn` starts is :mod:`ctrlz.door.program`, the same with
+the native door's request added. See :mod:`ctrlz.session.daemon` for what the
 daemon does and when it stops.
 """
 
@@ -24,6 +25,12 @@ from . import daemon_client as wire
 from .daemon import Daemon, log
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
 from .protected import ProtectedWorkspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .daemon import Op
 
 LOG_MAX = 1 << 20
 
@@ -113,9 +120,11 @@ def _bind(store: Path) -> socket.socket:
     return listener
 
 
-def run_daemon(root: Path, store: Path, parent_pid: int | None = None) -> int:
+def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
+               ops: Mapping[str, Op] | None = None) -> int:
     """The daemon's whole life; returns its exit status. Quietly does nothing when another
-    daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above."""
+    daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above;
+    ``ops``: the program's own requests (:attr:`Daemon.ops`)."""
     import fcntl
 
     store = Path(store)
@@ -143,7 +152,7 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None) -> int:
         ws = ProtectedWorkspace.open(root)
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
-        daemon = Daemon(ws, parent_pid)
+        daemon = Daemon(ws, parent_pid, ops)
         daemon.start()
         (store / FAILED_NAME).unlink(missing_ok=True)
         listener = _bind(store)  # requests queue in the backlog while we prime
@@ -175,20 +184,22 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None) -> int:
         os.close(lock_fd)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None) -> int:
+    """``ROOT STORE [--parent-pid PID]``: see :func:`run_daemon`. The program users' daemons
+    run is :mod:`ctrlz.door.program`, which calls this with the native door's request."""
     args = sys.argv[1:] if argv is None else argv
     parent: int | None = None
     if len(args) == 4 and args[2] == "--parent-pid" and args[3].isdigit():
         parent, args = int(args[3]), args[:2]
     if len(args) != 2:
-        print("usage: python -m ctrlz.session.daemon_process ROOT STORE [--parent-pid PID]",
+        print(f"usage: python -m {wire.DAEMON_MODULE} ROOT STORE [--parent-pid PID]",
               file=sys.stderr)
         return 2
     if parent is not None and os.getppid() != parent:
         return 0  # the service died before we started: nobody would supervise us
     # crash tests kill the daemon at a named point of its work (state/failpoints.py)
     failpoints.arm_spec(os.environ.get("CTRLZ_TEST_FAILPOINTS", ""))
-    return run_daemon(Path(args[0]), Path(args[1]), parent)
+    return run_daemon(Path(args[0]), Path(args[1]), parent, ops)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,77 @@
+"""The ``ctrlz`` command: the native door where it can be built, else the Python CLI's script.
+
+Everything else about the package is in pyproject.toml. ``ctrlz`` is installed as a script,
+not a console-script entry point, because on Linux with a C compiler it is a small C program
+(src/ctrlz/door/client.c, see src/ctrlz/door/__init__.py): ``ctrlz snapshot [--json]``
+served by the workspace daemon without starting Python, everything else handed to the Python
+CLI with the interpreter this build runs under. Without a compiler (or with
+``CTRLZ_BUILD_NATIVE=0``, or off Linux) ``ctrlz`` is src/ctrlz/door/ctrlz, which pip turns into
+the same script a ``ctrlz = "ctrlz.cli:main"`` entry point would be.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from setuptools import setup
+from setuptools.dist import Distribution
+
+#: distutils' build_scripts, as setuptools provides it (Python 3.12 has no distutils of its own)
+build_scripts = Distribution().get_command_class("build_scripts")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join("src", "ctrlz", "door", "client.c")
+LAUNCHER = os.path.join("src", "ctrlz", "door", "ctrlz")
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal, every byte escaped (any path survives)."""
+    return '"' + "".join(f"\\{b:03o}" for b in os.fsencode(text)) + '"'
+
+
+def build_door(target: str, python: str = sys.executable) -> str | None:
+    """Compile the native door into ``target``; None when built, else why not."""
+    if os.environ.get("CTRLZ_BUILD_NATIVE", "1") == "0":
+        return "CTRLZ_BUILD_NATIVE=0"
+    if not sys.platform.startswith("linux"):
+        return f"the native door is for Linux, not {sys.platform}"
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    if not cc or shutil.which(cc[0]) is None:
+        return f"no C compiler ({' '.join(cc) or 'cc'})"
+    with tempfile.TemporaryDirectory() as tmp:
+        header = os.path.join(tmp, "door_python.h")
+        with open(header, "w", encoding="ascii") as f:
+            f.write(f"#define CTRLZ_PYTHON {c_string(python)}\n")
+        command = [*cc, "-std=c11", "-O2", "-include", header, "-o", target,
+                   os.path.join(HERE, SOURCE)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{' '.join(command)}: {exc}"
+    if done.returncode != 0:
+        return f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
+    return None
+
+
+class BuildScripts(build_scripts):
+    """The native door as ``ctrlz`` when it builds; the Python script otherwise."""
+
+    def run(self) -> None:
+        self.mkpath(self.build_dir)
+        target = os.path.join(self.build_dir, "ctrlz")
+        why = build_door(target)
+        if why is None:
+            print(f"ctrlz: built the native door ({target})", file=sys.stderr)
+            return
+        print(f"ctrlz: no native door ({why}); `ctrlz` is the Python CLI", file=sys.stderr)
+        super().run()
+
+
+if __name__ == "__main__":  # as setuptools runs it (tests load build_door alone)
+    setup(scripts=[LAUNCHER], cmdclass={"build_scripts": BuildScripts})

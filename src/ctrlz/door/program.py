@@ -1,0 +1,19 @@
+"""The workspace daemon's program: ``python -m ctrlz.door.program ROOT STORE [--parent-pid PID]``.
+
+The session's daemon (:mod:`ctrlz.session.daemon_process`, what
+:func:`ctrlz.session.daemon_client.spawn` starts) with the native door's request added. It is
+a face, like the service that also runs daemons: the door renders with the CLI's functions,
+and the session layer never imports a face."""
+
+from __future__ import annotations
+
+from ..session import daemon_process
+from . import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    return daemon_process.main(argv, ops={"door": serve.handle})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

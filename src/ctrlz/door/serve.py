@@ -1,0 +1,114 @@
+"""The native door's request (``op: door``), answered inside the workspace daemon.
+
+The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends::
+
+    {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src",
+     "root": "/w", "store": "/home/u/.local/share/ctrlz/workspaces/w-0123456789abcdef",
+     "env": {"HOME": "...", "CTRLZ_HOME": "...", "LANG": "...", ...}}
+
+(paths and values as Python's ``os.fsdecode`` reads them) and gets either ``{"ok": true,
+"exit": 0, "out": ..., "err": ...}``, the bytes to write on its stdout and stderr as Latin-1
+text (one character a byte), or ``{"ok": false, "error": ...}``: the door declines, nothing
+was done, and the client runs the Python CLI, which meets the case with its full handling.
+
+It declines whatever the Python CLI would not hand to this daemon or would print differently:
+another command or form; another workspace or store than this daemon's, as the one locator
+finds them from the caller's directory and environment; settings other than this daemon's
+(the caller's files and ``CTRLZ_*`` variables, as for any served request); an output that
+would not be UTF-8; a ``$CTRLZ_PROGRESS_DELAY`` (the CLI checks it); a configuration or home
+that is an error (the CLI says which); and whatever the snapshot request itself declines.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import jsontext
+from ..cli import render, taking
+from ..config import load_config
+from ..errors import CtrlzError
+from ..locator import home_dir, locate
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..session.daemon import Daemon
+
+VERSION = 1
+#: the forms the door serves, and whether each prints JSON
+FORMS = {("snapshot",): False, ("snapshot", "--json"): True}
+#: variables that make Python choose another output encoding than its default
+_ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
+                  "PYTHONLEGACYWINDOWSSTDIO")
+
+
+def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
+    """The reply to one door request (see the module docstring)."""
+    try:
+        as_json, config = _check(daemon, message)
+    except _Declined as exc:
+        return {"ok": False, "error": f"the native door declines: {exc}"}
+    reply = daemon.snapshot({"op": "snapshot", "type": "manual", "label": None,
+                             "pinned": False, "session_id": None, "config": config})
+    if reply.get("ok") is not True:
+        return reply
+    out, err = bytearray(), bytearray()
+    for to_err, text in taking.lines(reply["snapshot"], as_json):
+        (err if to_err else out).extend(render.encoded(text + "\n", to_err))
+    return {"ok": True, "exit": 0, "out": out.decode("latin-1"), "err": err.decode("latin-1")}
+
+
+class _Declined(Exception):
+    pass
+
+
+def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the request's form prints JSON, and the caller's settings as a served request
+    carries them; :class:`_Declined` when the door must not serve it."""
+    if message.get("version") != VERSION:
+        raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
+                        f"{VERSION}")
+    argv, env, cwd = message.get("argv"), message.get("env"), message.get("cwd")
+    if not isinstance(argv, list) or tuple(argv) not in FORMS:
+        raise _Declined("not a form the door serves")
+    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                          for k, v in env.items())):
+        raise _Declined("no environment")
+    if not isinstance(cwd, str):
+        raise _Declined("no working directory")
+    if "CTRLZ_PROGRESS_DELAY" in env:
+        raise _Declined("$CTRLZ_PROGRESS_DELAY is set (the CLI checks it)")
+    if not _utf8_output(env):
+        raise _Declined("the output would not be UTF-8")
+    try:
+        root, store = locate(cwd, home_dir(env))
+        config = load_config(root, env=env)
+    except (CtrlzError, OSError) as exc:  # the CLI reports it
+        raise _Declined(str(exc)) from None
+    if (os.path.realpath(root) != os.path.realpath(daemon.ws.root)
+            or os.path.realpath(store) != os.path.realpath(daemon.ws.store_path)):
+        raise _Declined(f"the caller's workspace is {root} with the store {store}")
+    if (message.get("root"), message.get("store")) != (root, store):
+        # the client found this daemon by another way than the one locator: serve (the
+        # locator decided), but say so, since a mismatch means the door misses elsewhere
+        import logging
+
+        logging.getLogger("ctrlz.daemon").warning(
+            "door: the client located %r %r, the locator %r %r",
+            message.get("root"), message.get("store"), root, store)
+    return FORMS[tuple(argv)], jsontext.loads(jsontext.dumps(config.values))
+
+
+def _utf8_output(env: dict[str, str]) -> bool:
+    """Whether Python would write the caller's stdout and stderr in UTF-8, as rendered here:
+    nothing overrides its choice, and the locale is C or POSIX (Python's UTF-8 mode) or
+    names UTF-8 as its codeset. Anything else goes to the Python CLI, which asks the C
+    library."""
+    if any(name in env for name in _ENCODING_VARS):
+        return False
+    locale = env.get("LC_ALL") or env.get("LC_CTYPE") or env.get("LANG") or "C"
+    if locale in ("C", "POSIX"):
+        return True
+    codeset = locale.partition(".")[2].partition("@")[0]
+    return codeset.lower().replace("-", "") == "utf8"

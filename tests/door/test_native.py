@@ -1,0 +1,327 @@
+"""The native door (``src/ctrlz/door/client.c``, :mod:`ctrlz.door.serve`): ``ctrlz snapshot
+[--json]`` served by the workspace daemon without Python prints exactly what the Python CLI
+prints, and every case it must not serve goes to the Python CLI, which handles it as before.
+
+The installed ``ctrlz`` is the door wherever a C compiler was at hand (CI has one). Tests of
+the C program's own corners (the locator on odd names, an interpreter that is gone) compile
+it again into ``tmp_path`` with another interpreter path, so that handing over runs
+``/bin/true`` or nothing instead of ctrlz.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctrlz.locator import store_dir
+from ctrlz.session import daemon_client
+from ctrlz.workspace import Workspace
+
+BIN = Path(sys.executable).parent
+CTRLZ = str(BIN / "ctrlz")
+SOURCE = Path(__file__).resolve().parents[2] / "src" / "ctrlz" / "door" / "client.c"
+CC = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
+
+
+def is_native(path: str | Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """A workspace with files ctrlz leaves out (too large, one with a newline in its name,
+    one whose name is not UTF-8), a first snapshot, and its daemon running."""
+    for name in list(os.environ):
+        if name.startswith("CTRLZ_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("a = 1\n")
+    (root / ".ctrlz.toml").write_text("max_file_size = 100\n")
+    (root / "big.bin").write_bytes(b"x" * 500)
+    (root / "line\nbreak.bin").write_bytes(b"y" * 500)
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.bin"), "wb") as f:
+        f.write(b"z" * 500)
+    workspace = Workspace.init(root)
+    workspace.snapshot(label="base")
+    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
+    assert info["ready"], info
+    yield workspace
+    daemon_client.stop(workspace.store_path)
+    workspace.close()
+
+
+def ctrlz(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([CTRLZ, *args], cwd=cwd, capture_output=True,
+                          env={**os.environ, "CTRLZ_DOOR_TRACE": "1", **env})
+
+
+def trace(run: subprocess.CompletedProcess[bytes]) -> list[str]:
+    return [line.decode(errors="replace") for line in run.stderr.splitlines()
+            if line.startswith(b"ctrlz door: ")]
+
+
+def output(run: subprocess.CompletedProcess[bytes]) -> tuple[bytes, bytes]:
+    """stdout and stderr without the door's trace, with the snapshot's own id and number
+    (and, in JSON, its time and parent) made alike."""
+    err = b"".join(line + b"\n" for line in run.stderr.splitlines()
+                   if not line.startswith(b"ctrlz door: "))
+    out = run.stdout
+    if out.startswith(b"{"):
+        data = loads(out)
+        snap_id = data["id"].encode()
+        for key in ("id", "number", "created_ns", "created_at", "parent"):
+            data.pop(key, None)
+        out = json.dumps(data).encode()
+    else:
+        snap_id = out.split()[0] if out else b"snap_X"
+    return out.replace(snap_id, b"snap_X"), err.replace(snap_id, b"snap_X")
+
+
+def loads(out: bytes) -> dict:
+    """A ``--json`` output: a path's undecodable bytes are as they were on disk."""
+    return json.loads(out.decode("utf-8", "surrogateescape"))
+
+
+def served(run: subprocess.CompletedProcess[bytes]) -> bool:
+    lines = trace(run)
+    return any(line.startswith("ctrlz door: served by") for line in lines) and not any(
+        line.startswith("ctrlz door: running") for line in lines)
+
+
+def test_ctrlz_is_the_native_door_where_it_can_be_built() -> None:
+    if CC is None or not sys.platform.startswith("linux"):
+        assert not is_native(CTRLZ)
+        pytest.skip("no C compiler here: ctrlz is the Python CLI's script")
+    assert is_native(CTRLZ), "a C compiler is here, yet ctrlz is not the native door"
+
+
+@pytest.mark.parametrize("form", [["snapshot"], ["snapshot", "--json"]])
+def test_the_door_prints_byte_for_byte_what_the_python_cli_prints(
+        ws: Workspace, form: list[str]) -> None:
+    """Skipped paths among them: quoted when a newline is in the name, undecodable bytes as
+    they were on stdout and escaped on stderr (the CLI's own rendering, done in the daemon)."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    door = ctrlz(*form, cwd=ws.root / "src")
+    python = ctrlz(*form, cwd=ws.root / "src", CTRLZ_DOOR="0")
+    assert door.returncode == python.returncode == 0, (door.stderr, python.stderr)
+    assert served(door), trace(door)
+    assert not served(python)
+    assert output(door) == output(python)
+    if form == ["snapshot"]:
+        assert b'skipped "line\\nbreak.bin": larger than max_file_size' in door.stderr
+        assert b"skipped caf\\udce9.bin" in door.stderr
+    else:
+        skipped = {s["path"] for s in loads(door.stdout)["skipped"]}
+        assert skipped == {"big.bin", "line\nbreak.bin", "caf\udce9.bin"}
+    assert [s.type for s in ws.snapshots()][-2:] == ["manual", "manual"]
+
+
+@pytest.mark.parametrize(("env", "why"), [
+    ({"CTRLZ_DOOR": "0"}, "off: $CTRLZ_DOOR is 0"),
+    ({"LANG": "de_DE.ISO-8859-1", "LC_ALL": ""}, "the output would not be UTF-8"),
+    ({"PYTHONIOENCODING": "utf-8"}, "the output would not be UTF-8"),
+    ({"CTRLZ_MAX_FILE_SIZE": "1000"}, "the caller's configuration differs"),
+    ({"CTRLZ_PROGRESS_DELAY": "2"}, "$CTRLZ_PROGRESS_DELAY is set"),
+])
+def test_what_the_door_must_not_serve_the_python_cli_does(
+        ws: Workspace, env: dict[str, str], why: str) -> None:
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    run = ctrlz("snapshot", "--json", cwd=ws.root, **env)
+    assert run.returncode == 0, run.stderr
+    assert not served(run) and any(why in line for line in trace(run)), trace(run)
+    snap = ws.resolve(loads(run.stdout)["id"])
+    skipped = {os.fsdecode(s.path).split("/", 1)[1] for s in snap.skipped}
+    assert ("big.bin" in skipped) == ("CTRLZ_MAX_FILE_SIZE" not in env)
+
+
+def test_the_python_cli_reports_what_the_door_declines(ws: Workspace, tmp_path: Path) -> None:
+    """A bad value, a broken file, no workspace: the same one-line errors and statuses as
+    without the door."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    cases = [({"CTRLZ_PROGRESS_DELAY": "soon"}, ws.root, 2),
+             ({}, tmp_path, 3)]
+    for env, cwd, code in cases:
+        door = ctrlz("snapshot", cwd=cwd, **env)
+        python = ctrlz("snapshot", cwd=cwd, CTRLZ_DOOR="0", **env)
+        assert door.returncode == python.returncode == code, door.stderr
+        assert output(door)[1] == output(python)[1] and output(door)[1].startswith(
+            b"ctrlz: error: ")
+    (ws.root / ".ctrlz.toml").write_text("max_bytes = [\n")
+    run = ctrlz("snapshot", cwd=ws.root)
+    assert run.returncode == 2 and b"is not valid TOML" in run.stderr
+
+
+def test_a_daemon_killed_before_it_answers_hands_the_snapshot_to_python(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL in the daemon's snapshot, before the catalog commits: the door gets no
+    answer, and the Python CLI takes the snapshot itself (and starts a new daemon)."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    daemon_client.stop(ws.store_path)
+    monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", "before-commit")
+    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
+    (ws.root / "src" / "a.py").write_text("a = 2\n")
+    run = ctrlz("snapshot", "--json", cwd=ws.root, CTRLZ_DAEMON="1")
+    assert run.returncode == 0, run.stderr
+    assert "ctrlz door: handing over: the daemon closed the connection" in trace(run)
+    assert loads(run.stdout)["changes"]["modified"] == 1
+    assert [s.label for s in ws.snapshots()] == ["base", None]
+    assert daemon_client.wait_ready(ws.store_path, 60) is not None  # the fixture stops it
+
+
+def test_ctrl_c_while_the_daemon_works_ends_the_door_as_it_ends_the_cli(
+        ws: Workspace) -> None:
+    """A daemon that holds the request (here a socket that never answers): SIGINT ends the
+    door with the CLI's line and status, 130."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    import socket
+
+    daemon_client.stop(ws.store_path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with daemon_client.socket_address(ws.store_path) as address:
+        listener.bind(address)
+    listener.listen(1)
+    try:
+        proc = subprocess.Popen([CTRLZ, "snapshot"], cwd=ws.root, stderr=subprocess.PIPE,
+                                env={**os.environ, "CTRLZ_DOOR_TRACE": "0"})
+        conn, _ = listener.accept()
+        assert conn.recv(65536).startswith(b'{"op": "door"')  # the request is in
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        conn.close()
+    finally:
+        listener.close()
+        (ws.store_path / daemon_client.SOCKET_NAME).unlink()
+    assert proc.returncode == 130 and err == b"ctrlz: interrupted\n"
+
+
+# -- the C program alone, built here ---------------------------------------------------------
+
+
+def build(tmp_path: Path, python: str) -> Path:
+    """client.c compiled into ``tmp_path/bin/ctrlz`` with ``python`` as its interpreter."""
+    out = tmp_path / "bin" / "ctrlz"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = tmp_path / "door_python.h"
+    header.write_text('#define CTRLZ_PYTHON "' + "".join(
+        f"\\{b:03o}" for b in os.fsencode(python)) + '"\n')
+    assert CC is not None
+    subprocess.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-include",
+                    str(header), "-o", str(out), str(SOURCE)], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The door with ``/bin/true`` for Python: it traces where it looked, then ends."""
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    return build(tmp_path_factory.mktemp("probe"), "/bin/true")
+
+
+names = st.lists(st.binary(min_size=1, max_size=60).map(
+    lambda b: b.replace(b"/", b"_").replace(b"\0", b"_")).filter(
+    lambda b: b not in (b".", b"..")), min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture])
+@given(names=names, depth=st.integers(min_value=0, max_value=3))
+def test_the_door_finds_the_store_the_one_locator_finds(
+        probe: Path, tmp_path: Path, names: list[bytes], depth: int) -> None:
+    """Names of any bytes (not UTF-8, spaces, newlines, longer than the 40-character slug):
+    from a directory under a workspace, the C program looks for the daemon in the store
+    :func:`ctrlz.locator.store_dir` names (SHA-256 of the real path, its slug), and finds
+    none outside one."""
+    base = os.path.join(os.fsencode(tmp_path), os.urandom(6).hex().encode())
+    home = os.path.join(base, b"home")
+    here = os.path.join(base, b"tree", *names)
+    os.makedirs(here)
+    os.makedirs(home)
+    env = {"CTRLZ_HOME": os.fsdecode(home), "CTRLZ_DOOR_TRACE": "1", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([str(probe), "snapshot"], cwd=here, env=env, capture_output=True)
+    assert b"is not in a workspace under" in run.stderr, run.stderr
+    root = os.path.join(base, b"tree", *names[:len(names) - min(depth, len(names) - 1)])
+    store = os.fsencode(store_dir(os.fsdecode(root), os.fsdecode(home)))
+    os.makedirs(store)
+    open(os.path.join(store, b"catalog.db"), "wb").close()
+    run = subprocess.run([str(probe), "snapshot"], cwd=here, env=env, capture_output=True)
+    expected = b"ctrlz door: no daemon: " + store + b"/daemon.sock is not there"
+    assert expected in run.stderr.splitlines(), run.stderr
+
+
+def test_an_interpreter_that_is_gone_is_one_line_and_a_status(tmp_path: Path) -> None:
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    door = build(tmp_path, str(tmp_path / "gone" / "python"))
+    run = subprocess.run([str(door), "list"], capture_output=True, text=True)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr == (f"ctrlz: error: the Python interpreter ctrlz was installed with "
+                          f"({tmp_path}/gone/python) is gone; reinstall ctrlz (pip install "
+                          "ctrlz)\n")
+
+
+def test_an_interpreter_beside_the_program_is_used_when_the_built_in_one_is_gone(
+        tmp_path: Path) -> None:
+    """A venv moved, or a wheel built elsewhere: the python beside ``ctrlz`` runs it."""
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    door = build(tmp_path, str(tmp_path / "gone" / "python"))
+    beside = door.parent / "python3"
+    beside.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    beside.chmod(0o755)
+    run = subprocess.run([str(door), "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.startswith("ctrlz, version"), run.stderr
+
+
+def test_without_a_compiler_ctrlz_is_the_python_clis_script(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build says why there is no native door (no compiler, ``CTRLZ_BUILD_NATIVE=0``,
+    a compiler that fails) and then installs the Python script, which runs the CLI; with a
+    compiler it builds the door, whatever bytes the interpreter's path holds."""
+    import runpy
+
+    repo = SOURCE.parents[3]
+    build_door = runpy.run_path(str(repo / "setup.py"), run_name="setup")["build_door"]
+    monkeypatch.setenv("CTRLZ_BUILD_NATIVE", "0")
+    assert build_door(str(tmp_path / "a")) == "CTRLZ_BUILD_NATIVE=0"
+    monkeypatch.delenv("CTRLZ_BUILD_NATIVE")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    assert build_door(str(tmp_path / "b")).startswith("no C compiler")
+    monkeypatch.setenv("CC", "false")
+    assert "failed" in build_door(str(tmp_path / "c"))
+    assert not any((tmp_path / n).exists() for n in "abc")
+    launcher = repo / "src" / "ctrlz" / "door" / "ctrlz"
+    assert launcher.read_text().startswith("#!python\n")  # pip writes the interpreter in
+    run = subprocess.run([sys.executable, str(launcher), "--version"], capture_output=True,
+                         text=True)
+    assert run.returncode == 0 and run.stdout.startswith("ctrlz, version"), run.stderr
+    if CC is None or not sys.platform.startswith("linux"):
+        return
+    monkeypatch.setenv("CC", CC)
+    odd = os.fsdecode(b"/no/such/py\"th\\on\xe9")
+    assert build_door(str(tmp_path / "d"), python=odd) is None
+    assert is_native(tmp_path / "d")
+    run = subprocess.run([str(tmp_path / "d"), "list"], capture_output=True)
+    assert run.stderr.startswith(b"ctrlz: error: the Python interpreter ctrlz was installed "
+                                 b"with (/no/such/py\"th\\on\xe9) is gone")
