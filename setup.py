@@ -2,7 +2,7 @@
 
 Everything else about the package is in pyproject.toml. ``ctrlz`` is installed as a script,
 not a console-script entry point, because on Linux with a C compiler it is a small C program
-(src/ctrlz/door/client.c, see src/ctrlz/door/__init__.py): ``ctrlz snapshot [--json]``
+(src/ctrlz/door/*.c, see src/ctrlz/door/__init__.py): ``ctrlz snapshot [--json]``
 served by the workspace daemon without starting Python, everything else handed to the Python
 CLI with the interpreter this build runs under. Without a compiler (or with
 ``CTRLZ_BUILD_NATIVE=0``, or off Linux) ``ctrlz`` is src/ctrlz/door/ctrlz, which pip turns into
@@ -26,8 +26,8 @@ from setuptools.dist import Distribution
 build_scripts = Distribution().get_command_class("build_scripts")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join("src", "ctrlz", "door", "client.c")
-LAUNCHER = os.path.join("src", "ctrlz", "door", "ctrlz")
+DOOR = os.path.join("src", "ctrlz", "door")
+LAUNCHER = os.path.join(DOOR, "ctrlz")
 
 
 def c_string(text: str) -> str:
@@ -48,8 +48,9 @@ def build_door(target: str, python: str = sys.executable) -> str | None:
         header = os.path.join(tmp, "door_python.h")
         with open(header, "w", encoding="ascii") as f:
             f.write(f"#define CTRLZ_PYTHON {c_string(python)}\n")
-        command = [*cc, "-std=c11", "-O2", "-include", header, "-o", target,
-                   os.path.join(HERE, SOURCE)]
+        sources = sorted(os.path.join(HERE, DOOR, n) for n in os.listdir(os.path.join(HERE, DOOR))
+                         if n.endswith(".c"))
+        command = [*cc, "-std=c11", "-O2", "-include", header, "-o", target, *sources]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:

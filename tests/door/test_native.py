@@ -1,4 +1,4 @@
-"""The native door (``src/ctrlz/door/client.c``, :mod:`ctrlz.door.serve`): ``ctrlz snapshot
+"""The native door (``src/ctrlz/door/*.c``, :mod:`ctrlz.door.serve`): ``ctrlz snapshot
 [--json]`` served by the workspace daemon without Python prints exactly what the Python CLI
 prints, and every case it must not serve goes to the Python CLI, which handles it as before.
 
@@ -29,7 +29,7 @@ from ctrlz.workspace import Workspace
 
 BIN = Path(sys.executable).parent
 CTRLZ = str(BIN / "ctrlz")
-SOURCE = Path(__file__).resolve().parents[2] / "src" / "ctrlz" / "door" / "client.c"
+DOOR = Path(__file__).resolve().parents[2] / "src" / "ctrlz" / "door"
 CC = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
 
 
@@ -219,7 +219,7 @@ def test_ctrl_c_while_the_daemon_works_ends_the_door_as_it_ends_the_cli(
 
 
 def build(tmp_path: Path, python: str) -> Path:
-    """client.c compiled into ``tmp_path/bin/ctrlz`` with ``python`` as its interpreter."""
+    """The door compiled into ``tmp_path/bin/ctrlz`` with ``python`` as its interpreter."""
     out = tmp_path / "bin" / "ctrlz"
     out.parent.mkdir(parents=True, exist_ok=True)
     header = tmp_path / "door_python.h"
@@ -227,7 +227,8 @@ def build(tmp_path: Path, python: str) -> Path:
         f"\\{b:03o}" for b in os.fsencode(python)) + '"\n')
     assert CC is not None
     subprocess.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-include",
-                    str(header), "-o", str(out), str(SOURCE)], check=True)
+                    str(header), "-o", str(out), *map(str, sorted(DOOR.glob("*.c")))],
+                   check=True)
     return out
 
 
@@ -301,7 +302,7 @@ def test_without_a_compiler_ctrlz_is_the_python_clis_script(
     compiler it builds the door, whatever bytes the interpreter's path holds."""
     import runpy
 
-    repo = SOURCE.parents[3]
+    repo = DOOR.parents[2]
     build_door = runpy.run_path(str(repo / "setup.py"), run_name="setup")["build_door"]
     monkeypatch.setenv("CTRLZ_BUILD_NATIVE", "0")
     assert build_door(str(tmp_path / "a")) == "CTRLZ_BUILD_NATIVE=0"
@@ -311,7 +312,7 @@ def test_without_a_compiler_ctrlz_is_the_python_clis_script(
     monkeypatch.setenv("CC", "false")
     assert "failed" in build_door(str(tmp_path / "c"))
     assert not any((tmp_path / n).exists() for n in "abc")
-    launcher = repo / "src" / "ctrlz" / "door" / "ctrlz"
+    launcher = DOOR / "ctrlz"
     assert launcher.read_text().startswith("#!python\n")  # pip writes the interpreter in
     run = subprocess.run([sys.executable, str(launcher), "--version"], capture_output=True,
                          text=True)

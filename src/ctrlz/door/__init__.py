@@ -8,8 +8,9 @@ same wall with ``chg``, a C client for a resident server; this is ctrlz's.
 
 How:
 
-* ``ctrlz`` is a small C program (``client.c``, built by ``setup.py`` where a C compiler is at
-  hand on Linux; elsewhere ``ctrlz`` is the Python script beside this file, the same CLI).
+* ``ctrlz`` is a small C program (``client.c``, the program; ``wire.c``, JSON text;
+  ``locate.c``, where the store is), built by ``setup.py`` where a C compiler is at hand on
+  Linux; elsewhere ``ctrlz`` is the Python script beside this file, the same CLI.
 * For the two plain forms it finds the workspace's store as :func:`ctrlz.locator.locate`
   does, and when the store's daemon socket is there it hands the command over whole (``op:
   door``): its arguments, its working directory, the workspace and store it found, and the
