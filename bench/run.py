@@ -111,7 +111,17 @@ def machine_info(out: Path) -> dict[str, str]:
         "ctrlz": sh(f"cd {shlex.quote(str(REPO))} && git rev-parse --short HEAD") + (
             " + uncommitted src/ changes"
             if sh(f"cd {shlex.quote(str(REPO))} && git status --porcelain -- src") else ""),
+        "door": _door_kind(),
     }
+
+
+def _door_kind() -> str:
+    """Which ``ctrlz`` the run times: the native door (a C program, see
+    docs/ARCHITECTURE.md) or the Python CLI's script (no C compiler at install)."""
+    with open(Path(sys.executable).with_name("ctrlz"), "rb") as f:
+        native = f.read(4) == b"\x7fELF"
+    return ("the native door (ctrlz snapshot served without Python)" if native
+            else "the Python CLI's script (no native door)")
 
 
 def build_trees(args: argparse.Namespace) -> list[Tree]:
@@ -306,7 +316,7 @@ def report(results: dict[str, object], info: dict[str, str], command: str, total
              f"Machine: {info['cpu']}, {info['nproc']} cores, {info['ram']} RAM, "
              f"{info['filesystem']} filesystem, Linux {info['kernel']}; Python {info['python']}, "
              f"{info['git']}, {info['tar']}, {info['zstd']}, {info['rsync']}; "
-             f"ctrlz at {info.get('ctrlz', '?')}.",
+             f"ctrlz at {info.get('ctrlz', '?')}, its command {info.get('door', '?')}.",
              ""]
     for name, data in trees.items():
         parts.append(table(name, data))

@@ -339,7 +339,12 @@ def test_rollback_into_a_read_only_folder(tmp_path: Path) -> None:
             pytest.skip("needs setpriv to drop root")
         base = Path(tempfile.mkdtemp(prefix="ctrlz-eacces-"))  # tmp_path is root's alone
         os.chmod(base, 0o755)
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        # the Python CLI itself, not the `ctrlz` door: setpriv keeps root's capabilities up
+        # to its own exec, which reaches an interpreter under root's 0700 home; a second
+        # exec, the door's, would run as a plain uid 65534 and could not
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                  sys.executable, "-P", "-c",
+                  "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"]
     else:
         base, prefix = tmp_path, []
     try:

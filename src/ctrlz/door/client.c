@@ -207,7 +207,10 @@ static int door(int argc, char **argv) {
         answer.len += (size_t)got;
         answer.data[answer.len] = '\0';
         if (answer.data[answer.len - 1] == '\n') break;
-        if (answer.len > REPLY_MAX) goto out;
+        if (answer.len > REPLY_MAX) {
+            trace("an answer longer than %u bytes", REPLY_MAX);
+            goto out;
+        }
     }
     if (parse_reply(answer.data ? answer.data : "", answer.len, &r) || !r.ok || !r.has_exit) {
         trace("handing over: %s", r.error.data ? r.error.data
@@ -219,7 +222,7 @@ static int door(int argc, char **argv) {
     status = r.exit_code;
     /* a reader that went away makes a served command fail, as in the Python CLI (ending.py) */
     if (r.out.len && write_all(1, r.out.data, r.out.len) && status == 0) status = 1;
-    if (r.err.len) write_all(2, r.err.data, r.err.len);
+    if (r.err.len && write_all(2, r.err.data, r.err.len) && status == 0) status = 1;
 out:
     if (fd >= 0) close(fd);
     if (signals_set) {
@@ -233,49 +236,44 @@ out:
 
 /* -- the Python CLI ------------------------------------------------------------------------ */
 
-static int executable(const char *path) { return path && *path && access(path, X_OK) == 0; }
-
-/* the interpreter ctrlz was installed with; failing that (a wheel built elsewhere, a venv
- * moved), the python3 or python beside this program */
-static char *python_path(void) {
-    if (executable(CTRLZ_PYTHON)) return strdup(CTRLZ_PYTHON);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = '\0';
-            static const char *const names[] = {"python3", "python"};
-            for (int i = 0; i < 2; i++) {
-                char *candidate = join(self, names[i]);
-                if (executable(candidate)) return candidate;
-                free(candidate);
-            }
-        }
-    }
-    return NULL;
-}
-
+/* Exec the Python CLI: with the interpreter ctrlz was installed with; failing that (a wheel
+ * built elsewhere, a venv moved), with the python3 or python beside this program. Each is
+ * tried by exec itself, not by access(), which a process with capabilities (setpriv as
+ * root) sees differently. Returns only when none could run. */
 static int run_python(int argc, char **argv) {
-    char *python = python_path();
-    if (!python) {
-        fprintf(stderr, "ctrlz: error: the Python interpreter ctrlz was installed with (%s) is "
-                        "gone; reinstall ctrlz (pip install ctrlz)\n",
-                *CTRLZ_PYTHON ? CTRLZ_PYTHON : "unknown");
-        return 1;
-    }
     char **args = calloc((size_t)argc + 5, sizeof *args);
     if (!args) return perror("ctrlz"), 1;
-    args[0] = python;
     args[1] = "-P";  /* no working directory on sys.path: a workspace's ctrlz.py is no module */
     args[2] = "-c";
     args[3] = (char *)LAUNCH;
     for (int i = 0; i < argc; i++) args[4 + i] = argv[i];
-    trace("running %s for ctrlz", python);
-    execv(python, args);
-    fprintf(stderr, "ctrlz: error: cannot run %s: %s; reinstall ctrlz (pip install ctrlz)\n",
-            python, strerror(errno));
+    char *candidates[3] = {NULL, NULL, NULL};
+    int n = 0;
+    if (*CTRLZ_PYTHON) candidates[n++] = strdup(CTRLZ_PYTHON);
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) {
+        *slash = '\0';
+        candidates[n++] = join(self, "python3");
+        candidates[n++] = join(self, "python");
+    }
+    const char *first = NULL;
+    int first_errno = ENOENT;
+    for (int i = 0; i < n; i++) {
+        if (!candidates[i]) continue;
+        args[0] = candidates[i];
+        trace("running %s for ctrlz", candidates[i]);
+        execv(candidates[i], args);
+        if (!first) first = candidates[i], first_errno = errno;
+    }
+    if (first_errno == ENOENT)
+        fprintf(stderr, "ctrlz: error: the Python interpreter ctrlz was installed with (%s) is "
+                        "gone; reinstall ctrlz (pip install ctrlz)\n",
+                *CTRLZ_PYTHON ? CTRLZ_PYTHON : "unknown");
+    else
+        fprintf(stderr, "ctrlz: error: cannot run %s: %s; reinstall ctrlz (pip install ctrlz)\n",
+                first, strerror(first_errno));
     return 1;
 }
 
