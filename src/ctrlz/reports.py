@@ -8,7 +8,7 @@ from typing import Any
 
 from .engine.restore import RestoreResult
 from .state.oplog import Operation
-from .types import Skipped, Snapshot, show_path
+from .types import Skipped, Snapshot, iso_utc, show_path
 
 KINDS = {"f": "file", "l": "symlink", "d": "dir"}
 
@@ -59,6 +59,8 @@ class Status:
     #: the workspace daemon: ``running`` and a recent start failure (``last_failure``)
     daemon: dict[str, Any] = field(default_factory=lambda: {"running": False,
                                                             "last_failure": None})
+    #: snapshots retention dropped in the last day, newest first (``Catalog.drops``)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,8 @@ class Status:
             "can_undo": self.can_undo,
             "can_redo": self.can_redo,
             "daemon": self.daemon,
+            "dropped": [{k: v for k, v in d.items() if k != "dropped_ns"}
+                        | {"dropped_at": iso_utc(d["dropped_ns"])} for d in self.dropped],
         }
 
 

@@ -236,6 +236,13 @@ class Workspace(ProtectedWorkspace):
         from .toolcalls.hook_log import recent_hook_errors
 
         day_ago = time.time_ns() - 86_400 * 10**9
+        dropped = self.repo.catalog.drops(since_ns=day_ago, limit=20)
+        capped = [d for d in dropped if "store_cap" in d["reason"]]
+        if capped:
+            newest = capped[0]
+            problems.append(f"store_cap dropped {len(capped)} snapshot(s) in the last day "
+                            f"(the newest: {newest['id']}, {newest['type']}); raise store_cap "
+                            "to keep more history")
         hook_errors = recent_hook_errors(self, limit=20, since_ns=day_ago)
         if hook_errors:
             last_error = hook_errors[-1]
@@ -259,7 +266,7 @@ class Workspace(ProtectedWorkspace):
             skipped=last.shown_skipped()
             if last else [],
             problems=problems, can_undo=log.next_undo() is not None,
-            can_redo=log.next_redo() is not None, daemon=daemon)
+            can_redo=log.next_redo() is not None, daemon=daemon, dropped=dropped)
 
 
 def _version(entry: Entry | None, group: list[Snapshot]) -> Version:

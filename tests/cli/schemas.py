@@ -88,7 +88,10 @@ STATUS = obj({"type": {"const": "status"}, "workspace": {"type": "string"},
               "store_cap": INT, "skipped": SKIPPED,
               "problems": {"type": "array", "items": {"type": "string"}},
               "can_undo": {"type": "boolean"}, "can_redo": {"type": "boolean"},
-              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL})},
+              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL}),
+              "dropped": {"type": "array", "items": obj({
+                  "id": SNAP_ID, "type": {"type": "string"}, "label": STR_OR_NULL,
+                  "reason": {"type": "string"}, "dropped_at": ISO})}},
              forked_from=FORKED_FROM)
 CONFIG = obj({"type": {"const": "config"}, "user_file": {"type": "string"},
               "workspace_file": STR_OR_NULL,

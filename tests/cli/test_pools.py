@@ -67,6 +67,11 @@ def test_prune_keep_dry_run_then_for_real(ws: Path) -> None:
     data = run("prune", "--keep", "2", "--json", cwd=ws).json()
     assert [d["id"] for d in data["dropped"]] == [ids[1]] and data["gc"] is not None
     assert [s["id"] for s in run("list", "--json", cwd=ws).json()] == ids[:1:-1] + [ids[0]]
+    status = run("status", "--json", cwd=ws).json()  # a drop stays on record
+    assert [(d["id"], d["reason"]) for d in status["dropped"]] == [
+        (ids[1], "not among the newest 2")]
+    assert f"Dropped:   1 snapshot(s) in the last day by retention; the newest {ids[1]}" \
+        in run("status", cwd=ws).out
 
 
 def test_prune_older_than(ws: Path) -> None:

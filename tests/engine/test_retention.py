@@ -281,6 +281,11 @@ def test_at_store_cap_deep_undo_history_goes_before_a_newer_snapshot(
     assert ws.oplog.needed_next() <= kept  # the next undo's safety snapshot
     assert not ws.oplog.referenced() <= kept  # deeper history went, oldest first
     assert store_usage(ws.repo) <= ws.policy.store_cap
+    status = ws.status()  # what went, and why, is on record
+    assert status.dropped and not {d["id"] for d in status.dropped} & kept
+    assert all("store_cap" in d["reason"] for d in status.dropped)
+    assert any(p.startswith(f"store_cap dropped {len(status.dropped)} snapshot(s)")
+               for p in status.problems), status.problems
     ws.rollback(base.id)
     assert data.read_bytes() == base_bytes
     ws.undo()  # the newest rollback's undo still works

@@ -222,6 +222,10 @@ def status_cmd(state: State, as_json: bool) -> None:
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
                                 else "not running (the next snapshot starts it)"
                                 if ws.config["daemon"] else "off (daemon = false)"))
+    if st.dropped:
+        newest = st.dropped[0]
+        render.out(f"Dropped:   {len(st.dropped)} snapshot(s) in the last day by retention; "
+                   f"the newest {newest['id']} ({newest['type']}): {newest['reason']}")
     for name, info in remote_info.items():
         render.out(f"Remote:    {name}: " + (f"{info['unpushed']} snapshots not pushed "
                                              f"(ctrlz push {name})" if info["unpushed"]

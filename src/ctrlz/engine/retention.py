@@ -86,11 +86,17 @@ class PrunePlan:
             self.kept -= 1
 
     def execute(self, repo: Repository, collect: bool = True) -> PrunePlan:
-        """Delete the planned snapshots in one transaction, then collect their objects."""
+        """Delete the planned snapshots in one transaction, recording what went and why
+        (``Catalog.drops``, which ``ctrlz status`` shows), then collect their objects."""
         if self.drop:
+            import time
+
             with repo.lock, repo.catalog.transaction():
                 for s in self.drop:
                     repo.catalog.delete_snapshot(s.id)
+                repo.catalog.record_drops(
+                    [(s.id, s.type, s.label, self.reasons[s.id]) for s in self.drop],
+                    time.time_ns())
         if collect:
             self.gc = collect_garbage(repo)
         return self

@@ -120,7 +120,25 @@ def _v4(db: sqlite3.Connection) -> None:
     _script(db, "CREATE TABLE cuts (oid BLOB PRIMARY KEY, cuts BLOB NOT NULL) WITHOUT ROWID;")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite3.Connection) -> None:
+    """What retention dropped (:meth:`Catalog.record_drops`): a snapshot that the pools or a
+    prune removed is gone, and this says which, when and why (``ctrlz status``)."""
+    _script(db, """
+        CREATE TABLE drops (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,             -- the snapshot dropped
+            type TEXT NOT NULL,
+            label TEXT,
+            reason TEXT NOT NULL,         -- which rule dropped it
+            dropped_ns INTEGER NOT NULL
+        );
+        """)
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+
+#: how many drops the catalog remembers (the oldest are forgotten first)
+DROPS_KEPT = 500
 
 _SNAPSHOT_COLUMNS = (
     "id, number, parent, type, label, pinned, created_ns, root, files, dirs, symlinks, bytes, "
@@ -377,6 +395,25 @@ class Catalog:
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         self.db.execute("DELETE FROM snapshots WHERE id = ?", (snapshot_id,))
+
+    def record_drops(self, drops: Sequence[tuple[str, str, str | None, str]],
+                     now_ns: int) -> None:
+        """Remember ``(id, type, label, reason)`` of snapshots retention dropped, in the
+        caller's transaction (the one that deletes them); the newest ``DROPS_KEPT`` stay."""
+        if not drops:
+            return
+        self.db.executemany("INSERT INTO drops (id, type, label, reason, dropped_ns) "
+                            "VALUES (?, ?, ?, ?, ?)", [(*d, now_ns) for d in drops])
+        self.db.execute("DELETE FROM drops WHERE seq <= (SELECT MAX(seq) FROM drops) - ?",
+                        (DROPS_KEPT,))
+
+    def drops(self, since_ns: int = 0, limit: int = DROPS_KEPT) -> list[dict[str, Any]]:
+        """The snapshots retention dropped since ``since_ns``, newest first."""
+        rows = self.db.execute("SELECT id, type, label, reason, dropped_ns FROM drops "
+                               "WHERE dropped_ns >= ? ORDER BY seq DESC LIMIT ?",
+                               (since_ns, limit))
+        return [{"id": i, "type": t, "label": lab, "reason": r, "dropped_ns": ns}
+                for i, t, lab, r, ns in rows]
 
     def update_snapshot(self, snapshot_id: str, **fields: Any) -> None:
         allowed = {"pinned", "label", "type"}
