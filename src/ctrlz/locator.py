@@ -72,11 +72,9 @@ def home_dir(environ: Mapping[str, str] | None = None) -> str:
     env = (os.environ if environ is None else environ).get("CTRLZ_HOME")
     if not env:
         home = user_dir("data", environ)
-    elif environ is None or not env.startswith("~"):
-        home = os.path.expanduser(env)
-    elif env[:2] in ("~", "~/"):
+    elif environ is not None and env[:2] in ("~", "~/"):
         home = _expanduser(env, environ)
-    else:  # ~user: the password database, whoever asks
+    else:  # this process's own, a plain path, or ~user (the password database's, for anyone)
         home = os.path.expanduser(env)
     if not os.path.isdir(home):
         _check_home(home, env)
