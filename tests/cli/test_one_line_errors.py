@@ -134,3 +134,16 @@ def test_a_home_not_made_yet_is_still_fine(tmp_path: Path) -> None:
     home = tmp_path / "new" / "home"
     r = run("list", cwd=tmp_path, env={"CTRLZ_HOME": str(home)}, ok=False)
     assert r.code == 3 and "run `ctrlz init` there first" in one_line(r, 3)
+
+
+# -- a label that is not text ------------------------------------------------------------------
+
+def test_a_label_of_bytes_that_are_not_utf8_is_a_usage_error(ws: Path) -> None:
+    """A shell's ``$'caf\\xe9'`` reaches Python as a surrogate escape, which the catalog
+    cannot store: it was an internal error (exit 70), it is a one-line refusal, and nothing
+    is taken."""
+    r = run("snapshot", "-m", "caf\udce9", cwd=ws, ok=False)
+    assert one_line(r, 2) == "ctrlz: error: the label caf\\xe9 is not UTF-8 text; give it in UTF-8"
+    assert run("list", "--json", cwd=ws).json() == []
+    r = run("snapshot", "-m", "café", "--json", cwd=ws)
+    assert r.json()["label"] == "café"

@@ -217,6 +217,7 @@ class ProtectedWorkspace:
         When the workspace daemon runs, it takes the snapshot from its watcher's dirty set
         (the same snapshot, without listing the whole tree); ``dirty`` is given by a caller
         that watches the tree itself."""
+        label = check_label(label)
         if dirty is None and self.use_daemon:
             snap = self._snapshot_by_daemon(type, label, pinned, session_id)
             if snap is not None:
@@ -462,6 +463,7 @@ class ProtectedWorkspace:
 
     def relabel(self, ref: str, label: str | None, type: str | None = None) -> Snapshot:
         """Give snapshot ``ref`` a new label (and optionally a new pool type)."""
+        label = check_label(label)
         with self.repo.lock:
             snap = self.resolve(ref)
             fields: dict[str, object] = {"label": label}
@@ -471,3 +473,16 @@ class ProtectedWorkspace:
                 self.repo.catalog.update_snapshot(snap.id, **fields)
         return self.resolve(snap.id)
 
+
+def check_label(label: str | None) -> str | None:
+    """A label as given, if it is text a catalog can store. A label made of bytes that are
+    not UTF-8 (a shell's ``$'caf\\xe9'``, which Python reads as surrogate escapes) is refused
+    with a usage error, where storing it was an internal error."""
+    if label is not None:
+        try:
+            label.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = label.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            raise UsageError(f"the label {shown} is not UTF-8 text; give it in UTF-8") \
+                from None
+    return label
