@@ -132,6 +132,51 @@ def test_the_door_prints_byte_for_byte_what_the_python_cli_prints(
     assert [s.type for s in ws.snapshots()][-2:] == ["manual", "manual"]
 
 
+@pytest.mark.parametrize("form", [["list"], ["list", "--json"]])
+def test_the_door_lists_byte_for_byte_what_the_python_cli_lists(
+        ws: Workspace, form: list[str]) -> None:
+    """The table (its CREATED column made alike: a second may pass between the two runs)
+    and the JSON records, a snapshot with a non-ASCII label among them."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    import re
+
+    ws.snapshot(label="caf\u00e9 \u00e9t\u00e9")
+    door = ctrlz(*form, cwd=ws.root / "src")
+    python = ctrlz(*form, cwd=ws.root / "src", CTRLZ_DOOR="0")
+    assert door.returncode == python.returncode == 0, (door.stderr, python.stderr)
+    assert served(door), trace(door)
+
+    def alike(out: bytes) -> bytes:
+        return re.sub(rb"  (just now|\d+[smhd] ago)$", b"  X", out, flags=re.M)
+
+    assert alike(door.stdout) == alike(python.stdout)
+    assert "café été".encode() in door.stdout
+    assert output(door)[1] == output(python)[1] == b""
+
+
+def test_a_listing_for_a_terminal_is_the_python_clis(ws: Workspace) -> None:
+    """rich draws the table to the terminal's width, so the door hands it over; the JSON
+    form is the same on a terminal and is served."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    import pty
+
+    for form, expect_served in ((["list"], False), (["list", "--json"], True)):
+        leader, follower = pty.openpty()
+        try:
+            run = subprocess.run([CTRLZ, *form], cwd=ws.root, stdout=follower,
+                                 stderr=subprocess.PIPE,
+                                 env={**os.environ, "CTRLZ_DOOR_TRACE": "1"})
+        finally:
+            os.close(follower)
+            os.close(leader)
+        assert run.returncode == 0, run.stderr
+        assert served(run) == expect_served, trace(run)
+        if not expect_served:
+            assert "the table goes to a terminal" in "".join(trace(run))
+
+
 @pytest.mark.parametrize(("env", "why"), [
     ({"CTRLZ_DOOR": "0"}, "off: $CTRLZ_DOOR is 0"),
     ({"LANG": "de_DE.ISO-8859-1", "LC_ALL": ""}, "the output would not be UTF-8"),

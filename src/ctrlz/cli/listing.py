@@ -12,6 +12,9 @@ from . import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ..types import Snapshot
     from ..workspace import Workspace
 
 
@@ -28,19 +31,43 @@ def open_here() -> Workspace:
     return ws
 
 
+HEADERS = ("ID", "TYPE", "LABEL", "SIZE", "FILES", "CREATED")
+RIGHT = (3, 4)
+
+
 def show(ws: Workspace, as_json: bool) -> None:
     """Every snapshot, newest first: a table and the store's use, or the records as JSON."""
     snaps = list(reversed(ws.snapshots()))
-    if as_json:
-        render.emit_json([s.to_json() for s in snaps])
+    if as_json or not render.is_tty():
+        for _, text in lines(snaps, lambda: ws.store_disk_bytes(), ws.config["store_cap"],
+                             as_json):
+            render.out(text)
         return
-    rows = [[s.id, s.type + (" (pinned)" if s.pinned else ""), s.label or "",
+    render.table(HEADERS, _rows(snaps), right=RIGHT)
+    render.out(_footer(snaps, ws.store_disk_bytes(), ws.config["store_cap"]))
+
+
+def lines(snaps: Sequence[Snapshot], used: Callable[[], int], cap: int,
+          as_json: bool) -> list[tuple[bool, str]]:
+    """What ``ctrlz list`` prints when stdout is not a terminal (a terminal gets rich's
+    table), each line with whether it goes to stderr (never, here): :func:`show` prints
+    them, and the native door (:mod:`ctrlz.door.serve`) sends them to its caller.
+    ``used``: the store's bytes on disk, asked only for the table's last line."""
+    if as_json:
+        return [(False, render.json_text([s.to_json() for s in snaps]))]
+    return [(False, line) for line in render.table_lines(HEADERS, _rows(snaps), RIGHT)] + [
+        (False, _footer(snaps, used(), cap))]
+
+
+def _rows(snaps: Sequence[Snapshot]) -> list[list[str]]:
+    return [[s.id, s.type + (" (pinned)" if s.pinned else ""), s.label or "",
              f"{render.size(s.bytes)} ({render.signed_size(s.size_delta)})", str(s.files),
              render.ago(s.created_ns)] for s in snaps]
-    render.table(["ID", "TYPE", "LABEL", "SIZE", "FILES", "CREATED"], rows, right=(3, 4))
-    used, cap = ws.store_disk_bytes(), ws.config["store_cap"]
-    render.out(f"{len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}, "
-               f"store {render.size(used)} of cap {render.size(cap)}")
+
+
+def _footer(snaps: Sequence[Snapshot], used: int, cap: int) -> str:
+    return (f"{len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}, "
+            f"store {render.size(used)} of cap {render.size(cap)}")
 
 
 def run(as_json: bool) -> None:

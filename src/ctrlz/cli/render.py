@@ -133,7 +133,7 @@ def parse_duration(text: str) -> float:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           right: Sequence[int] = ()) -> None:
-    """A table: rich on a terminal, plain aligned columns otherwise."""
+    """A table: rich on a terminal, plain aligned columns (:func:`table_lines`) otherwise."""
     if is_tty():
         from rich.console import Console
         from rich.table import Table
@@ -145,15 +145,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
             t.add_row(*r)
         Console().print(t)
         return
+    for line in table_lines(headers, rows, right):
+        out(line)
+
+
+def table_lines(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                right: Sequence[int] = ()) -> list[str]:
+    """A table as plain aligned columns, a line each (the header first): what is printed
+    when stdout is not a terminal."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
                          for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
-    out(line(headers))
-    for r in rows:
-        out(line(r))
+    return [line(headers), *(line(r) for r in rows)]
 
 
 def patch(text: str) -> None:

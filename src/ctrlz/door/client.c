@@ -1,11 +1,12 @@
 /* ctrlz's native door: the `ctrlz` command where a C compiler was at hand when ctrlz was
  * installed (see src/ctrlz/door/__init__.py for the design, setup.py for the build).
  *
- * `ctrlz snapshot` and `ctrlz snapshot --json` are handed to the workspace daemon, when one
- * runs, without starting Python: this program finds the store as ctrlz.locator.locate does,
- * sends the command, its working directory and the environment that decides the settings
- * and the output's encoding (op "door", answered by ctrlz/door/serve.py), then writes the
- * bytes the daemon rendered with the CLI's own functions and exits with its status.
+ * `ctrlz snapshot [--json]` and `ctrlz list [--json]` are handed to the workspace daemon,
+ * when one runs, without starting Python: this program finds the store as
+ * ctrlz.locator.locate does, sends the command, its working directory, whether stdout is a
+ * terminal and the environment that decides the settings and the output's encoding (op
+ * "door", answered by ctrlz/door/serve.py), then writes the bytes the daemon rendered with
+ * the CLI's own functions and exits with its status.
  *
  * Everything else execs the Python CLI with the interpreter ctrlz was installed with: every
  * other command, no workspace, no daemon, a daemon that declines or does not answer. The
@@ -85,7 +86,8 @@ static int build_request(buf *b, int argc, char **argv, const char *cwd, const c
         return -1;
     for (int i = 1; i < argc; i++)
         if ((i > 1 && buf_str(b, ", ")) || json_str(b, argv[i])) return -1;
-    if (buf_str(b, "], \"cwd\": ") || json_str(b, cwd) || buf_str(b, ", \"root\": ") ||
+    if (buf_str(b, "], \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
+        buf_str(b, ", \"cwd\": ") || json_str(b, cwd) || buf_str(b, ", \"root\": ") ||
         json_str(b, root) || buf_str(b, ", \"store\": ") || json_str(b, store) ||
         buf_str(b, ", \"env\": {"))
         return -1;
@@ -281,7 +283,7 @@ int main(int argc, char **argv) {
     const char *t = getenv("CTRLZ_DOOR_TRACE");
     tracing = t && *t && strcmp(t, "0") != 0;
     if (argc == 2 || argc == 3) {
-        int form = strcmp(argv[1], "snapshot") == 0 &&
+        int form = (strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "list") == 0) &&
                    (argc == 2 || strcmp(argv[2], "--json") == 0);
         if (form) {
             int status = door(argc, argv);

@@ -1,8 +1,9 @@
 """The native door's request (``op: door``), answered inside the workspace daemon.
 
-The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends::
+The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for ``ctrlz snapshot [--json]`` and
+``ctrlz list [--json]``::
 
-    {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src",
+    {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src", "tty": false,
      "root": "/w", "store": "/home/u/.local/share/ctrlz/workspaces/w-0123456789abcdef",
      "env": {"HOME": "...", "CTRLZ_HOME": "...", "LANG": "...", ...}}
 
@@ -16,7 +17,8 @@ another command or form; another workspace or store than this daemon's, as the o
 finds them from the caller's directory and environment; settings other than this daemon's
 (the caller's files and ``CTRLZ_*`` variables, as for any served request); an output that
 would not be UTF-8; a ``$CTRLZ_PROGRESS_DELAY`` (the CLI checks it); a configuration or home
-that is an error (the CLI says which); and whatever the snapshot request itself declines.
+that is an error (the CLI says which); a listing's table bound for a terminal (``tty``: rich
+draws that); a restore's journal; and whatever the snapshot request itself declines.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 
 from .. import jsontext
-from ..cli import render, taking
+from ..cli import listing, render, taking
 from ..config import load_config
 from ..errors import CtrlzError
 from ..locator import home_dir, locate
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
 
 VERSION = 1
 #: the forms the door serves, and whether each prints JSON
-FORMS = {("snapshot",): False, ("snapshot", "--json"): True}
+FORMS = {("snapshot",): False, ("snapshot", "--json"): True,
+         ("list",): False, ("list", "--json"): True}
 #: variables that make Python choose another output encoding than its default
 _ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
                   "PYTHONLEGACYWINDOWSSTDIO")
@@ -47,16 +50,45 @@ def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """The reply to one door request (see the module docstring)."""
     try:
         as_json, config = _check(daemon, message)
+        printed = (_snapshot if message["argv"][0] == "snapshot" else _list)(
+            daemon, config, as_json, message)
     except _Declined as exc:
         return {"ok": False, "error": f"the native door declines: {exc}"}
+    if isinstance(printed, dict):  # the request itself declined
+        return printed
+    out, err = bytearray(), bytearray()
+    for to_err, text in printed:
+        (err if to_err else out).extend(render.encoded(text + "\n", to_err))
+    return {"ok": True, "exit": 0, "out": out.decode("latin-1"), "err": err.decode("latin-1")}
+
+
+def _snapshot(daemon: Daemon, config: dict[str, Any], as_json: bool,
+              message: dict[str, Any]) -> list[tuple[bool, str]] | dict[str, Any]:
+    """``ctrlz snapshot [--json]``: a manual snapshot, as any served request takes it."""
     reply = daemon.snapshot({"op": "snapshot", "type": "manual", "label": None,
                              "pinned": False, "session_id": None, "config": config})
     if reply.get("ok") is not True:
         return reply
-    out, err = bytearray(), bytearray()
-    for to_err, text in taking.lines(reply["snapshot"], as_json):
-        (err if to_err else out).extend(render.encoded(text + "\n", to_err))
-    return {"ok": True, "exit": 0, "out": out.decode("latin-1"), "err": err.decode("latin-1")}
+    return taking.lines(reply["snapshot"], as_json)
+
+
+def _list(daemon: Daemon, config: dict[str, Any], as_json: bool,
+          message: dict[str, Any]) -> list[tuple[bool, str]] | dict[str, Any]:
+    """``ctrlz list [--json]``, unless its table would go to a terminal (rich draws that,
+    to the terminal's width) or a restore's journal is there (opening the workspace
+    recovers it, and says so, first)."""
+    if not as_json and message.get("tty") is not False:
+        raise _Declined("the table goes to a terminal")
+    refusal = daemon.refusal({"config": config})
+    if refusal is not None:
+        return refusal
+    from ..engine import journal
+
+    ws = daemon.ws
+    if journal.pending(ws.store_path):
+        raise _Declined("a restore's journal is there")
+    return listing.lines(list(reversed(ws.snapshots())), ws.store_disk_bytes,
+                         config["store_cap"], as_json)
 
 
 class _Declined(Exception):

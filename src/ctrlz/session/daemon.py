@@ -188,7 +188,7 @@ class Daemon:
                 "supervised": self.parent_pid is not None,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
 
-    def _refusal(self, message: dict[str, Any]) -> dict[str, Any] | None:
+    def refusal(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """Why this request must be served in the caller's process, if it must: the
         workspace's configuration changed since we started (we stop, and the next hook starts
         a daemon with the new rules), or the caller runs with other settings than the files
@@ -220,7 +220,7 @@ class Daemon:
 
     def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
         ws, repo = self.ws, self.ws.repo
-        refusal = self._refusal(message)
+        refusal = self.refusal(message)
         if refusal is not None:
             return refusal
         self.last_request = time.monotonic()  # only snapshots keep the daemon alive
@@ -263,7 +263,7 @@ class Daemon:
         the caller never restores a second time in-process."""
         from . import restore_wire, restores
 
-        refusal = self._refusal(message)
+        refusal = self.refusal(message)
         if refusal is None:
             with self.ws.repo.lock:  # waits out a live restore, as the restore itself would
                 refusal = self._interrupted()
@@ -353,7 +353,7 @@ class Daemon:
         request finds the cache older than ``since_ns`` and scans fully: nothing handed out
         can be lost."""
         repo = self.ws.repo
-        refusal = self._refusal(message)
+        refusal = self.refusal(message)
         if refusal is not None:
             return refusal
         self.last_request = time.monotonic()
