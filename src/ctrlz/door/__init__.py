@@ -1,30 +1,34 @@
-"""The native door: ``ctrlz snapshot [--json]`` answered without starting Python.
+"""The native door: ``ctrlz snapshot [--json]`` and ``ctrlz list [--json]`` answered by the
+workspace daemon without starting Python.
 
 Why: a served snapshot costs the workspace daemon 2-5 ms, but a fresh Python interpreter costs
 11-24 ms before ctrlz runs a line (its ``site`` module alone 5 ms), against 7-13 ms for the
 whole of ``git add -A && git commit`` on the same machines. The snapshot that agents, their
-shell wrappers and scripts run most is therefore mostly interpreter start-up. Mercurial met the
-same wall with ``chg``, a C client for a resident server; this is ctrlz's.
+shell wrappers and scripts run most, and the listing they poll, were therefore mostly
+interpreter start-up. Mercurial met the same wall with ``chg``, a C client for a resident
+server; this is ctrlz's.
 
 How:
 
 * ``ctrlz`` is a small C program (``client.c``, the program; ``wire.c``, JSON text;
   ``locate.c``, where the store is), built by ``setup.py`` where a C compiler is at hand on
   Linux; elsewhere ``ctrlz`` is the Python script beside this file, the same CLI.
-* For the two plain forms it finds the workspace's store as :func:`ctrlz.locator.locate`
+* For those plain forms it finds the workspace's store as :func:`ctrlz.locator.locate`
   does, and when the store's daemon socket is there it hands the command over whole (``op:
-  door``): its arguments, its working directory, the workspace and store it found, and the
-  environment that decides the settings and the output's encoding.
+  door``): its arguments, its working directory, whether stdout is a terminal, the workspace
+  and store it found, and the environment that decides the settings and the output's
+  encoding.
 * The daemon answers in :mod:`.serve`, a face running in the daemon's process: it locates
   the store again, from the caller's environment, with the one locator, so the C program's
   search only ever finds a daemon, never decides which workspace is snapshotted; it loads the
   caller's settings (:func:`ctrlz.config.load_config` with the caller's environment), takes
-  the snapshot as for any served request, and renders it with the CLI's own functions
-  (:func:`ctrlz.cli.taking.lines`). The client writes those bytes and exits with the status.
+  the snapshot as for any served request (or reads the catalog, for a listing), and renders
+  it with the CLI's own functions (:func:`ctrlz.cli.taking.lines`,
+  :func:`ctrlz.cli.listing.lines`). The client writes those bytes and exits with the status.
 * Anything else runs the Python CLI (``python -P -c``, the interpreter ``ctrlz`` was
   installed with): every other command and form, no workspace, no daemon, a daemon that
-  declines (other settings, an output encoding other than UTF-8, a full manual pool, a
-  restore's journal...), a daemon that does not answer. The Python CLI then meets each case
+  declines (other settings, an output encoding other than UTF-8, a listing's table bound for
+  a terminal, a full manual pool, a restore's journal...), a daemon that does not answer. The Python CLI then meets each case
   with its full handling, as it did before the door existed; the door only ever adds speed.
 
 ``CTRLZ_DOOR=0`` sends every command to the Python CLI; ``CTRLZ_DOOR_TRACE=1`` makes the
