@@ -225,6 +225,17 @@ class Rsync(Tool):
 
     name = "rsync"
 
+    def __init__(self, tree: Path, work: Path) -> None:
+        super().__init__(tree, work)
+        #: seconds ``sync -f`` took after each first copy: what making the copy durable costs
+        #: (rsync never fsyncs; a ctrlz snapshot is on disk when the command returns)
+        self.first_flush: list[float] = []
+
+    def first(self) -> float:
+        dt = self.snapshot()
+        self.first_flush.append(run(["sync", "-f", self.snaps[-1]])[0])
+        return dt
+
     def snapshot(self) -> float:
         dest = self.work / f"s{len(self.snaps)}"
         cmd = ["rsync", "-a"]
