@@ -11,6 +11,13 @@ from .state.oplog import Operation
 from .types import Skipped, Snapshot, iso_utc, show_path
 
 KINDS = {"f": "file", "l": "symlink", "d": "dir"}
+#: how many of the last day's drops a status reads (that many is said "or more")
+DROPS_SHOWN = 100
+
+
+def counted(items: list[Any]) -> str:
+    """How many ``items`` there are, when a list read at most ``DROPS_SHOWN`` of them."""
+    return f"{len(items)} or more" if len(items) >= DROPS_SHOWN else str(len(items))
 
 
 @dataclass(frozen=True)

@@ -236,11 +236,14 @@ class Workspace(ProtectedWorkspace):
         from .toolcalls.hook_log import recent_hook_errors
 
         day_ago = time.time_ns() - 86_400 * 10**9
-        dropped = self.repo.catalog.drops(since_ns=day_ago, limit=20)
-        capped = [d for d in dropped if "store_cap" in d["reason"]]
+        from .engine.retention import OVER_STORE_CAP
+        from .reports import DROPS_SHOWN, counted
+
+        dropped = self.repo.catalog.drops(since_ns=day_ago, limit=DROPS_SHOWN)
+        capped = [d for d in dropped if d["reason"].startswith(OVER_STORE_CAP)]
         if capped:
             newest = capped[0]
-            problems.append(f"store_cap dropped {len(capped)} snapshot(s) in the last day "
+            problems.append(f"store_cap dropped {counted(capped)} snapshot(s) in the last day "
                             f"(the newest: {newest['id']}, {newest['type']}); raise store_cap "
                             "to keep more history")
         hook_errors = recent_hook_errors(self, limit=20, since_ns=day_ago)

@@ -223,8 +223,10 @@ def status_cmd(state: State, as_json: bool) -> None:
                                 else "not running (the next snapshot starts it)"
                                 if ws.config["daemon"] else "off (daemon = false)"))
     if st.dropped:
+        from ..reports import counted
+
         newest = st.dropped[0]
-        render.out(f"Dropped:   {len(st.dropped)} snapshot(s) in the last day by retention; "
+        render.out(f"Dropped:   {counted(st.dropped)} snapshot(s) in the last day by retention; "
                    f"the newest {newest['id']} ({newest['type']}): {newest['reason']}")
     for name, info in remote_info.items():
         render.out(f"Remote:    {name}: " + (f"{info['unpushed']} snapshots not pushed "

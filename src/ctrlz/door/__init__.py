@@ -28,8 +28,9 @@ How:
 * Anything else runs the Python CLI (``python -P -c``, the interpreter ``ctrlz`` was
   installed with): every other command and form, no workspace, no daemon, a daemon that
   declines (other settings, an output encoding other than UTF-8, a listing's table bound for
-  a terminal, a full manual pool, a restore's journal...), a daemon that does not answer. The Python CLI then meets each case
-  with its full handling, as it did before the door existed; the door only ever adds speed.
+  a terminal, a full manual pool, a restore's journal...), a daemon that does not answer.
+  The Python CLI then meets each case with its full handling, as it did before the door
+  existed; the door only ever adds speed.
 
 ``CTRLZ_DOOR=0`` sends every command to the Python CLI; ``CTRLZ_DOOR_TRACE=1`` makes the
 door say on stderr what it did and why. :mod:`.program` is the daemon's program: the session's

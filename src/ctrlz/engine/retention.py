@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 RINGS = {"auto": "auto_max", "safety": "safety_max", "tool": "tool_max"}
+#: how every reason ``store_cap`` gives for a drop begins (``ctrlz status`` looks for it)
+OVER_STORE_CAP = "the store is over store_cap"
 
 
 class Policy(namedtuple("Policy", "auto_max manual_max safety_max tool_max max_count store_cap "
@@ -254,7 +256,7 @@ def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str
         # reclaim what earlier ring drops left unreachable before dropping anything live
         plan.gc = collect_garbage(repo)
         floor = int(policy.store_cap * CAP_FLOOR)
-        reason = f"the store is over store_cap={policy.store_cap} bytes"
+        reason = f"{OVER_STORE_CAP}={policy.store_cap} bytes"
         while (need := usage(repo) - floor) > 0:
             victims = _victims(repo, policy, protected, need)
             if not victims:
