@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ctrlz.workspace import Workspace
+
 
 @dataclass(frozen=True)
 class Link:
@@ -104,3 +108,21 @@ def mounted(where: Path, *args: str) -> Iterator[Path]:
     finally:
         if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def served_workspace(root: Path) -> Iterator[Workspace]:
+    """The workspace at ``root`` (its files made by the caller) with a first snapshot,
+    labelled "base", and its daemon running, for a fixture to ``yield from``; the daemon is
+    stopped afterwards."""
+    from ctrlz.session import daemon_client
+    from ctrlz.workspace import Workspace
+
+    workspace = Workspace.init(root)
+    workspace.snapshot(label="base")
+    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
+    assert info["ready"], info
+    try:
+        yield workspace
+    finally:
+        daemon_client.stop(workspace.store_path)
+        workspace.close()

@@ -18,6 +18,7 @@ import pytest
 from ctrlz.engine import journal
 from ctrlz.session import daemon_client, served
 from ctrlz.workspace import Workspace
+from tests.conftest import served_workspace
 
 CTRLZ = str(Path(sys.executable).parent / "ctrlz")
 
@@ -35,13 +36,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     root = tmp_path / "work"
     (root / "src").mkdir(parents=True)
     (root / "src" / "a.py").write_text("a = 1\n")
-    workspace = Workspace.init(root)
-    workspace.snapshot(label="base")
-    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
-    assert info["ready"], info
-    yield workspace
-    daemon_client.stop(workspace.store_path)
-    workspace.close()
+    yield from served_workspace(root)
 
 
 def served_count(ws: Workspace) -> int:
