@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 from ctrlz.locator import store_dir
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
+from tests.conftest import served_workspace, tree_state
 
 BIN = Path(sys.executable).parent
 CTRLZ = str(BIN / "ctrlz")
@@ -56,13 +58,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     (root / "line\nbreak.bin").write_bytes(b"y" * 500)
     with open(os.path.join(os.fsencode(root), b"caf\xe9.bin"), "wb") as f:
         f.write(b"z" * 500)
-    workspace = Workspace.init(root)
-    workspace.snapshot(label="base")
-    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
-    assert info["ready"], info
-    yield workspace
-    daemon_client.stop(workspace.store_path)
-    workspace.close()
+    yield from served_workspace(root)
 
 
 def ctrlz(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
@@ -75,11 +71,16 @@ def trace(run: subprocess.CompletedProcess[bytes]) -> list[str]:
             if line.startswith(b"ctrlz door: ")]
 
 
+def errors(run: subprocess.CompletedProcess[bytes]) -> bytes:
+    """stderr without the door's trace."""
+    return b"".join(line + b"\n" for line in run.stderr.splitlines()
+                    if not line.startswith(b"ctrlz door: "))
+
+
 def output(run: subprocess.CompletedProcess[bytes]) -> tuple[bytes, bytes]:
-    """stdout and stderr without the door's trace, with the snapshot's own id and number
-    (and, in JSON, its time and parent) made alike."""
-    err = b"".join(line + b"\n" for line in run.stderr.splitlines()
-                   if not line.startswith(b"ctrlz door: "))
+    """A snapshot's stdout and stderr without the door's trace, with the snapshot's own id
+    and number (and, in JSON, its time and parent) made alike."""
+    err = errors(run)
     out = run.stdout
     if out.startswith(b"{"):
         data = loads(out)
@@ -227,7 +228,8 @@ def test_a_daemon_killed_before_it_answers_hands_the_snapshot_to_python(
     (ws.root / "src" / "a.py").write_text("a = 2\n")
     run = ctrlz("snapshot", "--json", cwd=ws.root, CTRLZ_DAEMON="1")
     assert run.returncode == 0, run.stderr
-    assert "ctrlz door: handing over: the daemon closed the connection" in trace(run)
+    assert "ctrlz door: handing over: the daemon closed the connection (empty message)" \
+        in trace(run)
     assert loads(run.stdout)["changes"]["modified"] == 1
     assert [s.label for s in ws.snapshots()] == ["base", None]
     assert daemon_client.wait_ready(ws.store_path, 60) is not None  # the fixture stops it
@@ -371,3 +373,116 @@ def test_without_a_compiler_ctrlz_is_the_python_clis_script(
     run = subprocess.run([str(tmp_path / "d"), "list"], capture_output=True)
     assert run.stderr.startswith(b"ctrlz: error: the Python interpreter ctrlz was installed "
                                  b"with (/no/such/py\"th\\on\xe9) is gone")
+
+
+# -- rollbacks: at most once ------------------------------------------------------------------
+
+
+def _edit(ws: Workspace, n: int) -> None:
+    (ws.root / "src" / "a.py").write_text(f"edit {n}\n")
+    (ws.root / "src" / "new.py").write_text(f"new {n}\n")
+
+
+def _alike(data: bytes, target: str) -> bytes:
+    """A rollback's output with the snapshot it took (and its times) made alike."""
+    import re
+
+    data = re.sub(rb"snap_[a-z0-9]{8}", lambda m: m[0] if m[0] == target.encode()
+                  else b"snap_X", data)
+    return re.sub(rb'"(created_at|created_ns|number)": [^,\n]+', rb'"\1": X', data)
+
+
+@pytest.mark.parametrize("json_form", [False, True])
+def test_a_rollback_prints_byte_for_byte_what_the_python_cli_prints(
+        ws: Workspace, json_form: bool) -> None:
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    base = ws.resolve("base").id
+    form = ["rollback", base, *(["--json"] if json_form else [])]
+    runs = []
+    for n, env in enumerate(({}, {"CTRLZ_DOOR": "0"})):
+        _edit(ws, n)
+        runs.append(run := ctrlz(*form, cwd=ws.root / "src", **env))
+        assert run.returncode == 0, run.stderr
+        assert (ws.root / "src" / "a.py").read_text() == "a = 1\n"
+        assert not (ws.root / "src" / "new.py").exists()
+    door, python = runs
+    assert served(door) and not served(python), trace(door)
+    assert _alike(door.stdout, base) == _alike(python.stdout, base)
+    assert errors(door) == errors(python)
+    undo = ctrlz("undo", cwd=ws.root)  # the rollback the Python CLI ran
+    assert undo.returncode == 0 and (ws.root / "src" / "a.py").read_text() == "edit 1\n"
+
+
+def test_a_rollback_whose_daemon_dies_is_never_run_twice(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL in the daemon as the rollback puts its first file in place: the door says
+    what the Python CLI says (exit 7), hands nothing to Python, and the next command's
+    recovery plus ``ctrlz undo`` bring the edits back."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    lines = []
+    for door in (True, False):
+        _edit(ws, 1)
+        edited = tree_state(ws.root)
+        daemon_client.stop(ws.store_path)
+        monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", "restore-place")
+        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+        monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
+        run = ctrlz("rollback", "base", cwd=ws.root, **({} if door else {"CTRLZ_DOOR": "0"}))
+        assert run.returncode == 7, run.stderr
+        if door:  # stopped there: nothing handed to Python, which could run it again
+            assert not any(t.startswith("ctrlz door: running") for t in trace(run)), trace(run)
+        lines.append(errors(run))
+        while daemon_client.running(ws.store_path):
+            time.sleep(0.02)
+        status = ctrlz("status", cwd=ws.root, CTRLZ_DAEMON="0")  # recovers the journal
+        assert status.returncode == 0, status.stderr
+        undo = ctrlz("undo", cwd=ws.root, CTRLZ_DAEMON="0")
+        assert undo.returncode == 0, undo.stderr
+        now = tree_state(ws.root)
+        assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
+        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    assert lines[0] == lines[1] and lines[0].startswith(
+        b"ctrlz: error: the workspace daemon stopped during the rollback without answering "
+        b"(empty message); it may have been applied in part."), lines
+
+
+def test_a_rollback_at_a_terminal_is_the_python_clis(ws: Workspace) -> None:
+    """Its progress bar goes to the terminal, so the Python CLI runs it in-process."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    import pty
+
+    _edit(ws, 1)
+    restores = daemon_client.status(ws.store_path)["served"]["restores"]
+    leader, follower = pty.openpty()
+    try:
+        run = subprocess.run([CTRLZ, "rollback", "base"], cwd=ws.root, stdout=subprocess.PIPE,
+                             stderr=follower, env={**os.environ, "CTRLZ_DOOR_TRACE": "1"})
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert run.returncode == 0 and run.stdout.startswith(b"Rolled back to ")
+    assert daemon_client.status(ws.store_path)["served"]["restores"] == restores
+    assert (ws.root / "src" / "a.py").read_text() == "a = 1\n"
+
+
+def test_a_rollback_that_failed_in_the_daemon_is_the_clis_error_line() -> None:
+    """A restore the daemon ran and that failed is its answer: the CLI's one line and exit
+    status, never a decline that would run it again (the daemon is a stand-in here: the
+    line is the door's to render)."""
+    from ctrlz.door import serve
+
+    class Failing:
+        ws = None
+
+        def restore(self, message: dict) -> dict:
+            assert message["rollback"]["ref"] == "base"
+            return {"ok": True, "failed": {"error": "RestoreIncomplete", "result": None,
+                                           "message": "2 paths changed during the restore"}}
+
+    status, lines = serve._rollback(Failing(), {}, False, {"argv": ["rollback", "base"],
+                                                           "tty_err": False})
+    assert (status, lines) == (7, [(True, "ctrlz: error: 2 paths changed during the "
+                                          "restore")])

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     import click
 
-__all__ = ["exit_code_for", "main"]
+__all__ = ["error_line", "exit_code_for", "main"]
 
 
 def exit_code_for(exc: BaseException) -> tuple[int, str]:
@@ -130,12 +130,19 @@ def _command_path(args: list[str]) -> str:
         return "ctrlz"
 
 
+def error_line(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the one line an expected error gets (the native door's daemon
+    prints a restore's failure with it too)."""
+    code, message = exit_code_for(exc)
+    return code, f"ctrlz: error: {' '.join(message.split())}"
+
+
 def _failed(exc: Exception) -> int:
     """Print the one line an error gets and return its exit status (a bug included, unless
     ``CTRLZ_DEBUG`` asks for the traceback)."""
     if _expected(exc):
-        code, message = exit_code_for(exc)
-        print(f"ctrlz: error: {' '.join(message.split())}", file=sys.stderr)
+        code, line = error_line(exc)
+        print(line, file=sys.stderr)
         return code
     import os
 

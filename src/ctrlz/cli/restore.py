@@ -113,7 +113,8 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
     if res.restore.dry_run:
         render.out(f"Would {res.action} {what}: "
                    f"{render.plan_summary(res.restore.plan.counts())}")
-        _actions(res.restore)
+        for err, text in _actions(res.restore):
+            render.echo(text, err=err)
         render.note("Nothing was changed (dry run).")
         return
     counts = render.done_summary(res.restore.plan.counts())

@@ -17,38 +17,41 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def actions(result: Any) -> None:
+def actions(result: Any) -> list[tuple[bool, str]]:
     """The files a plan writes or deletes (directory bookkeeping left out), and what it left
-    alone."""
+    alone; each line with whether it goes to stderr."""
     data = result.to_json()
-    for a in data["actions"]:
-        if a["op"] in ("mkdir", "rmdir", "dirmode", "utime"):
-            continue
-        render.out(f"  {a['op']:<8} {a['path']}")
-    for k in data["skipped"]:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
+    out = [(False, f"  {a['op']:<8} {a['path']}") for a in data["actions"]
+           if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
+    return out + [(True, f"left alone: {k['path']}: {k['reason']}") for k in data["skipped"]]
 
 
 def report(result: Any, kind: str, verb: str, as_json: bool) -> None:
-    """A restore's outcome: what it did (or would do), and how to undo it."""
+    """Print :func:`report_lines`."""
+    for err, text in report_lines(result, kind, verb, as_json):
+        render.echo(text, err=err)
+
+
+def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple[bool, str]]:
+    """A restore's outcome: what it did (or would do), and how to undo it; each line with
+    whether it goes to stderr (:func:`report` prints them, and the native door,
+    :mod:`ctrlz.door.serve`, sends them to its caller)."""
     if as_json:
-        render.emit_json({"type": kind, **result.to_json()})
-        return
+        return [(False, render.json_text({"type": kind, **result.to_json()}))]
     target = result.target
     label = f' "{target.label}"' if target.label else ""
     if result.dry_run:
-        render.out(f"Would restore {target.id}{label}: "
-                   f"{render.plan_summary(result.plan.counts())}")
-        actions(result)
-        render.note("Nothing was changed (dry run).")
-        return
-    render.out(f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
-               f"{render.done_summary(result.plan.counts())}")
-    for k in result.to_json()["skipped"]:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
+        return [(False, f"Would restore {target.id}{label}: "
+                        f"{render.plan_summary(result.plan.counts())}"),
+                *actions(result), (True, "Nothing was changed (dry run).")]
+    out = [(False, f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
+                   f"{render.done_summary(result.plan.counts())}")]
+    out += [(True, f"left alone: {k['path']}: {k['reason']}")
+            for k in result.to_json()["skipped"]]
     if result.safety is not None:
-        render.out(f"Safety snapshot: {result.safety.id}")
-        render.out(f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")
+        out += [(False, f"Safety snapshot: {result.safety.id}"),
+                (False, f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")]
+    return out
 
 
 def run(snap: str, as_json: bool) -> None:

@@ -87,6 +87,7 @@ static int build_request(buf *b, int argc, char **argv, const char *cwd, const c
     for (int i = 1; i < argc; i++)
         if ((i > 1 && buf_str(b, ", ")) || json_str(b, argv[i])) return -1;
     if (buf_str(b, "], \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
+        buf_str(b, ", \"tty_err\": ") || buf_str(b, isatty(2) ? "true" : "false") ||
         buf_str(b, ", \"cwd\": ") || json_str(b, cwd) || buf_str(b, ", \"root\": ") ||
         json_str(b, root) || buf_str(b, ", \"store\": ") || json_str(b, store) ||
         buf_str(b, ", \"env\": {"))
@@ -105,12 +106,33 @@ static int build_request(buf *b, int argc, char **argv, const char *cwd, const c
 
 /* -- talking to the daemon --------------------------------------------------------------- */
 
+/* what Ctrl+C prints and exits with, as the Python CLI would at that point */
+static const char *interrupt_msg = "ctrlz: interrupted\n";
+static int interrupt_status = 130;
+
+/* a rollback, from the moment it is asked for (ctrlz.session.served.ask_restore's words) */
+static const char ROLLBACK_INTERRUPTED[] =
+    "ctrlz: error: interrupted; the workspace daemon goes on with the rollback if it had "
+    "received it: run `ctrlz list` in a moment for its safety snapshot, which `ctrlz undo` "
+    "returns to\n";
+#define RESTORE_FAILED 7  /* RestoreError's exit status */
+
 static void on_interrupt(int sig) {
     (void)sig;
-    static const char msg[] = "ctrlz: interrupted\n";  /* as the Python CLI says it */
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    ssize_t ignored = write(2, interrupt_msg, strlen(interrupt_msg));
     (void)ignored;
-    _exit(130);
+    _exit(interrupt_status);
+}
+
+/* A rollback the daemon received whole and did not answer: it may have run, so it is never
+ * run again; the words and status are ctrlz.session.served.ask_restore's. */
+static int rollback_lost(const char *why) {
+    fprintf(stderr, "ctrlz: error: the workspace daemon stopped during the rollback without "
+                    "answering (%s); it may have been applied in part. The next ctrlz command "
+                    "cleans up after it from its journal and records its undo entry: run "
+                    "`ctrlz status`, then `ctrlz undo` to return to the state before it\n",
+            why);
+    return RESTORE_FAILED;
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -157,8 +179,9 @@ static int connect_daemon(const char *store) {
 }
 
 /* The whole door: the exit status when the daemon served the command, -1 to hand it to the
- * Python CLI (nothing was written then). */
-static int door(int argc, char **argv) {
+ * Python CLI (nothing was written then). ``once``: a rollback, which must not run twice: once
+ * the request is sent whole, only the daemon's answer or an error ends it. */
+static int door(int argc, char **argv, int once) {
     const char *off = getenv("CTRLZ_DOOR");
     if (off && strcmp(off, "0") == 0) return trace("off: $CTRLZ_DOOR is 0"), -1;
     char *home = store_home();
@@ -185,39 +208,50 @@ static int door(int argc, char **argv) {
     sigaction(SIGPIPE, NULL, &old_pipe);
     struct sigaction sa = {.sa_handler = on_interrupt};
     sigemptyset(&sa.sa_mask);
+    if (once) interrupt_msg = ROLLBACK_INTERRUPTED, interrupt_status = RESTORE_FAILED;
     if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
     signals_set = 1;
     fd = connect_daemon(store);
     if (fd < 0) goto out;
-    struct timeval tv = {REPLY_TIMEOUT_S, 0};
+    struct timeval tv = {once ? 0 : REPLY_TIMEOUT_S, 0};  /* a restore takes what it takes */
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (write_all(fd, request.data, request.len)) {
         trace("the daemon took no request: %s", strerror(errno));
-        goto out;
+        goto out;  /* not whole: the daemon reads to the newline and did nothing */
     }
+    char lost[128] = "";
     for (;;) {  /* to the newline, or to the end */
         if (buf_reserve(&answer, 65536)) goto out;
         ssize_t got = read(fd, answer.data + answer.len, 65536);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            trace("no answer: %s", strerror(errno));
-            goto out;
+            snprintf(lost, sizeof lost, "[Errno %d] %s", errno, strerror(errno));
+            trace("no answer: %s", lost);
+            break;
         }
         if (got == 0) break;
         answer.len += (size_t)got;
         answer.data[answer.len] = '\0';
         if (answer.data[answer.len - 1] == '\n') break;
         if (answer.len > REPLY_MAX) {
-            trace("an answer longer than %u bytes", REPLY_MAX);
-            goto out;
+            snprintf(lost, sizeof lost, "an answer longer than %u bytes", REPLY_MAX);
+            trace("%s", lost);
+            break;
         }
     }
-    if (parse_reply(answer.data ? answer.data : "", answer.len, &r) || !r.ok || !r.has_exit) {
-        trace("handing over: %s", r.error.data ? r.error.data
-                                    : answer.len ? "an answer this door cannot read"
-                                                 : "the daemon closed the connection");
+    if (!*lost && parse_reply(answer.data ? answer.data : "", answer.len, &r))
+        snprintf(lost, sizeof lost, "%s", answer.len ? "an answer this door cannot read"
+                                                     : "empty message");
+    if (*lost) {
+        trace("%s: the daemon closed the connection (%s)", once ? "stopping" : "handing over",
+              lost);
+        if (once) status = rollback_lost(lost);
+        goto out;
+    }
+    if (!r.ok || !r.has_exit) {  /* declined: nothing was done */
+        trace("handing over: %s", r.error.data ? r.error.data : "no status in the answer");
         goto out;
     }
     trace("served by the daemon of %s", store);
@@ -282,13 +316,14 @@ static int run_python(int argc, char **argv) {
 int main(int argc, char **argv) {
     const char *t = getenv("CTRLZ_DOOR_TRACE");
     tracing = t && *t && strcmp(t, "0") != 0;
-    if (argc == 2 || argc == 3) {
-        int form = (strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "list") == 0) &&
-                   (argc == 2 || strcmp(argv[2], "--json") == 0);
-        if (form) {
-            int status = door(argc, argv);
-            if (status >= 0) return status;
-        }
+    int json_last = argc >= 3 && strcmp(argv[argc - 1], "--json") == 0;
+    int plain = (argc == 2 || (argc == 3 && json_last)) &&
+                (strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "list") == 0);
+    int rollback = (argc == 3 || (argc == 4 && json_last)) &&
+                   strcmp(argv[1], "rollback") == 0 && argv[2][0] != '-';
+    if (plain || rollback) {
+        int status = door(argc, argv, rollback);
+        if (status >= 0) return status;
     }
     return run_python(argc, argv);
 }

@@ -1,9 +1,10 @@
 """The native door's request (``op: door``), answered inside the workspace daemon.
 
-The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for ``ctrlz snapshot [--json]`` and
-``ctrlz list [--json]``::
+The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for ``ctrlz snapshot [--json]``,
+``ctrlz list [--json]`` and ``ctrlz rollback SNAP [--json]``::
 
-    {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src", "tty": false,
+    {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src",
+     "tty": false, "tty_err": false,
      "root": "/w", "store": "/home/u/.local/share/ctrlz/workspaces/w-0123456789abcdef",
      "env": {"HOME": "...", "CTRLZ_HOME": "...", "LANG": "...", ...}}
 
@@ -18,7 +19,13 @@ finds them from the caller's directory and environment; settings other than this
 (the caller's files and ``CTRLZ_*`` variables, as for any served request); an output that
 would not be UTF-8; a ``$CTRLZ_PROGRESS_DELAY`` (the CLI checks it); a configuration or home
 that is an error (the CLI says which); a listing's table bound for a terminal (``tty``: rich
-draws that); a restore's journal; and whatever the snapshot request itself declines.
+draws that); a rollback whose stderr is a terminal (the CLI draws its progress bar there);
+a restore's journal; and whatever the snapshot or restore request itself declines.
+
+A rollback is at most once, as :func:`ctrlz.session.served.ask_restore` has it: once this
+daemon has started it, the answer is its outcome, a failure included (its one error line
+and exit status), never a decline; and a client that sent the request whole and got no
+answer says so and stops (``client.c``), it never runs the rollback a second time.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import os
 
 from .. import jsontext
-from ..cli import listing, render, taking
+from ..cli import listing, render, rolling, taking
 from ..config import load_config
 from ..errors import CtrlzError
 from ..locator import home_dir, locate
@@ -38,9 +45,8 @@ if TYPE_CHECKING:
     from ..session.daemon import Daemon
 
 VERSION = 1
-#: the forms the door serves, and whether each prints JSON
-FORMS = {("snapshot",): False, ("snapshot", "--json"): True,
-         ("list",): False, ("list", "--json"): True}
+#: the forms the door serves besides ``rollback SNAP [--json]`` (SNAP not an option)
+FORMS = {("snapshot",), ("snapshot", "--json"), ("list",), ("list", "--json")}
 #: variables that make Python choose another output encoding than its default
 _ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
                   "PYTHONLEGACYWINDOWSSTDIO")
@@ -50,16 +56,18 @@ def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """The reply to one door request (see the module docstring)."""
     try:
         as_json, config = _check(daemon, message)
-        printed = (_snapshot if message["argv"][0] == "snapshot" else _list)(
-            daemon, config, as_json, message)
+        command = {"snapshot": _snapshot, "list": _list, "rollback": _rollback}
+        printed = command[message["argv"][0]](daemon, config, as_json, message)
     except _Declined as exc:
         return {"ok": False, "error": f"the native door declines: {exc}"}
-    if isinstance(printed, dict):  # the request itself declined
+    if isinstance(printed, dict):  # the request itself declined: nothing was done
         return printed
+    status, lines = printed if isinstance(printed, tuple) else (0, printed)
     out, err = bytearray(), bytearray()
-    for to_err, text in printed:
+    for to_err, text in lines:
         (err if to_err else out).extend(render.encoded(text + "\n", to_err))
-    return {"ok": True, "exit": 0, "out": out.decode("latin-1"), "err": err.decode("latin-1")}
+    return {"ok": True, "exit": status, "out": out.decode("latin-1"),
+            "err": err.decode("latin-1")}
 
 
 def _snapshot(daemon: Daemon, config: dict[str, Any], as_json: bool,
@@ -91,6 +99,31 @@ def _list(daemon: Daemon, config: dict[str, Any], as_json: bool,
                          config["store_cap"], as_json)
 
 
+def _rollback(daemon: Daemon, config: dict[str, Any], as_json: bool,
+              message: dict[str, Any]) -> tuple[int, list[tuple[bool, str]]] | dict[str, Any]:
+    """``ctrlz rollback SNAP [--json]``, as the Python CLI hands it to this daemon
+    (:func:`ctrlz.session.served.rollback`), unless its stderr is a terminal (where the CLI
+    runs it itself, to draw the progress bar). Once the daemon has started the restore,
+    its outcome is the answer, a failure included: never a decline, so that the client
+    never runs it a second time."""
+    if message.get("tty_err") is not False:
+        raise _Declined("stderr is a terminal: the rollback draws its progress there")
+    from ..cli import error_line
+    from ..session import restore_wire
+
+    ref = message["argv"][1]
+    reply = daemon.restore({**restore_wire.encode_rollback(ref, [], "rollback"),
+                            "config": config})
+    if reply.get("ok") is not True:
+        return reply  # declined before anything started
+    failed = reply.get("failed")
+    if failed is not None:
+        status, line = error_line(restore_wire.decode_error(failed))
+        return status, [(True, line)]
+    result = restore_wire.decode_result(reply["result"])
+    return 0, rolling.report_lines(result, "rollback", "rolled back to", as_json)
+
+
 class _Declined(Exception):
     pass
 
@@ -102,7 +135,8 @@ def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any
         raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
                         f"{VERSION}")
     argv, env, cwd = message.get("argv"), message.get("env"), message.get("cwd")
-    if not isinstance(argv, list) or tuple(argv) not in FORMS:
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+            and (tuple(argv) in FORMS or _is_rollback(argv))):
         raise _Declined("not a form the door serves")
     if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
                                           for k, v in env.items())):
@@ -129,7 +163,13 @@ def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any
         logging.getLogger("ctrlz.daemon").warning(
             "door: the client located %r %r, the locator %r %r",
             message.get("root"), message.get("store"), root, store)
-    return FORMS[tuple(argv)], jsontext.loads(jsontext.dumps(config.values))
+    as_json = argv[-1] == "--json"
+    return as_json, jsontext.loads(jsontext.dumps(config.values))
+
+
+def _is_rollback(argv: list[Any]) -> bool:
+    return (len(argv) in (2, 3) and argv[0] == "rollback" and not argv[1].startswith("-")
+            and argv[2:] in ([], ["--json"]))
 
 
 def _utf8_output(env: dict[str, str]) -> bool:
