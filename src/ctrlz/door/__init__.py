@@ -1,5 +1,5 @@
-"""The native door: ``ctrlz snapshot [--json]`` and ``ctrlz list [--json]`` answered by the
-workspace daemon without starting Python.
+"""The native door: ``ctrlz snapshot``, ``ctrlz list`` and ``ctrlz rollback SNAP`` (each with
+or without ``--json``) answered by the workspace daemon without starting Python.
 
 Why: a served snapshot costs the workspace daemon 2-5 ms, but a fresh Python interpreter costs
 11-24 ms before ctrlz runs a line (its ``site`` module alone 5 ms), against 7-13 ms for the
@@ -22,13 +22,17 @@ How:
   the store again, from the caller's environment, with the one locator, so the C program's
   search only ever finds a daemon, never decides which workspace is snapshotted; it loads the
   caller's settings (:func:`ctrlz.config.load_config` with the caller's environment), takes
-  the snapshot as for any served request (or reads the catalog, for a listing), and renders
-  it with the CLI's own functions (:func:`ctrlz.cli.taking.lines`,
-  :func:`ctrlz.cli.listing.lines`). The client writes those bytes and exits with the status.
+  the snapshot or runs the rollback as for any served request (or reads the catalog, for a
+  listing), and renders it with the CLI's own functions (:func:`ctrlz.cli.taking.lines`,
+  :func:`ctrlz.cli.listing.lines`, :func:`ctrlz.cli.rolling.report_lines`). The client
+  writes those bytes and exits with the status. A rollback is at most once (see
+  :mod:`.serve`).
 * Anything else runs the Python CLI (``python -P -c``, the interpreter ``ctrlz`` was
   installed with): every other command and form, no workspace, no daemon, a daemon that
   declines (other settings, an output encoding other than UTF-8, a listing's table bound for
-  a terminal, a full manual pool, a restore's journal...), a daemon that does not answer.
+  a terminal, a rollback whose progress bar would, a full manual pool, a restore's
+  journal...), a daemon that does not answer (except after a rollback was sent: then an
+  error, as from the Python client).
   The Python CLI then meets each case with its full handling, as it did before the door
   existed; the door only ever adds speed.
 
