@@ -11,8 +11,9 @@ server; this is ctrlz's.
 How:
 
 * ``ctrlz`` is a small C program (``client.c``, the program; ``wire.c``, JSON text;
-  ``locate.c``, where the store is), built by ``setup.py`` where a C compiler is at hand on
-  Linux; elsewhere ``ctrlz`` is the Python script beside this file, the same CLI.
+  ``locate.c``, where the store is; ``trace.c``, what it did), built by ``setup.py`` where a
+  C compiler is at hand on Linux; elsewhere ``ctrlz`` is the Python script beside this
+  file, the same CLI.
 * For those plain forms it finds the workspace's store as :func:`ctrlz.locator.locate`
   does, and when the store's daemon socket is there it hands the command over whole (``op:
   door``): its arguments, its working directory, whether stdout is a terminal, the workspace

@@ -14,14 +14,13 @@
  * decides which workspace is served (it locates it again with the one locator).
  *
  * This file is the program (the request, the socket, the Python CLI); wire.c writes and
- * reads JSON text, locate.c finds the store. Linux only; C99 and POSIX, libc only.
+ * reads JSON text, locate.c finds the store, trace.c says what happened. Linux only; C99 and POSIX, libc only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,18 +54,6 @@ static const char *const ENV_NAMES[] = {
     NULL};
 
 extern char **environ;
-
-static int tracing;
-
-void trace(const char *fmt, ...) {
-    if (!tracing) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ctrlz door: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 /* -- the request ------------------------------------------------------------------------ */
 

@@ -1,5 +1,5 @@
 /* The native door's parts (see client.c): byte buffers and JSON text (wire.c), where the
- * store is (locate.c). */
+ * store is (locate.c), its trace (trace.c). */
 #ifndef CTRLZ_DOOR_H
 #define CTRLZ_DOOR_H
 
@@ -36,7 +36,8 @@ char *store_home(void);
 /* ctrlz.locator.locate from the real path `here`: 0 with *root and *store set, else -1 */
 int locate(const char *here, const char *home, char **root, char **store);
 
-/* a line on stderr when $CTRLZ_DOOR_TRACE asks for it */
+/* a line on stderr when `tracing` (set from $CTRLZ_DOOR_TRACE) asks for it (trace.c) */
+extern int tracing;
 void trace(const char *fmt, ...);
 
 #endif
