@@ -120,6 +120,14 @@ def test_session_commands(project: Path) -> None:
     listing = subprocess.run([CTRLZ, "sessions", "--json"], cwd=project, capture_output=True,
                              text=True)
     assert json.loads(listing.stdout)[0]["exit_code"] == 7
+    # the tables people read, not only the JSON
+    table = subprocess.run([CTRLZ, "sessions"], cwd=project, capture_output=True, text=True)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("SESSION") and "agent.sh" in table.stdout
+    assert table.stderr == "1 session\n"
+    traced = subprocess.run([CTRLZ, "trace"], cwd=project, capture_output=True, text=True)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout.startswith("TIME") and "agent.sh" in traced.stdout
 
 
 def test_untraced_session_says_so_once(project: Path) -> None:

@@ -93,11 +93,11 @@ def sessions_cmd(state: State, as_json: bool) -> None:
     if as_json:
         render.emit_json([r.to_json() for r in rows])
         return
-    render.out(render.table(
+    render.table(
         ["SESSION", "STARTED", "EXIT", "SNAPSHOTS", "COMMAND"],
         [[r.id, r.started[:19].replace("T", " "),
           "running" if r.ended is None else str(r.exit_code), str(r.snapshot_count),
-          " ".join(r.command)[:60]] for r in rows]))
+          " ".join(r.command)[:60]] for r in rows])
     render.note(f"{len(rows)} session{'' if len(rows) == 1 else 's'}")
 
 
@@ -176,12 +176,12 @@ def trace_cmd(state: State, session_id: str | None, grep: str | None, failed: bo
         return
     if not row.traced:
         render.note(f"session {row.id} was not traced: {row.trace_note}")
-    render.out(render.table(
+    render.table(
         ["TIME", "PID", "PPID", "EXIT", "DURATION", "COMMAND"],
         [[e["timestamp"][11:23], str(e["pid"]), str(e["ppid"]),
           e["signal"] or ("-" if e["exit_code"] is None else str(e["exit_code"])),
           "-" if e["duration"] is None else f"{e['duration']:.3f}s",
-          " ".join([e["command"], *e["args"]])[:70]] for e in events]))
+          " ".join([e["command"], *e["args"]])[:70]] for e in events])
 
 
 @click.command("events")
