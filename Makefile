@@ -12,7 +12,7 @@ help:
 	@echo "make test-all  the same, with the long loops in full (tests marked slow)"
 	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h)
+$(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h src/ctrlz/door/ctrlz src/ctrlz/door/ctrlz-hook)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[test]'

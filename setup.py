@@ -1,12 +1,14 @@
-"""The ``ctrlz`` command: the native door where it can be built, else the Python CLI's script.
+"""The ``ctrlz`` and ``ctrlz-hook`` commands: the native door where it can be built, else the
+Python scripts.
 
-Everything else about the package is in pyproject.toml. ``ctrlz`` is installed as a script,
-not a console-script entry point, because on Linux with a C compiler it is a small C program
-(src/ctrlz/door/*.c, see src/ctrlz/door/__init__.py): ``ctrlz snapshot [--json]``
-served by the workspace daemon without starting Python, everything else handed to the Python
-CLI with the interpreter this build runs under. Without a compiler (or with
-``CTRLZ_BUILD_NATIVE=0``, or off Linux) ``ctrlz`` is src/ctrlz/door/ctrlz, which pip turns into
-the same script a ``ctrlz = "ctrlz.cli:main"`` entry point would be.
+Everything else about the package is in pyproject.toml. Both are installed as scripts, not
+console-script entry points, because on Linux with a C compiler they are one small C program
+(src/ctrlz/door/*.c, see src/ctrlz/door/__init__.py), which tells them apart by its name: the
+commands and hooks the workspace daemon can serve are served without starting Python,
+everything else handed to the Python CLI or hook with the interpreter this build runs under.
+Without a compiler (or with ``CTRLZ_BUILD_NATIVE=0``, or off Linux) they are
+src/ctrlz/door/ctrlz and src/ctrlz/door/ctrlz-hook, which pip turns into the same scripts as
+the entry points ``ctrlz = "ctrlz.cli:main"`` and ``ctrlz-hook = "ctrlz.hooks.runner:main"``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ build_scripts = Distribution().get_command_class("build_scripts")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOOR = os.path.join("src", "ctrlz", "door")
-LAUNCHER = os.path.join(DOOR, "ctrlz")
+LAUNCHERS = [os.path.join(DOOR, "ctrlz"), os.path.join(DOOR, "ctrlz-hook")]
 
 
 def c_string(text: str) -> str:
@@ -61,18 +63,22 @@ def build_door(target: str, python: str = sys.executable) -> str | None:
 
 
 class BuildScripts(build_scripts):
-    """The native door as ``ctrlz`` when it builds; the Python script otherwise."""
+    """The native door as ``ctrlz`` and ``ctrlz-hook`` when it builds; the Python scripts
+    otherwise."""
 
     def run(self) -> None:
         self.mkpath(self.build_dir)
         target = os.path.join(self.build_dir, "ctrlz")
         why = build_door(target)
         if why is None:
-            print(f"ctrlz: built the native door ({target})", file=sys.stderr)
+            shutil.copy2(target, os.path.join(self.build_dir, "ctrlz-hook"))
+            print(f"ctrlz: built the native door ({target}, and as ctrlz-hook)",
+                  file=sys.stderr)
             return
-        print(f"ctrlz: no native door ({why}); `ctrlz` is the Python CLI", file=sys.stderr)
+        print(f"ctrlz: no native door ({why}); `ctrlz` and `ctrlz-hook` are Python scripts",
+              file=sys.stderr)
         super().run()
 
 
 if __name__ == "__main__":  # as setuptools runs it (tests load build_door alone)
-    setup(scripts=[LAUNCHER], cmdclass={"build_scripts": BuildScripts})
+    setup(scripts=LAUNCHERS, cmdclass={"build_scripts": BuildScripts})

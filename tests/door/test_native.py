@@ -486,3 +486,144 @@ def test_a_rollback_that_failed_in_the_daemon_is_the_clis_error_line() -> None:
                                                            "tty_err": False})
     assert (status, lines) == (7, [(True, "ctrlz: error: 2 paths changed during the "
                                           "restore")])
+
+
+# -- ctrlz-hook: the agents' hooks ---------------------------------------------------------
+
+HOOK = str(BIN / "ctrlz-hook")
+
+
+def hook(payload: dict | bytes, cwd: Path, agent: str = "claude",
+         **env: str) -> subprocess.CompletedProcess[bytes]:
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    run = subprocess.run([HOOK, agent], input=data, cwd=cwd, capture_output=True,
+                         env={**os.environ, "CTRLZ_DOOR_TRACE": "1", **env})
+    assert run.returncode == 0 and run.stdout == b"" and errors(run) == b"", run.stderr
+    return run
+
+
+def claude(ws: Workspace, session: str, event: str, **fields: object) -> dict:
+    return {"session_id": session, "cwd": str(ws.root), "transcript_path": "/dev/null",
+            "hook_event_name": event, **fields}
+
+
+def calls(ws: Workspace, session: str) -> list[dict]:
+    """A session's tool-call snapshots, without what differs between two alike sessions."""
+    from ctrlz.toolcalls.api import list_snapshots
+
+    keep = ("kind", "tool", "command", "captured_paths", "byte_count", "open", "turn")
+    return [{k: s[k] for k in keep} | {"whole": s["workspace_snapshot"] is not None}
+            for s in list_snapshots(session, workspace=ws)]
+
+
+def hook_errors(ws: Workspace, home: Path) -> list[str]:
+    found = list((ws.store_path / "toolcalls").glob("hook-errors.jsonl")) + list(
+        home.glob("hook-errors.jsonl"))
+    return [json.loads(line)["error"] for f in found for line in f.read_text().splitlines()]
+
+
+def test_the_hooks_are_served_by_the_daemon_and_do_what_the_python_hook_does(
+        ws: Workspace) -> None:
+    """A session as Claude Code runs it (start, a prompt, an Edit, a Bash, their Post
+    events): through the daemon, without Python, the same records as the Python hook's."""
+    if not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    recorded = {}
+    for door in (True, False):
+        env = {} if door else {"CTRLZ_DOOR": "0"}
+        session = f"s-{door}"
+        target = ws.root / "src" / "a.py"
+        target.write_text("a = 1\n")
+        runs = [hook(claude(ws, session, "SessionStart", source="startup"), ws.root, **env),
+                hook(claude(ws, session, "UserPromptSubmit", prompt="go"), ws.root, **env)]
+        edit = {"file_path": str(target), "old_string": "a", "new_string": "b"}
+        runs.append(hook(claude(ws, session, "PreToolUse", tool_name="Edit",
+                                tool_use_id=f"toolu_e{door}", tool_input=edit), ws.root, **env))
+        target.write_text("b = 1\n")
+        runs.append(hook(claude(ws, session, "PostToolUse", tool_name="Edit",
+                                tool_use_id=f"toolu_e{door}", tool_input=edit), ws.root, **env))
+        runs.append(hook(claude(ws, session, "PreToolUse", tool_name="Bash",
+                                tool_use_id=f"toolu_b{door}",
+                                tool_input={"command": "rm -rf src"}), ws.root, **env))
+        assert all(served(run) == door for run in runs), [trace(r) for r in runs]
+        recorded[door] = calls(ws, session)
+    assert recorded[True] == recorded[False]
+    assert [c["kind"] for c in recorded[True]] == ["files", "bash"], recorded
+    assert hook_errors(ws, ws.root.parent / "home") == []
+
+
+@pytest.mark.parametrize("payload", [
+    b"not json", b'{"cwd": "caf\xe9"}', b"[1, 2]", "elsewhere",
+], ids=["garbage", "not-utf8", "not-an-object", "another-directory"])
+def test_a_payload_the_daemon_declines_is_the_python_hooks_to_record(
+        ws: Workspace, tmp_path: Path, payload: bytes | str) -> None:
+    """What the hook's own process records (a payload it cannot read, a directory in no
+    workspace) is declined by the daemon and recorded by the Python hook, where and as it
+    records it without the door."""
+    if not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    if payload == "elsewhere":
+        (tmp_path / "elsewhere").mkdir()
+        payload = json.dumps(claude(ws, "s", "PreToolUse", tool_name="Edit",
+                                    tool_use_id="toolu_x", cwd=str(tmp_path / "elsewhere"),
+                                    tool_input={"file_path": "f"})).encode()
+    home = ws.root.parent / "home"
+    seen = []
+    for door in (True, False):
+        run = hook(payload, ws.root, **({} if door else {"CTRLZ_DOOR": "0"}))
+        assert not served(run)
+        if door:
+            assert any(t.startswith("ctrlz door: handing over: the native door declines")
+                       for t in trace(run)), trace(run)
+        seen.append(hook_errors(ws, home))
+    assert len(seen[0]) == 1 and seen[1] == seen[0] * 2, seen
+
+
+@pytest.mark.parametrize(("failpoint", "tool", "tool_input"), [
+    ("before-commit", "Bash", {"command": "make clean"}),
+    ("before-index-commit", "Write", {"file_path": "src/a.py", "content": "x"}),
+])
+def test_a_daemon_killed_during_a_hook_leaves_its_work_to_the_python_hook(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch, failpoint: str, tool: str,
+        tool_input: dict) -> None:
+    """SIGKILL in the daemon as it takes a shell call's snapshot or stores a file's
+    pre-image: the door gets no answer and runs the Python hook on the same payload, which
+    does the work once, whole (a hook's work is never lost; done again, it is the same)."""
+    if not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    (ws.root / "src" / "a.py").write_text("a = 3\n")
+    daemon_client.stop(ws.store_path)
+    monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", failpoint)
+    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
+    run = hook(claude(ws, "s-kill", "PreToolUse", tool_name=tool, tool_use_id="toolu_k",
+                      tool_input=tool_input), ws.root)
+    lines = trace(run)
+    assert any("the daemon closed the connection" in t for t in lines), lines
+    assert any(t.startswith("ctrlz door: running") for t in lines), lines
+    recorded = calls(ws, "s-kill")
+    assert len(recorded) == 1, recorded
+    assert hook_errors(ws, ws.root.parent / "home") == []
+    if tool == "Bash":
+        assert recorded[0]["whole"] and ws.snapshots()[-1].type == "tool"
+        # the Python hook started a daemon again, as after any in-process snapshot
+        assert daemon_client.wait_ready(ws.store_path, 60) is not None  # the fixture stops it
+    else:
+        assert recorded[0]["captured_paths"] == ["src/a.py"]
+
+
+def test_a_hook_whose_interpreter_is_gone_never_fails_the_agent(tmp_path: Path) -> None:
+    """The Python hook cannot run: a one-line warning on stderr, exit 0 (a non-zero hook
+    would fail, or under Copilot CLI deny, the agent's tool call)."""
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    door = build(tmp_path, str(tmp_path / "gone" / "python"))
+    hook_door = door.with_name("ctrlz-hook")
+    door.rename(hook_door)
+    run = subprocess.run([str(hook_door), "claude"], input=b"{}", capture_output=True,
+                         text=False, env={"PATH": "/usr/bin:/bin", "CTRLZ_DOOR": "0"})
+    assert run.returncode == 0 and run.stdout == b""
+    assert run.stderr.decode() == (
+        f"ctrlz: error: the Python interpreter ctrlz was installed with ({tmp_path}/gone/"
+        "python) is gone; reinstall ctrlz (pip install ctrlz); this session is not "
+        "protected\n")

@@ -1,12 +1,14 @@
 """The native door: ``ctrlz snapshot``, ``ctrlz list`` and ``ctrlz rollback SNAP`` (each with
-or without ``--json``) answered by the workspace daemon without starting Python.
+or without ``--json``), and every agent hook (``ctrlz-hook AGENT [EVENT]``), answered by the
+workspace daemon without starting Python.
 
 Why: a served snapshot costs the workspace daemon 2-5 ms, but a fresh Python interpreter costs
 11-24 ms before ctrlz runs a line (its ``site`` module alone 5 ms), against 7-13 ms for the
 whole of ``git add -A && git commit`` on the same machines. The snapshot that agents, their
-shell wrappers and scripts run most, and the listing they poll, were therefore mostly
-interpreter start-up. Mercurial met the same wall with ``chg``, a C client for a resident
-server; this is ctrlz's.
+shell wrappers and scripts run most, the listing they poll, and the hook an agent waits for
+before every tool call were therefore mostly interpreter start-up (a Claude Code ``Edit``
+hook: 80 ms, of which the capture itself is under 15). Mercurial met the same wall with
+``chg``, a C client for a resident server; this is ctrlz's.
 
 How:
 
@@ -28,6 +30,14 @@ How:
   :func:`ctrlz.cli.listing.lines`, :func:`ctrlz.cli.rolling.report_lines`). The client
   writes those bytes and exits with the status. A rollback is at most once (see
   :mod:`.serve`).
+* ``ctrlz-hook`` is the same program (it tells by its name): it reads the agent's payload
+  from stdin and hands it over with the caller's directory and environment; the daemon runs
+  the hook's own Python on it (:func:`ctrlz.hooks.runner.handle_recorded`), taking a shell
+  call's snapshot itself, when the payload's workspace is the daemon's and the caller's
+  settings are its settings. Anything else, and a daemon that took the payload but gave no
+  answer, runs the Python hook on the same payload: a hook's work is done at least once,
+  never lost (done again, a file's capture or a shell call's snapshot is the same one; at
+  worst a prompt opens one empty turn more). It always exits 0, as the Python hook does.
 * Anything else runs the Python CLI (``python -P -c``, the interpreter ``ctrlz`` was
   installed with): every other command and form, no workspace, no daemon, a daemon that
   declines (other settings, an output encoding other than UTF-8, a listing's table bound for

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -51,7 +52,7 @@ static const char LAUNCH[] =
 static const char *const ENV_NAMES[] = {
     "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "LC_ALL", "LC_CTYPE", "LANG",
     "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONLEGACYWINDOWSSTDIO",
-    NULL};
+    "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", NULL};
 
 extern char **environ;
 
@@ -64,16 +65,21 @@ static int wanted(const char *name, size_t len) {
     return 0;
 }
 
-static int build_request(buf *b, int argc, char **argv, const char *cwd, const char *root,
-                         const char *store) {
+/* the request for argv[1:]; for a hook, ["hook", argv[1:]...] and its payload `stdin` */
+static int build_request(buf *b, int argc, char **argv, const buf *stdin_data, const char *cwd,
+                         const char *root, const char *store) {
     char version[32];
     snprintf(version, sizeof version, "%d", DOOR_VERSION);
     if (buf_str(b, "{\"op\": \"door\", \"version\": ") || buf_str(b, version) ||
-        buf_str(b, ", \"argv\": ["))
+        buf_str(b, ", \"argv\": [") || (stdin_data && buf_str(b, "\"hook\"")))
         return -1;
     for (int i = 1; i < argc; i++)
-        if ((i > 1 && buf_str(b, ", ")) || json_str(b, argv[i])) return -1;
-    if (buf_str(b, "], \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
+        if (((i > 1 || stdin_data) && buf_str(b, ", ")) || json_str(b, argv[i])) return -1;
+    if (buf_str(b, "]")) return -1;
+    if (stdin_data && (buf_str(b, ", \"stdin\": ") ||
+                       json_bytes(b, stdin_data->data ? stdin_data->data : "", stdin_data->len)))
+        return -1;
+    if (buf_str(b, ", \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
         buf_str(b, ", \"tty_err\": ") || buf_str(b, isatty(2) ? "true" : "false") ||
         buf_str(b, ", \"cwd\": ") || json_str(b, cwd) || buf_str(b, ", \"root\": ") ||
         json_str(b, root) || buf_str(b, ", \"store\": ") || json_str(b, store) ||
@@ -167,8 +173,9 @@ static int connect_daemon(const char *store) {
 
 /* The whole door: the exit status when the daemon served the command, -1 to hand it to the
  * Python CLI (nothing was written then). ``once``: a rollback, which must not run twice: once
- * the request is sent whole, only the daemon's answer or an error ends it. */
-static int door(int argc, char **argv, int once) {
+ * the request is sent whole, only the daemon's answer or an error ends it. ``hook``: the
+ * payload of `ctrlz-hook`, whose work may run twice (see hook_door), never not at all. */
+static int door(int argc, char **argv, int once, const buf *hook) {
     const char *off = getenv("CTRLZ_DOOR");
     if (off && strcmp(off, "0") == 0) return trace("off: $CTRLZ_DOOR is 0"), -1;
     char *home = store_home();
@@ -187,7 +194,7 @@ static int door(int argc, char **argv, int once) {
         trace("%s is not in a workspace under %s", cwd, home);
         goto out;
     }
-    if (build_request(&request, argc, argv, cwd, root, store)) goto out;
+    if (build_request(&request, argc, argv, hook, cwd, root, store)) goto out;
     /* Ctrl+C ends it as it ends the Python CLI (unless the caller ignores it); a closed pipe
      * is an error to see, not a signal to die of (Python ignores SIGPIPE too). Both are put
      * back before anything is handed to Python. */
@@ -196,7 +203,7 @@ static int door(int argc, char **argv, int once) {
     struct sigaction sa = {.sa_handler = on_interrupt};
     sigemptyset(&sa.sa_mask);
     if (once) interrupt_msg = ROLLBACK_INTERRUPTED, interrupt_status = RESTORE_FAILED;
-    if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
+    if (old_int.sa_handler != SIG_IGN && !hook) sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
     signals_set = 1;
@@ -259,16 +266,18 @@ out:
 
 /* -- the Python CLI ------------------------------------------------------------------------ */
 
-/* Exec the Python CLI: with the interpreter ctrlz was installed with; failing that (a wheel
- * built elsewhere, a venv moved), with the python3 or python beside this program. Each is
- * tried by exec itself, not by access(), which a process with capabilities (setpriv as
- * root) sees differently. Returns only when none could run. */
-static int run_python(int argc, char **argv) {
+/* Exec Python running `launch` with argv: with the interpreter ctrlz was installed with;
+ * failing that (a wheel built elsewhere, a venv moved), with the python3 or python beside
+ * this program. Each is tried by exec itself, not by access(), which a process with
+ * capabilities (setpriv as root) sees differently. Returns only when none could run: 1, or
+ * 0 for a hook, which never fails the agent (it says why on stderr, as the installed hook
+ * command does when ctrlz-hook is missing). */
+static int run_python(int argc, char **argv, const char *launch, int hook) {
     char **args = calloc((size_t)argc + 5, sizeof *args);
-    if (!args) return perror("ctrlz"), 1;
+    if (!args) return perror("ctrlz"), !hook;
     args[1] = "-P";  /* no working directory on sys.path: a workspace's ctrlz.py is no module */
     args[2] = "-c";
-    args[3] = (char *)LAUNCH;
+    args[3] = (char *)launch;
     for (int i = 0; i < argc; i++) args[4 + i] = argv[i];
     char *candidates[3] = {NULL, NULL, NULL};
     int n = 0;
@@ -290,27 +299,90 @@ static int run_python(int argc, char **argv) {
         execv(candidates[i], args);
         if (!first) first = candidates[i], first_errno = errno;
     }
+    const char *what = hook ? "; this session is not protected" : "";
     if (first_errno == ENOENT)
         fprintf(stderr, "ctrlz: error: the Python interpreter ctrlz was installed with (%s) is "
-                        "gone; reinstall ctrlz (pip install ctrlz)\n",
-                *CTRLZ_PYTHON ? CTRLZ_PYTHON : "unknown");
+                        "gone; reinstall ctrlz (pip install ctrlz)%s\n",
+                *CTRLZ_PYTHON ? CTRLZ_PYTHON : "unknown", what);
     else
-        fprintf(stderr, "ctrlz: error: cannot run %s: %s; reinstall ctrlz (pip install ctrlz)\n",
-                first, strerror(first_errno));
-    return 1;
+        fprintf(stderr, "ctrlz: error: cannot run %s: %s; reinstall ctrlz (pip install ctrlz)%s\n",
+                first, strerror(first_errno), what);
+    return !hook;
+}
+
+/* -- the hook: `ctrlz-hook AGENT [EVENT]` ---------------------------------------------------- */
+
+#define HOOK_INPUT_MAX (16u << 20)  /* as ctrlz.hooks.runner.MAX_INPUT */
+
+/* what the Python hook runs: the ctrlz-hook console script's lines, with argv[0] put back */
+static const char HOOK_LAUNCH[] =
+    "import sys; del sys.argv[0]; from ctrlz.hooks.runner import main; main()";
+
+/* stdin to its end, or its first HOOK_INPUT_MAX bytes, as the Python hook reads it */
+static int read_payload(buf *b) {
+    while (b->len < HOOK_INPUT_MAX) {
+        if (buf_reserve(b, 65536)) return -1;
+        size_t want = HOOK_INPUT_MAX - b->len < 65536 ? HOOK_INPUT_MAX - b->len : 65536;
+        ssize_t got = read(0, b->data + b->len, want);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return trace("stdin: %s", strerror(errno)), -1;
+        if (got == 0) break;
+        b->len += (size_t)got;
+    }
+    return 0;
+}
+
+/* a file holding `b`, read from its start, as stdin: what the Python hook reads when the
+ * door has read the agent's stdin already */
+static int payload_as_stdin(const buf *b) {
+    int fd = -1;
+#ifdef SYS_memfd_create
+    fd = (int)syscall(SYS_memfd_create, "ctrlz-hook-stdin", 0);
+#endif
+    if (fd < 0) fd = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+    if (fd < 0) return trace("no file for the payload: %s", strerror(errno)), -1;
+    int ok = (!b->len || write_all(fd, b->data, b->len) == 0) && lseek(fd, 0, SEEK_SET) == 0 &&
+             (fd == 0 || dup2(fd, 0) == 0);
+    if (fd != 0) close(fd);
+    return ok ? 0 : -1;
+}
+
+/* The hook: the agent's payload handed to the workspace daemon with the caller's directory
+ * and environment (ctrlz/door/serve.py runs the same Python as the hook's own process would,
+ * in the daemon, with everything loaded). Anything else, and a daemon that took the payload
+ * but gave no answer, runs the Python hook on the same payload: a hook's work is done at
+ * least once, never lost (done twice, a capture or a shell snapshot is the same one; see
+ * ctrlz/door/__init__.py). Always exits 0, as the Python hook does. */
+static int hook_door(int argc, char **argv) {
+    const char *off = getenv("CTRLZ_DOOR");
+    if ((off && strcmp(off, "0") == 0) || argc < 2 || argc > 3) {
+        trace("the Python hook: %s", argc < 2 || argc > 3 ? "not AGENT [EVENT]" : "$CTRLZ_DOOR is 0");
+        return run_python(argc, argv, HOOK_LAUNCH, 1);
+    }
+    buf payload = {0};
+    if (read_payload(&payload) == 0) {
+        int status = door(argc, argv, 0, &payload);
+        if (status >= 0) return free(payload.data), 0;
+    }
+    if (payload_as_stdin(&payload)) trace("the Python hook reads what is left of stdin");
+    free(payload.data);
+    return run_python(argc, argv, HOOK_LAUNCH, 1);
 }
 
 int main(int argc, char **argv) {
     const char *t = getenv("CTRLZ_DOOR_TRACE");
     tracing = t && *t && strcmp(t, "0") != 0;
+    const char *name = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    name = name ? name + 1 : argc > 0 ? argv[0] : "";
+    if (strcmp(name, "ctrlz-hook") == 0) return hook_door(argc, argv);
     int json_last = argc >= 3 && strcmp(argv[argc - 1], "--json") == 0;
     int plain = (argc == 2 || (argc == 3 && json_last)) &&
                 (strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "list") == 0);
     int rollback = (argc == 3 || (argc == 4 && json_last)) &&
                    strcmp(argv[1], "rollback") == 0 && argv[2][0] != '-';
     if (plain || rollback) {
-        int status = door(argc, argv, rollback);
+        int status = door(argc, argv, rollback, NULL);
         if (status >= 0) return status;
     }
-    return run_python(argc, argv);
+    return run_python(argc, argv, LAUNCH, 0);
 }

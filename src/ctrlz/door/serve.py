@@ -8,7 +8,9 @@ The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for ``ctrlz snapshot [--j
      "root": "/w", "store": "/home/u/.local/share/ctrlz/workspaces/w-0123456789abcdef",
      "env": {"HOME": "...", "CTRLZ_HOME": "...", "LANG": "...", ...}}
 
-(paths and values as Python's ``os.fsdecode`` reads them) and gets either ``{"ok": true,
+(paths and values as Python's ``os.fsdecode`` reads them; for ``ctrlz-hook AGENT [EVENT]``,
+``"argv": ["hook", AGENT, EVENT]`` and the payload, as read from stdin, in ``"stdin"``) and
+gets either ``{"ok": true,
 "exit": 0, "out": ..., "err": ...}``, the bytes to write on its stdout and stderr as Latin-1
 text (one character a byte), or ``{"ok": false, "error": ...}``: the door declines, nothing
 was done, and the client runs the Python CLI, which meets the case with its full handling.
@@ -55,6 +57,9 @@ _ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
 def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """The reply to one door request (see the module docstring)."""
     try:
+        argv = message.get("argv")
+        if isinstance(argv, list) and argv[:1] == ["hook"]:
+            return _hook(daemon, message)
         as_json, config = _check(daemon, message)
         command = {"snapshot": _snapshot, "list": _list, "rollback": _rollback}
         printed = command[message["argv"][0]](daemon, config, as_json, message)
@@ -122,6 +127,62 @@ def _rollback(daemon: Daemon, config: dict[str, Any], as_json: bool,
         return status, [(True, line)]
     result = restore_wire.decode_result(reply["result"])
     return 0, rolling.report_lines(result, "rollback", "rolled back to", as_json)
+
+
+def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
+    """``ctrlz-hook AGENT [EVENT]``, its payload in ``stdin``: the hook's work done here
+    exactly as in the hook's own process (:func:`ctrlz.hooks.runner.handle_recorded`, which
+    records what fails and never fails the agent), with the caller's environment and
+    directory, when the payload's workspace is this daemon's and the caller's settings are its
+    settings. A shell call's snapshot is this daemon's (it must not ask itself over its own
+    socket). Anything the hook's own process would handle otherwise (a payload it cannot
+    read, another workspace, no workspace) is declined, so that it is recorded where that
+    process records it."""
+    from ..engine import journal
+    from ..hooks.runner import AGENTS, Declined, handle_recorded, parse, prepare
+
+    if message.get("version") != VERSION:
+        raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
+                        f"{VERSION}")
+    argv, env, cwd, stdin = (message.get(k) for k in ("argv", "env", "cwd", "stdin"))
+    if not (isinstance(argv, list) and len(argv) in (2, 3) and argv[1] in AGENTS
+            and all(isinstance(a, str) for a in argv)):
+        raise _Declined("not a form the door serves")
+    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                          for k, v in env.items())):
+        raise _Declined("no environment")
+    if not (isinstance(cwd, str) and isinstance(stdin, str)):
+        raise _Declined("no working directory or no payload")
+    try:
+        payload = parse(stdin.encode("utf-8", "surrogateescape"))
+        call, ctx = prepare(argv[1], payload, (argv + [""])[2], env, lambda: cwd)
+        config = load_config(ctx.root_dir, env=env)
+    except Exception as exc:  # the hook's own process records it
+        raise _Declined(f"{type(exc).__name__}: {exc}") from None
+    if (os.path.realpath(ctx.root_dir) != os.path.realpath(daemon.ws.root)
+            or os.path.realpath(ctx.store_dir) != os.path.realpath(daemon.ws.store_path)):
+        raise _Declined(f"the payload's workspace is {ctx.root_dir} with the store "
+                        f"{ctx.store_dir}")
+    settings = jsontext.loads(jsontext.dumps(config.values))
+    refusal = daemon.refusal({"config": settings})
+    if refusal is not None:
+        raise _Declined(refusal["error"])
+    if journal.pending(daemon.ws.store_path):
+        raise _Declined("a restore's journal is there")
+
+    def take_snapshot(label: str) -> str:
+        reply = daemon.snapshot({"op": "snapshot", "type": "tool", "label": label,
+                                 "pinned": False, "session_id": None, "config": settings})
+        if reply.get("ok") is not True:
+            raise Declined(str(reply.get("error")))
+        return str(reply["snapshot"]["id"])
+
+    ctx.take_snapshot = take_snapshot
+    try:
+        handle_recorded(payload, call, ctx)
+    except Declined as exc:
+        raise _Declined(str(exc)) from None
+    return {"ok": True, "exit": 0, "out": "", "err": ""}
 
 
 class _Declined(Exception):

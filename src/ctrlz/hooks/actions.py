@@ -85,7 +85,7 @@ def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, comma
     from ..toolcalls.shell import shell_call
 
     shell_call(session_id, tool_id, command, workspace=ctx, agent=ctx.agent, tool=tool,
-               turn_key=turn_key)
+               turn_key=turn_key, take_snapshot=ctx.take_snapshot)
 
 
 def after_tool(ctx: HookContext, session_id: str, tool_id: str | None = None,

@@ -7,6 +7,7 @@ import os
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -19,7 +20,8 @@ class HookContext:
     what the file-tool path uses, so that it never needs to import ``pathlib``. A plain class,
     not a dataclass: importing ``dataclasses`` costs a hook several milliseconds."""
 
-    __slots__ = ("agent", "root_dir", "store_dir", "cwd", "_root", "_store_path")
+    __slots__ = ("agent", "root_dir", "store_dir", "cwd", "take_snapshot", "_root",
+                 "_store_path")
 
     def __init__(self, agent: str, root: str | os.PathLike[str],
                  store_path: str | os.PathLike[str], cwd: str) -> None:
@@ -27,6 +29,9 @@ class HookContext:
         self.root_dir = os.fspath(root)
         self.store_dir = os.fspath(store_path)
         self.cwd = cwd
+        #: who takes a shell call's workspace snapshot: None for the usual way (the daemon
+        #: if one answers, else this process); the daemon's own, when it runs the hook
+        self.take_snapshot: Callable[[str], str] | None = None
         self._root: Path | None = None
         self._store_path: Path | None = None
 

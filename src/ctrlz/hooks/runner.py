@@ -23,16 +23,25 @@ from .context import HookContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any, BinaryIO, NoReturn
+
+    from .actions import Call
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 MAX_INPUT = 16 << 20
 
-__all__ = ["AGENTS", "HookContext", "main", "run"]
+__all__ = ["AGENTS", "Declined", "HookContext", "handle_recorded", "main", "parse", "prepare",
+           "run", "run_payload"]
 
 
 class HookInputError(Exception):
     """The agent sent something that is not a hook payload."""
+
+
+class Declined(Exception):  # noqa: N818 - a decision, not a failure
+    """The workspace daemon will not do this hook's work (see :mod:`ctrlz.door.serve`);
+    raised before anything was done, so that the hook's own process does it all."""
 
 
 def run(agent: str, stdin: BinaryIO | None = None, event: str = "") -> int:
@@ -43,51 +52,95 @@ def run(agent: str, stdin: BinaryIO | None = None, event: str = "") -> int:
 
     _silence_logging()
     warnings.simplefilter("ignore")
-    payload: dict[str, Any] = {}
-    log_dir: str | None = None
     saved = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - closed below
     try:
-        raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
         try:
-            payload = jsontext.loads(raw)
-        except ValueError as exc:
-            raise HookInputError(f"stdin is not JSON: {exc}") from None
-        if not isinstance(payload, dict):
-            raise HookInputError("stdin is not a JSON object")
-        if agent not in AGENTS:
-            raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
-        from importlib import import_module
-
-        if agent == "claude":  # Copilot CLI and Cursor run Claude's hooks with their payloads
-            from .claude import foreign
-
-            agent = foreign(payload) or agent
-        adapter = import_module(f".{agent}", __package__)
-        from ..toolcalls.store import locate
-
-        here = getattr(adapter, "cwd", None)
-        cwd = str((here(payload) if here else payload.get("cwd"))
-                  or os.environ.get("CLAUDE_PROJECT_DIR") or os.environ.get("GEMINI_PROJECT_DIR")
-                  or os.getcwd())
-        root, store = locate(cwd)
-        log_dir = os.path.join(store, "toolcalls")
-        call = adapter.read(payload, event) if agent == "copilot" else adapter.read(payload)
-        from .actions import handle
-
-        handle(call, HookContext(agent, root, store, cwd))
-    except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
-        try:
-            from ..toolcalls.hook_log import record_error
-
-            record_error(log_dir, agent, payload, exc)
-        except BaseException:  # noqa: BLE001 - not even a failure to log
-            pass
+            raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
+        except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
+            _record(None, agent, {}, exc)
+        else:
+            run_payload(agent, raw, event, os.environ, os.getcwd)
     finally:
         quiet, (sys.stdout, sys.stderr) = sys.stdout, saved
         quiet.close()
         _silence_logging()  # something may have imported logging while the hook ran
     return 0
+
+
+def run_payload(agent: str, raw: bytes, event: str, env: Mapping[str, str],
+                getcwd: Callable[[], str]) -> None:
+    """Handle the hook payload ``raw`` in this process, with the caller's environment ``env``
+    and directory (``getcwd``, asked only when the payload names none); whatever fails is
+    recorded, nothing raised."""
+    payload: dict[str, Any] = {}
+    try:
+        payload = parse(raw)
+        call, ctx = prepare(agent, payload, event, env, getcwd)
+    except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
+        _record(None, agent, payload, exc)
+        return
+    handle_recorded(payload, call, ctx)
+
+
+def handle_recorded(payload: dict[str, Any], call: Call, ctx: HookContext) -> None:
+    """Do what a prepared hook call asks; whatever fails is recorded in the store, nothing
+    raised but :class:`Declined` (raised by ``ctx.take_snapshot`` before anything was done).
+    The one place the hook's work runs: in the hook's own process (:func:`run_payload`) or in
+    the workspace daemon the native door handed it to (:mod:`ctrlz.door.serve`)."""
+    from .actions import handle
+
+    try:
+        handle(call, ctx)
+    except Declined:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
+        _record(os.path.join(ctx.store_dir, "toolcalls"), ctx.agent, payload, exc)
+
+
+def _record(log_dir: str | None, agent: str, payload: dict[str, Any],
+            exc: BaseException) -> None:
+    try:
+        from ..toolcalls.hook_log import record_error
+
+        record_error(log_dir, agent, payload, exc)
+    except BaseException:  # noqa: BLE001 - not even a failure to log
+        pass
+
+
+def parse(raw: bytes) -> dict[str, Any]:
+    """The hook payload the agent sent on stdin."""
+    try:
+        payload = jsontext.loads(raw)
+    except ValueError as exc:
+        raise HookInputError(f"stdin is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise HookInputError("stdin is not a JSON object")
+    return payload
+
+
+def prepare(agent: str, payload: dict[str, Any], event: str, env: Mapping[str, str],
+            getcwd: Callable[[], str]) -> tuple[Call, HookContext]:
+    """The call a payload asks for and its context: the workspace, found with the one
+    locator from the directory the payload (or the agent's environment, or ``getcwd``)
+    names. Raises for anything that is not a hook call into a protected workspace."""
+    if agent not in AGENTS:
+        raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
+    from importlib import import_module
+
+    if agent == "claude":  # Copilot CLI and Cursor run Claude's hooks with their payloads
+        from .claude import foreign
+
+        agent = foreign(payload) or agent
+    adapter = import_module(f".{agent}", __package__)
+    from ..toolcalls.store import home_dir, locate
+
+    here = getattr(adapter, "cwd", None)
+    cwd = str((here(payload) if here else payload.get("cwd"))
+              or env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or getcwd())
+    root, store = locate(cwd, home_dir(env))
+    call = adapter.read(payload, event) if agent == "copilot" else adapter.read(payload)
+    return call, HookContext(agent, root, store, cwd)
 
 
 def _silence_logging() -> None:

@@ -21,6 +21,7 @@ from .core import check_id, opened
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -48,12 +49,16 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
 
 def shell_call(session_id: str, scope_id: str, command: str, *, workspace: Any,
                agent: str | None = None, tool: str = "Bash",
-               turn_key: str | None = None) -> dict[str, Any]:
-    """Snapshot the workspace (type ``tool``) and record the shell call ``scope_id``."""
+               turn_key: str | None = None,
+               take_snapshot: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """Snapshot the workspace (type ``tool``) and record the shell call ``scope_id``.
+    ``take_snapshot(label)`` takes that snapshot and gives its id, when the caller is the
+    workspace daemon itself (which must not ask itself over its socket); the snapshot comes
+    first, so that a ``take_snapshot`` that raises leaves nothing recorded."""
     check_id("session_id", session_id)
     check_id("scope_id", scope_id)
     label = f"before {tool} {scope_id}: {' '.join(command.split())}"[:200]
-    snap_id = workspace_snapshot(workspace, label)
+    snap_id = (take_snapshot or (lambda text: workspace_snapshot(workspace, text)))(label)
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
         records.clear_redo(place.db, session_id)
         _register_rows(place, session_id, scope_id, lazy=False, agent=agent, tool=tool,
