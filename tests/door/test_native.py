@@ -364,6 +364,14 @@ def test_without_a_compiler_ctrlz_is_the_python_clis_script(
     run = subprocess.run([sys.executable, str(launcher), "--version"], capture_output=True,
                          text=True)
     assert run.returncode == 0 and run.stdout.startswith("ctrlz, version"), run.stderr
+    hook_launcher = DOOR / "ctrlz-hook"  # the hook's: garbage in, nothing out, exit 0
+    assert hook_launcher.read_text().startswith("#!python\n")
+    home = tmp_path / "home"
+    run = subprocess.run([sys.executable, str(hook_launcher), "claude"], input="not json",
+                         capture_output=True, text=True,
+                         env={**os.environ, "CTRLZ_HOME": str(home)})
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    assert "stdin is not JSON" in (home / "hook-errors.jsonl").read_text()
     if CC is None or not sys.platform.startswith("linux"):
         return
     monkeypatch.setenv("CC", CC)
