@@ -7,12 +7,12 @@ call that names no path inside it records nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 
 from .context import HookContext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 

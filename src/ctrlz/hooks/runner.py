@@ -133,7 +133,7 @@ def prepare(agent: str, payload: dict[str, Any], event: str, env: Mapping[str, s
 
         agent = foreign(payload) or agent
     adapter = import_module(f".{agent}", __package__)
-    from ..toolcalls.store import home_dir, locate
+    from ..locator import home_dir, locate
 
     here = getattr(adapter, "cwd", None)
     cwd = str((here(payload) if here else payload.get("cwd"))
