@@ -250,7 +250,8 @@ class Workspace(ProtectedWorkspace):
         if hook_errors:
             last_error = hook_errors[-1]
             problems.append(f"{len(hook_errors)} agent hook error(s) in the last day; the "
-                            f"newest ({last_error.get('agent')} {last_error.get('event')}): "
+                            f"newest ({last_error.get('agent') or '?'} "
+                            f"{last_error.get('event') or '?'}): "
                             f"{last_error.get('error')}")
         from .session import daemon_client
 

@@ -146,6 +146,35 @@ def test_exit_code_and_stdio_pass_through(ws_dir: Path) -> None:
     killed = subprocess.run([CTRLZ, "run", "--", "sh", "-c", "kill -TERM $$"], cwd=ws_dir,
                             capture_output=True, text=True)
     assert killed.returncode == -15
+    # SIGKILL has no handler to reset: ctrlz still dies of it, as the shell reports it
+    killed = subprocess.run([CTRLZ, "run", "--", "sh", "-c", "kill -KILL $$"], cwd=ws_dir,
+                            capture_output=True, text=True)
+    assert killed.returncode == -9 and "error" not in killed.stderr, killed.stderr
+
+
+def test_arguments_and_labels_that_are_not_utf8(ws_dir: Path) -> None:
+    """A command's arguments may be any bytes: it runs, and the automatic labels show them
+    escaped. A label given with -m must be UTF-8 text: a usage error, and no session left
+    behind "running"."""
+    subprocess.run([CTRLZ, "init"], cwd=ws_dir, check=True, capture_output=True)
+    name = b"caf\xe9.txt"
+    proc = subprocess.run([os.fsencode(CTRLZ), b"run", b"--", b"sh", b"-c", b'echo 1 > "$1"',
+                           b"sh", name], cwd=ws_dir, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (os.fsencode(ws_dir) + b"/" + name) in [
+        os.path.join(os.fsencode(ws_dir), n) for n in os.listdir(os.fsencode(ws_dir))]
+    labels = [s.label for s in Workspace.open(ws_dir).snapshots()]
+    assert labels == ['before sh -c echo 1 > "$1" sh caf\\xe9.txt',
+                      'after sh -c echo 1 > "$1" sh caf\\xe9.txt (exit 0)'], labels
+    refused = subprocess.run([os.fsencode(CTRLZ), b"run", b"-m", b"caf\xe9", b"--", b"true"],
+                             cwd=ws_dir, capture_output=True)
+    assert refused.returncode == 2
+    assert refused.stderr == (b"ctrlz: error: the label caf\\xe9 is not UTF-8 text; give it "
+                              b"in UTF-8\n")
+    listing = subprocess.run([CTRLZ, "sessions", "--json"], cwd=ws_dir, capture_output=True)
+    rows = json.loads(listing.stdout.decode("utf-8", "surrogateescape"))
+    assert [r["exit_code"] for r in rows] == [0]  # the refused run left no row
+    assert os.fsencode(rows[0]["command"][-1]) == name  # the arguments as they were
 
 
 def test_missing_command_is_a_clear_error(ws_dir: Path) -> None:
@@ -153,3 +182,23 @@ def test_missing_command_is_a_clear_error(ws_dir: Path) -> None:
     proc = subprocess.run([CTRLZ, "run", "--", "no-such-command-xyz"], cwd=ws_dir,
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
+
+
+def test_a_session_that_cannot_start_is_over_not_running(ws_dir: Path) -> None:
+    """The pre-run snapshot fails (an I/O error as it commits): the error reaches the
+    caller, the command never runs, and the session's row says it ended with 127 (could not
+    run) instead of "running" for ever."""
+    from ctrlz.session.run import run_session
+    from ctrlz.state import failpoints
+
+    ws = Workspace.init(ws_dir)
+    failpoints.arm_error("before-commit")
+    try:
+        with pytest.raises(OSError):
+            run_session(ws, ["sh", "-c", "echo ran > ran.txt"], trace=False)
+    finally:
+        failpoints.disarm_all()
+    assert not (ws_dir / "ran.txt").exists()
+    [row] = ws.session_db.sessions()
+    assert row.ended is not None and row.exit_code == 127
+    ws.close()

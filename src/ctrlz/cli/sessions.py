@@ -73,7 +73,8 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
     state.close()
     sys.stdout.flush()
     if code < 0:  # killed by a signal: die the same way, like a shell would report it
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
 

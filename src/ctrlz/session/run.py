@@ -30,6 +30,7 @@ from ..sources.trace import ExecEvent, Tracer
 from ..state.exclude import Matcher
 from ..types import Snapshot, iso_utc, text_path
 from .autopush import AutoPusher
+from .protected import check_label
 from .scheduler import Scheduler, TriggerConfig
 from .triggers import is_build, is_git_commit, is_git_ref_change
 
@@ -96,6 +97,7 @@ class Session:
             disable_builds=cfg["disable_builds"], disable_idle=cfg["disable_idle"]),
             self._take_auto)
         self.snapshots: list[Snapshot] = []
+        self._exit_code = 127  # the command's status, once it ran
         self._lock = threading.Lock()  # one snapshot at a time (scheduler vs. main thread)
         self.watcher = self._make_watcher()
 
@@ -180,10 +182,22 @@ class Session:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self, notify: Callable[[str], None]) -> RunResult:
+        check_label(self.label)  # before the session row: a refused label leaves none
+        self.db.start_session(self.id, iso_utc(time.time_ns()), self.label, self.argv,
+                              [str(r) for r in self.ws.roots], self.tracer.enabled,
+                              self.trace_note)
+        try:
+            return self._run(notify)
+        except BaseException:
+            # a session that could not run (a snapshot failed, a signal) is over, not
+            # "running" for ever: 127, the shell's "could not run", when the command never
+            # started; else the status it ended with, when it did
+            if self.db.session(self.id).ended is None:  # type: ignore[union-attr]
+                self.db.end_session(self.id, iso_utc(time.time_ns()), self._exit_code)
+            raise
+
+    def _run(self, notify: Callable[[str], None]) -> RunResult:
         ws, cfg = self.ws, self.ws.config
-        started = iso_utc(time.time_ns())
-        self.db.start_session(self.id, started, self.label, self.argv,
-                              [str(r) for r in ws.roots], self.tracer.enabled, self.trace_note)
         if not self.tracer.enabled:
             notify(f"ctrlz: running untraced: {self.trace_note}")
         self.watcher.start()
@@ -191,7 +205,7 @@ class Session:
         ws.repo.defer_statcache_writes = True  # flushed once, after the post-run snapshot
         pre = None
         if not cfg["disable_pre_run"]:
-            pre = self.take("pre-run", self.label or "before " + " ".join(self.argv)[:60],
+            pre = self.take("pre-run", self.label or f"before {shown(self.argv)[:60]}",
                             pinned=True, full=True)
         self.scheduler.start()
         exit_code = 127
@@ -201,11 +215,12 @@ class Session:
                                      on_exit=self._on_exit,
                                      trace_file=self.dir / "strace.log")
             exit_code, events = result.returncode, result.events
+            self._exit_code = exit_code
         finally:
             self.scheduler.stop()
             self.watcher.stop()
             self._save_execs(events)
-        post = self.take("post-run", f"after {' '.join(self.argv)[:60]} (exit {exit_code})",
+        post = self.take("post-run", f"after {shown(self.argv)[:60]} (exit {exit_code})",
                          full=True)
         ws.repo.flush_statcache()
         if self.pusher is not None and not self.pusher.close(wait=AUTO_PUSH_WAIT):
@@ -242,6 +257,12 @@ class Session:
             self.db.add_fs_events(missing)
         out.changes = (created, modified, deleted)
         out.reconciled = len(missing)
+
+
+def shown(argv: list[str]) -> str:
+    """A command line as label text: an argument's bytes that are not UTF-8 as ``\\xNN``
+    (a label must be text; the session row keeps the arguments exact)."""
+    return " ".join(text_path(os.fsencode(a)) for a in argv)
 
 
 def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
