@@ -178,10 +178,27 @@ def test_arguments_and_labels_that_are_not_utf8(ws_dir: Path) -> None:
 
 
 def test_missing_command_is_a_clear_error(ws_dir: Path) -> None:
+    """Nothing to run (not on PATH, no such file, a directory, a file without x): one line
+    in ctrlz's words, exit 2, and no session, snapshot or session directory left behind."""
     subprocess.run([CTRLZ, "init"], cwd=ws_dir, check=True, capture_output=True)
-    proc = subprocess.run([CTRLZ, "run", "--", "no-such-command-xyz"], cwd=ws_dir,
-                          capture_output=True, text=True)
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    (ws_dir / "plain.sh").write_text("echo hi\n")
+    cases = {"no-such-command-xyz": "no-such-command-xyz: command not found on $PATH; give "
+                                    "the program's name or a path to it",
+             "./missing.sh": "./missing.sh: no such file; give the program's name or a path "
+                             "to it",
+             "/tmp": "/tmp: not an executable file; chmod +x it or run it with its "
+                     "interpreter (ctrlz run -- sh SCRIPT)",
+             "./plain.sh": "./plain.sh: not an executable file; chmod +x it or run it with "
+                           "its interpreter (ctrlz run -- sh SCRIPT)"}
+    for program, message in cases.items():
+        proc = subprocess.run([CTRLZ, "run", "--", program], cwd=ws_dir, capture_output=True,
+                              text=True)
+        assert (proc.returncode, proc.stderr) == (2, f"ctrlz: error: {message}\n")
+    ws = Workspace.open(ws_dir)
+    assert ws.session_db.sessions() == [] and ws.snapshots() == []
+    assert not (ws.store_path / "sessions").exists() or not any(
+        (ws.store_path / "sessions").iterdir())
+    ws.close()
 
 
 def test_a_session_that_cannot_start_is_over_not_running(ws_dir: Path) -> None:

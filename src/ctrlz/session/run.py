@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.diff import DIR, MODIFIED, PERMISSIONS, diff_trees
 from ..engine.snapshot import disk_ignore_reader
+from ..errors import UsageError
 from ..sources.changes import git_paths
 from ..sources.trace import ExecEvent, Tracer
 from ..state.exclude import Matcher
@@ -182,7 +183,6 @@ class Session:
     # -- the run ----------------------------------------------------------------------------
 
     def run(self, notify: Callable[[str], None]) -> RunResult:
-        check_label(self.label)  # before the session row: a refused label leaves none
         self.db.start_session(self.id, iso_utc(time.time_ns()), self.label, self.argv,
                               [str(r) for r in self.ws.roots], self.tracer.enabled,
                               self.trace_note)
@@ -259,6 +259,26 @@ class Session:
         out.reconciled = len(missing)
 
 
+def check_command(program: str) -> None:
+    """A usage error unless ``program`` is something to run: a name found on ``$PATH``, or
+    a path (with a ``/``) to an executable file. Said before anything is recorded or
+    snapshotted, in ctrlz's words, where the tracer would fail after the pre-run snapshot
+    (strace's "Can't stat", exit 1)."""
+    import shutil
+
+    if "/" not in program:
+        if shutil.which(program) is None:
+            raise UsageError(f"{shown([program])}: command not found on $PATH; give the "
+                             "program's name or a path to it")
+        return
+    if not os.path.exists(program):
+        raise UsageError(f"{shown([program])}: no such file; give the program's name or a "
+                         "path to it")
+    if os.path.isdir(program) or not os.access(program, os.X_OK):
+        raise UsageError(f"{shown([program])}: not an executable file; chmod +x it or run "
+                         "it with its interpreter (ctrlz run -- sh SCRIPT)")
+
+
 def shown(argv: list[str]) -> str:
     """A command line as label text: an argument's bytes that are not UTF-8 as ``\\xNN``
     (a label must be text; the session row keeps the arguments exact)."""
@@ -269,6 +289,8 @@ def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
                 trace: bool = True, notify: Callable[[str], None] = lambda m: None) -> RunResult:
     # the session watches the tree itself: a daemon would be a second set of inotify watches
     # competing for the user's limit
+    check_label(label)  # before the session's row and directory: a refusal leaves neither
+    check_command(argv[0])
     started, ws.start_daemon = ws.start_daemon, False
     try:
         return Session(ws, argv, label, trace).run(notify)
