@@ -276,3 +276,18 @@ def test_an_encrypted_remote_walks_only_new_trees_too(tmp_path: Path,
     other.close()
     assert tree_state(tmp_path / "clone") == tree_state(ws.root)
     ws.close()
+
+
+def test_a_forgotten_snapshot_is_unpushed_again(tmp_path: Path) -> None:
+    """``remote forget`` takes a snapshot off the remote's list: status and ``remote list``
+    count it as unpushed again (they said "everything pushed"), and a push sends it back."""
+    ws = _ws(tmp_path / "ws", {"a.txt": "a\n"})
+    remotes.add_remote(ws, "origin", f"file://{tmp_path / 'remote'}")
+    first = ws.snapshot()
+    remotes.push_snapshots(ws)
+    assert remotes.unpushed(ws) == {"origin": []}
+    remotes.forget(ws, None, [first.id])
+    assert remotes.unpushed(ws) == {"origin": [first.id]}
+    report = remotes.push_snapshots(ws)
+    assert report.pushed == [first.id] and remotes.unpushed(ws) == {"origin": []}
+    ws.close()

@@ -350,6 +350,8 @@ def forget(ws: ProtectedWorkspace, name: str | None, refs: Sequence[str]) -> lis
     ids = {_pick(found, r, spec.name)["id"] for r in refs}
     wid, wname = identity(ws)
     update_ref(remote, wid, wname, drop_entries(ids))
+    with registry(ws) as reg:  # no longer there: unpushed again, as status and list say
+        reg.set_pushed(spec.name, [e["id"] for e in found if e["id"] not in ids])
     return sorted(ids)
 
 
