@@ -81,7 +81,8 @@ def import_cmd(state: State, file: str, dest: str | None, as_json: bool) -> None
                                                      "restored": restored.target.id})
                 return
             files = sum(1 for a in restored.applied if a.op in ("write", "symlink"))
-            render.out(f"imported {len(report.imported)} snapshots into {ws.root}; restored "
+            k = len(report.imported)
+            render.out(f"imported {k} snapshot{'s' if k != 1 else ''} into {ws.root}; restored "
                        f"{restored.target.id} ({files} files)")
         return
     report = archives.import_into(state.workspace(), file)

@@ -190,7 +190,9 @@ def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
                f"{report.objects} objects in {report.packs} packs "
                f"({render.size(report.bytes)}); {report.reused} objects were there already")
     if report.already:
-        render.note(f"{len(report.already)} were there already")
+        k = len(report.already)
+        render.note(f"{k} snapshot{'s' if k != 1 else ''} {'were' if k != 1 else 'was'} "
+                    "there already")
 
 
 @click.command("pull")
