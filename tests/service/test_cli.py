@@ -16,7 +16,11 @@ def test_start_status_ui_stop(fresh_svc: Service) -> None:
     started = json.loads(svc.ctrlz("service", "start", "--json").stdout)
     assert started["running"] and started["gateway"]["port"]
     again = svc.ctrlz("service", "start")  # idempotent
-    assert f"pid {started['pid']}" in again.stdout
+    assert f"pid {started['pid']}" in again.stdout and again.stderr == ""
+    moved = svc.ctrlz("service", "start", "--port", "1")  # says the port did not change
+    assert f"pid {started['pid']}" in moved.stdout
+    assert moved.stderr == (f"ctrlz: the service already runs ({started['gateway']['url']}); "
+                            "--port 1 applies when it starts: `ctrlz service stop` first\n")
     text = svc.ctrlz("service", "status").stdout
     assert "running" in text and started["gateway"]["url"] in text
     ui = json.loads(svc.ctrlz("ui", "--json").stdout)

@@ -82,11 +82,16 @@ def start_cmd(port: int | None, timeout: float, as_json: bool) -> None:
     """
     from ..service import client, systemd
 
-    if systemd.installed() and not client.running() and systemd.available()[0]:
+    already = client.running()
+    if systemd.installed() and not already and systemd.available()[0]:
         systemd.start()
         info = client.wait_ready(timeout)
     else:
         info = client.start(timeout, port)
+    url = ((info or {}).get("gateway") or {}).get("url") or ""
+    if already and port is not None and not url.endswith(f":{port}"):
+        render.note(f"ctrlz: the service already runs ({url or 'no gateway'}); --port "
+                    f"{port} applies when it starts: `ctrlz service stop` first")
     if as_json:
         render.emit_json(info)
         return
