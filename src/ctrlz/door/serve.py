@@ -33,6 +33,7 @@ answer says so and stops (``client.c``), it never runs the rollback a second tim
 from __future__ import annotations
 
 import os
+import time
 
 from .. import jsontext
 from ..cli import listing, render, rolling, taking
@@ -178,6 +179,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
         return str(reply["snapshot"]["id"])
 
     ctx.take_snapshot = take_snapshot
+    daemon.last_request = time.monotonic()  # an agent at work keeps its daemon
     try:
         handle_recorded(payload, call, ctx)
     except Declined as exc:
