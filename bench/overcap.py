@@ -26,7 +26,7 @@ c = Config()
 c.set("max_bytes", int(sys.argv[3]), "bench")
 ws = Workspace.init(sys.argv[1], home=Path(sys.argv[2]), config=c)
 snap = ws.snapshot(label="x")
-print(json.dumps([k.to_json() for k in snap.skipped]))
+print(json.dumps([k.to_json() for k in snap.shown_skipped()]))
 """
 
 

@@ -560,6 +560,27 @@ def test_the_hooks_are_served_by_the_daemon_and_do_what_the_python_hook_does(
     assert hook_errors(ws, ws.root.parent / "home") == []
 
 
+def test_an_event_named_on_the_command_line_reaches_the_daemon(ws: Workspace) -> None:
+    """Copilot CLI's own hooks name the event as ``ctrlz-hook copilot EVENT`` (its payload
+    has none): served, with the same records as the Python hook's."""
+    if not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    recorded = {}
+    for door in (True, False):
+        env = {"CTRLZ_DOOR_TRACE": "1", **({} if door else {"CTRLZ_DOOR": "0"})}
+        session, stamp = f"c-{door}", 1_790_000_000_000 + door
+        (ws.root / "src" / "a.py").write_text("a = 1\n")
+        pre = {"sessionId": session, "timestamp": stamp, "cwd": str(ws.root),
+               "toolName": "edit", "toolArgs": json.dumps({"path": "src/a.py"})}
+        run = subprocess.run([HOOK, "copilot", "preToolUse"], input=json.dumps(pre).encode(),
+                             cwd=ws.root, capture_output=True, env={**os.environ, **env})
+        assert run.returncode == 0 and run.stdout == b"" and errors(run) == b"", run.stderr
+        assert served(run) == door, trace(run)
+        recorded[door] = calls(ws, session)
+    assert recorded[True] == recorded[False] and len(recorded[True]) == 1, recorded
+    assert recorded[True][0]["captured_paths"] == ["src/a.py"]
+
+
 @pytest.mark.parametrize("payload", [
     b"not json", b'{"cwd": "caf\xe9"}', b"[1, 2]", "elsewhere",
 ], ids=["garbage", "not-utf8", "not-an-object", "another-directory"])
