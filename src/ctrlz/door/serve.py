@@ -140,7 +140,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     read, another workspace, no workspace) is declined, so that it is recorded where that
     process records it."""
     from ..engine import journal
-    from ..hooks.runner import AGENTS, Declined, handle_recorded, parse, prepare
+    from ..hooks.runner import AGENTS, Declined, handle_recorded, parse, workspace_of
 
     if message.get("version") != VERSION:
         raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
@@ -156,7 +156,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
         raise _Declined("no working directory or no payload")
     try:
         payload = parse(stdin.encode("utf-8", "surrogateescape"))
-        call, ctx = prepare(argv[1], payload, (argv + [""])[2], env, lambda: cwd)
+        ctx = workspace_of(argv[1], payload, env, lambda: cwd)
         config = load_config(ctx.root_dir, env=env)
     except Exception as exc:  # the hook's own process records it
         raise _Declined(f"{type(exc).__name__}: {exc}") from None
@@ -181,7 +181,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     ctx.take_snapshot = take_snapshot
     daemon.last_request = time.monotonic()  # an agent at work keeps its daemon
     try:
-        handle_recorded(payload, call, ctx)
+        handle_recorded(payload, (argv + [""])[2], ctx)
     except Declined as exc:
         raise _Declined(str(exc)) from None
     return {"ok": True, "exit": 0, "out": "", "err": ""}

@@ -26,13 +26,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, BinaryIO, NoReturn
 
-    from .actions import Call
-
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 MAX_INPUT = 16 << 20
 
-__all__ = ["AGENTS", "Declined", "HookContext", "handle_recorded", "main", "parse", "prepare",
-           "run", "run_payload"]
+__all__ = ["AGENTS", "Declined", "HookContext", "handle_recorded", "main", "parse", "run",
+           "run_payload", "workspace_of"]
 
 
 class HookInputError(Exception):
@@ -76,21 +74,26 @@ def run_payload(agent: str, raw: bytes, event: str, env: Mapping[str, str],
     payload: dict[str, Any] = {}
     try:
         payload = parse(raw)
-        call, ctx = prepare(agent, payload, event, env, getcwd)
+        ctx = workspace_of(agent, payload, env, getcwd)
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
-        _record(None, agent, payload, exc)
+        _record(None, agent, payload, exc)  # no store: the home's log
         return
-    handle_recorded(payload, call, ctx)
+    handle_recorded(payload, event, ctx)
 
 
-def handle_recorded(payload: dict[str, Any], call: Call, ctx: HookContext) -> None:
-    """Do what a prepared hook call asks; whatever fails is recorded in the store, nothing
-    raised but :class:`Declined` (raised by ``ctx.take_snapshot`` before anything was done).
-    The one place the hook's work runs: in the hook's own process (:func:`run_payload`) or in
-    the workspace daemon the native door handed it to (:mod:`ctrlz.door.serve`)."""
+def handle_recorded(payload: dict[str, Any], event: str, ctx: HookContext) -> None:
+    """Read the call a payload asks for and do it; whatever fails is recorded in the store,
+    nothing raised but :class:`Declined` (raised by ``ctx.take_snapshot`` before anything was
+    done). The one place the hook's work runs: in the hook's own process
+    (:func:`run_payload`) or in the workspace daemon the native door handed it to
+    (:mod:`ctrlz.door.serve`)."""
+    from importlib import import_module
+
     from .actions import handle
 
     try:
+        adapter = import_module(f".{ctx.agent}", __package__)
+        call = adapter.read(payload, event) if ctx.agent == "copilot" else adapter.read(payload)
         handle(call, ctx)
     except Declined:
         raise
@@ -119,28 +122,27 @@ def parse(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-def prepare(agent: str, payload: dict[str, Any], event: str, env: Mapping[str, str],
-            getcwd: Callable[[], str]) -> tuple[Call, HookContext]:
-    """The call a payload asks for and its context: the workspace, found with the one
-    locator from the directory the payload (or the agent's environment, or ``getcwd``)
-    names. Raises for anything that is not a hook call into a protected workspace."""
+def workspace_of(agent: str, payload: dict[str, Any], env: Mapping[str, str],
+                 getcwd: Callable[[], str]) -> HookContext:
+    """Who sent the payload and where it works: the agent (Copilot CLI and Cursor run Claude's
+    hooks with payloads of their own) and the workspace, found with the one locator from the
+    directory the payload (or the agent's environment, or ``getcwd``) names. Raises for
+    anything that is not a hook call into a protected workspace."""
     if agent not in AGENTS:
         raise HookInputError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
     from importlib import import_module
 
-    if agent == "claude":  # Copilot CLI and Cursor run Claude's hooks with their payloads
+    if agent == "claude":
         from .claude import foreign
 
         agent = foreign(payload) or agent
-    adapter = import_module(f".{agent}", __package__)
+    here = getattr(import_module(f".{agent}", __package__), "cwd", None)
     from ..locator import home_dir, locate
 
-    here = getattr(adapter, "cwd", None)
     cwd = str((here(payload) if here else payload.get("cwd"))
               or env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or getcwd())
     root, store = locate(cwd, home_dir(env))
-    call = adapter.read(payload, event) if agent == "copilot" else adapter.read(payload)
-    return call, HookContext(agent, root, store, cwd)
+    return HookContext(agent, root, store, cwd)
 
 
 def _silence_logging() -> None:
