@@ -40,6 +40,12 @@ def text_path(path: bytes) -> str:
     return path.decode("utf-8", "backslashreplace")
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for one line of output or a label, with ``...``
+    when something was cut, so a shortened command never reads as the whole one."""
+    return text if len(text) <= limit else text[:max(limit - 3, 0)] + "..."
+
+
 class Skipped(namedtuple("Skipped", "path reason")):
     """A path a scan saw but did not capture, and why. Restores never touch these."""
 

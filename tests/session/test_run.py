@@ -150,6 +150,26 @@ def test_exit_code_and_stdio_pass_through(ws_dir: Path) -> None:
     killed = subprocess.run([CTRLZ, "run", "--", "sh", "-c", "kill -KILL $$"], cwd=ws_dir,
                             capture_output=True, text=True)
     assert killed.returncode == -9 and "error" not in killed.stderr, killed.stderr
+    # and the signal is named where a person reads it, as `ctrlz trace` names a process's
+    table = subprocess.run([CTRLZ, "sessions"], cwd=ws_dir, capture_output=True, text=True)
+    assert [line.split()[3] for line in table.stdout.splitlines()[1:]] == [
+        "SIGKILL", "SIGTERM", "0"], table.stdout
+    assert Workspace.open(ws_dir).snapshots()[-1].label == "after sh -c kill -KILL $$ " \
+        "(killed by SIGKILL)"
+
+
+def test_long_commands_are_cut_with_an_ellipsis(ws_dir: Path) -> None:
+    """A label or a line that shortens a command says so: it never reads as the whole."""
+    subprocess.run([CTRLZ, "init"], cwd=ws_dir, check=True, capture_output=True)
+    long = "x" * 100
+    proc = subprocess.run([CTRLZ, "run", "--", "sh", "-c", f"echo {long} >/dev/null"],
+                          cwd=ws_dir, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    labels = [s.label for s in Workspace.open(ws_dir).snapshots()]
+    assert labels == [f"before sh -c echo {'x' * 46}...",
+                      f"after sh -c echo {'x' * 46}... (exit 0)"], labels
+    table = subprocess.run([CTRLZ, "sessions"], cwd=ws_dir, capture_output=True, text=True)
+    assert table.stdout.splitlines()[1].endswith(f"sh -c echo {'x' * 46}...")
 
 
 def test_arguments_and_labels_that_are_not_utf8(ws_dir: Path) -> None:

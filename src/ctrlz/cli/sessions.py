@@ -79,6 +79,19 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
     sys.exit(code)
 
 
+def exit_text(code: int | None) -> str:
+    """A session's exit status as ``ctrlz trace`` shows a process's: a number, or the
+    signal's name (SIGKILL) for a command killed by one."""
+    if code is None:
+        return "-"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return str(code)
+
+
 @click.command("sessions")
 @render.json_option
 @pass_state
@@ -90,6 +103,8 @@ def sessions_cmd(state: State, as_json: bool) -> None:
       ctrlz sessions
       ctrlz sessions --json
     """
+    from ..types import clip
+
     rows = list(reversed(state.workspace().session_db.sessions()))
     if as_json:
         render.emit_json([r.to_json() for r in rows])
@@ -97,8 +112,8 @@ def sessions_cmd(state: State, as_json: bool) -> None:
     render.table(
         ["SESSION", "STARTED", "EXIT", "SNAPSHOTS", "COMMAND"],
         [[r.id, r.started[:19].replace("T", " "),
-          "running" if r.ended is None else str(r.exit_code), str(r.snapshot_count),
-          " ".join(r.command)[:60]] for r in rows])
+          "running" if r.ended is None else exit_text(r.exit_code), str(r.snapshot_count),
+          clip(" ".join(r.command), 60)] for r in rows])
     render.note(f"{len(rows)} session{'' if len(rows) == 1 else 's'}")
 
 
@@ -126,6 +141,7 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
       ctrlz session show sess_k2x --json
     """
     from ..session import records
+    from ..types import clip
 
     ws = state.workspace()
     row = records.resolve_session(ws, session_id)
@@ -134,7 +150,7 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
         render.emit_json({**row.to_json(), "timeline": [i.to_json() for i in items]})
         return
     render.out(f"session {row.id}: {' '.join(row.command)}")
-    code = "running" if row.ended is None else f"exit {row.exit_code}"
+    code = "running" if row.ended is None else f"exit {exit_text(row.exit_code)}"
     trace = "traced" if row.traced else f"untraced ({row.trace_note})"
     render.out(f"started {row.started}, {code}, {row.snapshot_count} snapshots, {trace}")
     for item in items:
@@ -147,7 +163,7 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
             render.out(f"{t}  {d['action']:<9} {d['path']}")
         else:
             status = d["signal"] or ("running" if d["exit_code"] is None else d["exit_code"])
-            render.out(f"{t}  exec      {' '.join([d['command'], *d['args']])[:70]} "
+            render.out(f"{t}  exec      {clip(' '.join([d['command'], *d['args']]), 70)} "
                        f"[{status}]")
 
 
@@ -168,6 +184,7 @@ def trace_cmd(state: State, session_id: str | None, grep: str | None, failed: bo
       ctrlz trace sess_k2x --failed --json
     """
     from ..session import records
+    from ..types import clip
 
     ws = state.workspace()
     row = records.resolve_session(ws, session_id)
@@ -182,7 +199,7 @@ def trace_cmd(state: State, session_id: str | None, grep: str | None, failed: bo
         [[e["timestamp"][11:23], str(e["pid"]), str(e["ppid"]),
           e["signal"] or ("-" if e["exit_code"] is None else str(e["exit_code"])),
           "-" if e["duration"] is None else f"{e['duration']:.3f}s",
-          " ".join([e["command"], *e["args"]])[:70]] for e in events])
+          clip(" ".join([e["command"], *e["args"]]), 70)] for e in events])
 
 
 @click.command("events")

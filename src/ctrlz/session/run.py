@@ -29,7 +29,7 @@ from ..errors import UsageError
 from ..sources.changes import git_paths
 from ..sources.trace import ExecEvent, Tracer
 from ..state.exclude import Matcher
-from ..types import Snapshot, iso_utc, text_path
+from ..types import Snapshot, clip, iso_utc, text_path
 from .autopush import AutoPusher
 from .protected import check_label
 from .scheduler import Scheduler, TriggerConfig
@@ -205,7 +205,7 @@ class Session:
         ws.repo.defer_statcache_writes = True  # flushed once, after the post-run snapshot
         pre = None
         if not cfg["disable_pre_run"]:
-            pre = self.take("pre-run", self.label or f"before {shown(self.argv)[:60]}",
+            pre = self.take("pre-run", self.label or f"before {clip(shown(self.argv), 60)}",
                             pinned=True, full=True)
         self.scheduler.start()
         exit_code = 127
@@ -220,8 +220,8 @@ class Session:
             self.scheduler.stop()
             self.watcher.stop()
             self._save_execs(events)
-        post = self.take("post-run", f"after {shown(self.argv)[:60]} (exit {exit_code})",
-                         full=True)
+        post = self.take("post-run", f"after {clip(shown(self.argv), 60)} "
+                         f"({ended_text(exit_code)})", full=True)
         ws.repo.flush_statcache()
         if self.pusher is not None and not self.pusher.close(wait=AUTO_PUSH_WAIT):
             notify(f"ctrlz: auto push to {self.pusher.remote} did not finish "
@@ -277,6 +277,18 @@ def check_command(program: str) -> None:
     if os.path.isdir(program) or not os.access(program, os.X_OK):
         raise UsageError(f"{shown([program])}: not an executable file; chmod +x it or run "
                          "it with its interpreter (ctrlz run -- sh SCRIPT)")
+
+
+def ended_text(code: int) -> str:
+    """How a command ended, for its post-run label: ``exit 3``, or ``killed by SIGKILL``."""
+    if code >= 0:
+        return f"exit {code}"
+    import signal
+
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def shown(argv: list[str]) -> str:
