@@ -32,7 +32,7 @@ def test_plain_fork_from_a_snapshot(ws: Path, tmp_path: Path) -> None:
     parent_now = tree_state(ws)
     dest = tmp_path / "fork"
     r = run("fork", "base", str(dest), cwd=ws)
-    assert f"New workspace: {dest}" in r.out and "Store:" in r.out
+    assert f"New workspace:  {dest}" in r.out and "Store:" in r.out
     assert tree_state(dest) == expected
     assert tree_state(ws) == parent_now  # the parent is untouched
 
@@ -45,8 +45,8 @@ def test_plain_fork_from_a_snapshot(ws: Path, tmp_path: Path) -> None:
     assert status["forked_from"] == {"workspace": str(ws), "snapshot": base,
                                      "tool_call": None, "session_id": None}
     assert status["snapshots"] == 1 and f"fork of {ws} at {base}" in status["last"]["label"]
-    assert f"Forked from: {ws} at {base}" in run("status", cwd=dest).out
-    assert f"Forked from: {ws} at {base}" in run("show", "latest", cwd=dest).out
+    assert f"\nForked:    from {ws} at {base}\n" in run("status", cwd=dest).out
+    assert f"\nforked:   from {ws} at {base}\n" in run("show", "latest", cwd=dest).out
     shown = run("show", "latest", "--json", cwd=dest).json()
     jsonschema.validate(shown, SCHEMAS["show"])
     assert shown["forked_from"]["workspace"] == str(ws)

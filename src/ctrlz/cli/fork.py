@@ -44,8 +44,8 @@ def fork_cmd(state: State, ref: str, directory: str, branch: str | None,
     at = f"{result.snapshot} (before tool call {result.tool_call})" if result.tool_call \
         else result.snapshot
     render.out(f"Forked {result.parent} at {at}")
-    render.out(f"New workspace: {result.workspace} ({where})")
-    render.out(f"Store:         {result.store}")
+    render.out(f"New workspace:  {result.workspace} ({where})")
+    render.out(f"Store:          {result.store}")
     render.out(f"First snapshot: {result.first_snapshot}")
     if result.resume:
         render.out(f"Continue the conversation there with: {result.resume}")

@@ -205,7 +205,7 @@ def status_cmd(state: State, as_json: bool) -> None:
         return
     render.out(f"Workspace: {st.root}")
     if forked_from:
-        render.out(f"Forked from: {forked_from['workspace']} at {forked_from['snapshot']}")
+        render.out(f"Forked:    from {forked_from['workspace']} at {forked_from['snapshot']}")
     render.out(f"Excluded:  {excluded_text(st.rules)}")
     render.out(f"Store:     {st.store}")
     render.out(f"           {render.size(st.store_bytes)} of cap {render.size(st.store_cap)}")

@@ -149,7 +149,7 @@ def show_cmd(state: State, snap: str, as_json: bool) -> None:
     for k in s.shown_skipped():
         render.out(f"skipped:  {render.path_text(k.to_json()['path'])}: {k.reason}")
     if forked_from:
-        render.out(f"Forked from: {forked_from['workspace']} at {forked_from['snapshot']}")
+        render.out(f"forked:   from {forked_from['workspace']} at {forked_from['snapshot']}")
 
 
 @click.command("rm")
