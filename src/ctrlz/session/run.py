@@ -192,8 +192,11 @@ class Session:
             # a session that could not run (a snapshot failed, a signal) is over, not
             # "running" for ever: 127, the shell's "could not run", when the command never
             # started; else the status it ended with, when it did
-            if self.db.session(self.id).ended is None:  # type: ignore[union-attr]
-                self.db.end_session(self.id, iso_utc(time.time_ns()), self._exit_code)
+            try:
+                if self.db.session(self.id).ended is None:  # type: ignore[union-attr]
+                    self.db.end_session(self.id, iso_utc(time.time_ns()), self._exit_code)
+            except Exception:  # noqa: BLE001 - never hide the error that ended the run
+                log.warning("could not close session %s", self.id, exc_info=True)
             raise
 
     def _run(self, notify: Callable[[str], None]) -> RunResult:
