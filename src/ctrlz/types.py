@@ -40,6 +40,17 @@ def text_path(path: bytes) -> str:
     return path.decode("utf-8", "backslashreplace")
 
 
+def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9: how a command killed by a signal is shown (a session's status, its
+    post-run label); ``signal N`` for a number Python has no name for."""
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters for one line of output or a label, with ``...``
     when something was cut, so a shortened command never reads as the whole one."""

@@ -82,14 +82,11 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
 def exit_text(code: int | None) -> str:
     """A session's exit status as ``ctrlz trace`` shows a process's: a number, or the
     signal's name (SIGKILL) for a command killed by one."""
+    from ..types import signal_name
+
     if code is None:
         return "-"
-    if code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return str(code)
+    return signal_name(-code) if code < 0 else str(code)
 
 
 @click.command("sessions")

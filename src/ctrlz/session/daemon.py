@@ -223,7 +223,7 @@ class Daemon:
         refusal = self.refusal(message)
         if refusal is not None:
             return refusal
-        self.last_request = time.monotonic()  # only snapshots keep the daemon alive
+        self.last_request = time.monotonic()  # snapshots (and served hooks) keep it alive
         kind = str(message.get("type") or "tool")
         label = message.get("label")
         session_id = message.get("session_id")

@@ -29,7 +29,7 @@ from ..errors import UsageError
 from ..sources.changes import git_paths
 from ..sources.trace import ExecEvent, Tracer
 from ..state.exclude import Matcher
-from ..types import Snapshot, clip, iso_utc, text_path
+from ..types import Snapshot, clip, iso_utc, signal_name, text_path
 from .autopush import AutoPusher
 from .protected import check_label
 from .scheduler import Scheduler, TriggerConfig
@@ -284,14 +284,7 @@ def check_command(program: str) -> None:
 
 def ended_text(code: int) -> str:
     """How a command ended, for its post-run label: ``exit 3``, or ``killed by SIGKILL``."""
-    if code >= 0:
-        return f"exit {code}"
-    import signal
-
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"killed by signal {-code}"
+    return f"exit {code}" if code >= 0 else f"killed by {signal_name(-code)}"
 
 
 def shown(argv: list[str]) -> str:
