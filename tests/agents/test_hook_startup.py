@@ -57,6 +57,24 @@ def test_a_write_hook_loads_none_of_the_heavy_modules(ws: Path) -> None:
     assert [s["captured_paths"] for s in snaps] == [["src/app.py"]]
 
 
+def test_once_the_store_exists_a_write_hook_loads_no_store_at_all(ws: Path) -> None:
+    """The capture goes to the inbox (ctrlz.toolcalls.inbox): no SQLite, no object store,
+    no hash function, no compressor in the hook; the next opener indexes it."""
+    tc.start_session("s1", workspace=ws)  # the tool-call store exists from here on
+    payload = {"session_id": "s1", "cwd": str(ws), "hook_event_name": "PreToolUse",
+               "tool_name": "Write", "tool_use_id": "toolu_2",
+               "tool_input": {"file_path": str(ws / "src" / "app.py"), "content": "x"}}
+    store_modules = (*NOT_LOADED, "sqlite3", "_sqlite3", "blake3", "zstandard",
+                     "ctrlz.state.objects", "ctrlz.state.catalog", "ctrlz.toolcalls.api",
+                     "ctrlz.toolcalls.records", "collections.abc", "contextlib")
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(payload),
+                          json.dumps(store_modules)], capture_output=True, text=True,
+                         check=True, cwd=ws, timeout=60)
+    assert json.loads(out.stdout) == []
+    snaps = tc.list_snapshots("s1", workspace=ws)
+    assert [s["captured_paths"] for s in snaps] == [["src/app.py"]]
+
+
 def test_locate_is_find_workspace_on_strings(ws: Path) -> None:
     (ws / "deeper" / "still").mkdir(parents=True)
     root, store = locate(str(ws / "deeper" / "still"))

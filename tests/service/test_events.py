@@ -111,6 +111,12 @@ def test_cli_changes_arrive_by_inotify(inotify_only: Service) -> None:
         svc.ctrlz("hook", "claude", cwd=root, input=json.dumps(payload))
         listener.wait(lambda e: e["type"] == "toolcall"
                       and e["tool_call"]["tool_use_id"] == "toolu_01", "toolcall")
+        # a file tool's capture lands in the tool-call inbox, not the catalog: it arrives too
+        edit = payload | {"tool_name": "Edit", "tool_use_id": "toolu_02",
+                          "tool_input": {"file_path": str(root / "notes.txt")}}
+        svc.ctrlz("hook", "claude", cwd=root, input=json.dumps(edit))
+        listener.wait(lambda e: e["type"] == "toolcall"
+                      and e["tool_call"]["tool_use_id"] == "toolu_02", "toolcall")
         assert svc.ok("GET", "/v1/service")["events"]["wakeups"] > 0
     finally:
         listener.stop = True

@@ -72,12 +72,15 @@ def end_turn(ctx: HookContext, session_id: str) -> None:
 def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
               paths: Iterable[str], args_key: str | None = None,
               turn_key: str | None = None) -> None:
-    from ..toolcalls.api import fs_snapshot
-
     wanted = inside(ctx, paths)
-    if wanted:
-        fs_snapshot(session_id, tool_id, wanted, workspace=ctx, agent=ctx.agent, tool=tool,
-                    args_key=args_key, turn_key=turn_key)
+    if not wanted:
+        return
+    if ctx.index_later:
+        from ..toolcalls.inbox import fs_snapshot_later as capture
+    else:
+        from ..toolcalls.api import fs_snapshot as capture
+    capture(session_id, tool_id, wanted, workspace=ctx, agent=ctx.agent, tool=tool,
+            args_key=args_key, turn_key=turn_key)
 
 
 def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str,

@@ -20,8 +20,8 @@ class HookContext:
     what the file-tool path uses, so that it never needs to import ``pathlib``. A plain class,
     not a dataclass: importing ``dataclasses`` costs a hook several milliseconds."""
 
-    __slots__ = ("agent", "root_dir", "store_dir", "cwd", "take_snapshot", "_root",
-                 "_store_path")
+    __slots__ = ("agent", "root_dir", "store_dir", "cwd", "take_snapshot", "index_later",
+                 "_root", "_store_path")
 
     def __init__(self, agent: str, root: str | os.PathLike[str],
                  store_path: str | os.PathLike[str], cwd: str) -> None:
@@ -32,6 +32,10 @@ class HookContext:
         #: who takes a shell call's workspace snapshot: None for the usual way (the daemon
         #: if one answers, else this process); the daemon's own, when it runs the hook
         self.take_snapshot: Callable[[str], str] | None = None
+        #: leave a file tool's capture in the inbox for the next opener of the store to index
+        #: (:mod:`ctrlz.toolcalls.inbox`): true in a hook's own process, where importing the
+        #: store costs more than the capture; false in the daemon, which has it loaded
+        self.index_later = False
         self._root: Path | None = None
         self._store_path: Path | None = None
 

@@ -78,6 +78,7 @@ def run_payload(agent: str, raw: bytes, event: str, env: Mapping[str, str],
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
         _record(None, agent, payload, exc)  # no store: the home's log
         return
+    ctx.index_later = True  # a fresh interpreter: see ctrlz.toolcalls.inbox
     handle_recorded(payload, event, ctx)
 
 

@@ -43,8 +43,10 @@ KEEPALIVE_S = 15.0
 #: a store seen for the first time with more snapshots than this (an imported history) is
 #: announced by its ``workspace`` event alone, not one event per snapshot
 FRESH_MAX = 50
+#: ``toolcalls/inbox`` is a directory: a hook's capture renamed into it changes its mtime,
+#: and the look that follows indexes it (``ctrlz.toolcalls.intake``)
 DB_FILES = ("catalog.db", "catalog.db-wal", "session.db-wal", "toolcalls/catalog.db",
-            "toolcalls/catalog.db-wal")
+            "toolcalls/catalog.db-wal", "toolcalls/inbox")
 
 
 class EventBus:

@@ -4,10 +4,10 @@ The CLI, agent hooks, the workspace daemons and the MCP server write the stores 
 without help the service would only notice at its next once-a-second look. This watches, per
 known store, the store directory and its ``toolcalls/`` directory for writes to the SQLite
 files the poller's signature reads (the catalog and its WAL, the session database's WAL, the
-tool-call catalog and its WAL), plus ``<home>/workspaces`` (stores made or removed) and
-``<home>`` (``registry.json`` rewritten), and calls ``wake`` when one is written. It reads
-nothing itself: the poller still decides what changed, so a spurious wake costs one
-``stat`` per file.
+tool-call catalog and its WAL, and the tool-call inbox, where hooks leave captures), plus
+``<home>/workspaces`` (stores made or removed) and ``<home>`` (``registry.json`` rewritten),
+and calls ``wake`` when one is written. It reads nothing itself: the poller still decides
+what changed, so a spurious wake costs one ``stat`` per file.
 
 This is not :mod:`ctrlz.sources.watch`: that one watches workspace trees for the session, with
 exclusion rules, coalescing and overflow rescans, and faces do not import sources. This one
@@ -89,6 +89,7 @@ class StoreWatch:
         for store in stores:
             wanted[store] = _STORE_NAMES
             wanted[os.path.join(store, "toolcalls")] = _TOOLCALL_NAMES
+            wanted[os.path.join(store, "toolcalls", "inbox")] = None  # any record landing
         for path in [p for p in self._watches if p not in wanted]:
             wd = self._watches.pop(path)
             self._names.pop(wd, None)

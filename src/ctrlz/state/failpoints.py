@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import errno as errnos
 import os
-from collections.abc import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _armed: dict[str, tuple[str, object, list[int]]] = {}
 

@@ -7,6 +7,8 @@ Layout::
     <store>/toolcalls/packs/       pack files of pre-image bodies (content-addressed, deduplicated)
     <store>/toolcalls/objects/     large pre-image bodies, one file each
     <store>/toolcalls/lock         writer lock (flock): hooks of one agent run in parallel
+    <store>/toolcalls/inbox/       captures hooks left without opening the catalog, indexed
+                                   by the next opener (:mod:`ctrlz.state.inbox`)
 
 Why a store of its own rather than the workspace's object store: the engine's garbage collector
 keeps only objects reachable from workspace snapshots, and retention runs it whenever a snapshot is
@@ -89,6 +91,9 @@ CREATE TABLE IF NOT EXISTS tc_redo (
     turn INTEGER NOT NULL,
     rolled_back TEXT NOT NULL,       -- JSON list of tc_snapshots.seq
     redo_seq INTEGER NOT NULL        -- the redo snapshot's tc_snapshots.seq
+);
+CREATE TABLE IF NOT EXISTS tc_inbox (
+    name TEXT PRIMARY KEY            -- an inbox record indexed, until its file is gone
 );
 """
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The turn key of an agent that sends no turn id and bounds its turns by a Stop event (see
-# ``api.enter_turn``). Here, not in ``api``, so a hook names it without importing the library.
+# ``register.enter_turn``). Here, not in ``api``, so a hook names it without importing the library.
 UNTIL_STOP = "ctrlz:until-stop"
 
 _EXPORTS = {

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from . import UNTIL_STOP, records
+from . import records
 from .core import (
     Place,
     WorkspaceLike,
@@ -31,6 +31,7 @@ from .core import (
     require,
 )
 from .images import write_bytes
+from .register import ENDED, enter_turn, next_turn, register_rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,9 +67,9 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
                           args_key=args_key, turn_key=turn_key)
                 raise
             with place.store.catalog.transaction():
-                snap = _register_rows(place, session_id, scope_id, lazy=not paths,
-                                      agent=agent, tool=tool, args_key=args_key,
-                                      turn_key=turn_key)
+                snap = register_rows(place.db, session_id, scope_id, lazy=not paths,
+                                     agent=agent, tool=tool, args_key=args_key,
+                                     turn_key=turn_key)
                 if pending is not None:
                     index_images(place, snap, pending)
                 gone = records.enforce_cap(place.db, session_id, snap.seq)
@@ -85,27 +86,9 @@ def _register(place: Place, session_id: str, scope_id: str, *, lazy: bool,
               detail: str | None = None, args_key: str | None = None,
               ws_snapshot: str | None = None, turn_key: str | None = None) -> records.SnapRow:
     with place.store.catalog.transaction():
-        return _register_rows(place, session_id, scope_id, lazy=lazy, agent=agent, tool=tool,
-                              kind=kind, detail=detail, args_key=args_key,
-                              ws_snapshot=ws_snapshot, turn_key=turn_key)
-
-
-def _register_rows(place: Place, session_id: str, scope_id: str, *, lazy: bool,
-                   agent: str | None = None, tool: str | None = None, kind: str = "files",
-                   detail: str | None = None, args_key: str | None = None,
-                   ws_snapshot: str | None = None, turn_key: str | None = None
-                   ) -> records.SnapRow:
-    """:func:`_register` inside the caller's transaction."""
-    turn = enter_turn(place.db, session_id, agent, turn_key)
-    snap = records.find(place.db, session_id, scope_id)
-    if snap is None:
-        snap = records.add_snapshot(place.db, session_id, scope_id, turn, kind, tool=tool,
-                                    detail=detail, args_key=args_key,
-                                    ws_snapshot=ws_snapshot, open=lazy)
-    if lazy:
-        records.close_open(place.db, session_id, except_seq=snap.seq)
-        place.db.execute("UPDATE tc_snapshots SET open = 1 WHERE seq = ?", (snap.seq,))
-    return snap
+        return register_rows(place.db, session_id, scope_id, lazy=lazy, agent=agent, tool=tool,
+                             kind=kind, detail=detail, args_key=args_key,
+                             ws_snapshot=ws_snapshot, turn_key=turn_key)
 
 
 def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | None = None, *,
@@ -213,7 +196,7 @@ def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
         if turn_key is not None:
             return enter_turn(place.db, session_id, agent, turn_key, prompt=True)
         records.ensure_session(place.db, session_id, agent)
-        return _next_turn(place.db, session_id, None)
+        return next_turn(place.db, session_id, None)
 
 
 def end_turn(session_id: str, *, workspace: WorkspaceLike = None,
@@ -222,58 +205,7 @@ def end_turn(session_id: str, *, workspace: WorkspaceLike = None,
     :data:`UNTIL_STOP` as their turn key need it: the next prompt or tool call starts a turn."""
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
         records.ensure_session(place.db, session_id, agent)
-        records.set_turn_key(place.db, session_id, _ENDED)
-
-
-# UNTIL_STOP is the turn key of an agent that sends no turn id and runs its prompt event
-# *alongside* the model request (Auggie), so the turn's first tool call may be recorded before
-# its prompt. Such a turn is bounded by the agent's Stop event instead: a prompt or a tool call
-# after a Stop starts the next turn, and the other of the two joins it, whichever order they
-# come in. The states below live in ``tc_sessions.turn_key``; agents' ids never take this form.
-_PROMPTED, _TOOL_FIRST, _ENDED = "ctrlz:prompted", "ctrlz:tool-first", "ctrlz:ended"
-
-
-def enter_turn(db: Any, session_id: str, agent: str | None, turn_key: str | None, *,
-               prompt: bool = False) -> int:
-    """The session's turn for an event that carries the agent's turn id ``turn_key``, inside
-    the caller's transaction: the same key is the same turn; a new key starts the next turn.
-    Agents send the id with every tool call, so turns stay right where the prompt event never
-    fires (Cursor's and Copilot's headless modes) or fires after a tool call started. A
-    session whose turn began at a prompt event without the id adopts the first one it sees.
-    ``prompt``: the event is the prompt itself (it matters only for :data:`UNTIL_STOP`)."""
-    turn = records.ensure_session(db, session_id, agent)
-    if turn_key is None:
-        return turn
-    known = records.turn_key(db, session_id)
-    if turn_key == UNTIL_STOP:
-        return _until_stop(db, session_id, turn, known, prompt)
-    if known == turn_key:
-        return turn
-    if known is None and turn > 0:
-        records.set_turn_key(db, session_id, turn_key)
-        return turn
-    return _next_turn(db, session_id, turn_key)
-
-
-def _until_stop(db: Any, session_id: str, turn: int, state: str | None, prompt: bool) -> int:
-    if prompt:
-        if state == _TOOL_FIRST:  # the late prompt of the turn a tool call began
-            records.set_turn_key(db, session_id, _PROMPTED)
-            return turn
-        # a new prompt; also when the Stop before it never came (the agent was killed), so a
-        # lost Stop files a racing first tool call under the turn before, never merges turns
-        return _next_turn(db, session_id, _PROMPTED)
-    if state in (_PROMPTED, _TOOL_FIRST) or (state is None and turn > 0):
-        return turn
-    return _next_turn(db, session_id, _TOOL_FIRST)  # after a Stop, or before the first prompt
-
-
-def _next_turn(db: Any, session_id: str, turn_key: str | None) -> int:
-    records.clear_redo(db, session_id)
-    records.close_open(db, session_id)
-    turn = records.bump_turn(db, session_id)
-    records.set_turn_key(db, session_id, turn_key)
-    return turn
+        records.set_turn_key(place.db, session_id, ENDED)
 
 
 # -- lazy capture -----------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from ..errors import SnapshotNotFound, UsageError
 from ..paths import workspace_relative
 from ..state.objects import ObjectWriter
-from . import records
+from . import intake, records
 from .images import Image, UnsafePath, capture, fingerprint
+from .place import Place
 from .store import ToolcallStore, locate
 
 TYPE_CHECKING = False
@@ -25,34 +26,13 @@ if TYPE_CHECKING:
 WorkspaceLike = Any if TYPE_CHECKING else object
 
 
-class Place:
-    """An open tool-call store and the workspace root it belongs to (resolved, as a string).
-    A plain class, and no ``pathlib``: agent hooks import this module, and ``dataclasses`` or
-    ``pathlib`` would cost each one milliseconds of start-up."""
-
-    __slots__ = ("root", "store")
-
-    def __init__(self, root: str, store: ToolcallStore) -> None:
-        self.root = root
-        self.store = store
-
-    def __repr__(self) -> str:
-        return f"Place(root={self.root!r}, store={self.store!r})"
-
-    @property
-    def rootb(self) -> bytes:
-        return os.fsencode(self.root)
-
-    @property
-    def db(self) -> Any:
-        return self.store.db
-
-
 @contextmanager
 def opened(workspace: WorkspaceLike = None, root: str | os.PathLike[str] | None = None
            ) -> Iterator[Place]:
     """The tool-call store of ``workspace`` (a Workspace, or a path), else of the workspace
-    containing ``root`` or the current directory."""
+    containing ``root`` or the current directory, with every capture hooks left in its
+    inbox indexed first (:mod:`ctrlz.toolcalls.intake`): no caller sees the store without
+    them, a restore included."""
     if isinstance(getattr(workspace, "store_dir", None), str):
         # a hook's context: its paths as strings, so no Path is made (pathlib stays unloaded)
         ws_root, store = workspace.root_dir, workspace.store_dir
@@ -62,7 +42,10 @@ def opened(workspace: WorkspaceLike = None, root: str | os.PathLike[str] | None 
         ws_root, store = locate(workspace if workspace is not None else (root or "."))
     tc = ToolcallStore(store)
     try:
-        yield Place(os.path.realpath(ws_root), tc)
+        place = Place(os.path.realpath(ws_root), tc)
+        if intake.waiting(place):
+            intake.take_in(place)
+        yield place
     finally:
         tc.close()
 

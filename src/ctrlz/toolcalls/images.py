@@ -14,7 +14,10 @@ import os
 import stat
 
 from ..state.atomic import fsync_dir, temp_name
-from ..state.objects import LOOSE_MIN, ObjectStore, ObjectWriter
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..state.objects import ObjectStore, ObjectWriter
 
 FILE, SYMLINK, ABSENT, DIR, OTHER = "file", "symlink", "absent", "dir", "other"
 
@@ -110,6 +113,8 @@ def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
         return Image(DIR, mode=stat.S_IMODE(st.st_mode))
     if not stat.S_ISREG(st.st_mode):
         return Image(OTHER)
+    from ..state.packs import LOOSE_MIN
+
     fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         if st.st_size >= LOOSE_MIN:
@@ -137,6 +142,8 @@ def fingerprint(root: bytes, rel: bytes, objects: ObjectStore) -> Image:
         return Image(DIR)
     if not stat.S_ISREG(st.st_mode):
         return Image(OTHER)
+    from ..state.packs import LOOSE_MIN
+
     fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         if st.st_size >= LOOSE_MIN:

@@ -181,11 +181,11 @@ def snapshots(db: sqlite3.Connection, session_id: str, kinds: tuple[str, ...] = 
 def add_snapshot(db: sqlite3.Connection, session_id: str, snapshot_id: str, turn: int,
                  kind: str, *, tool: str | None = None, detail: str | None = None,
                  args_key: str | None = None, ws_snapshot: str | None = None,
-                 open: bool = False) -> SnapRow:
+                 open: bool = False, taken_ns: int | None = None) -> SnapRow:
     db.execute("INSERT INTO tc_snapshots (session_id, snapshot_id, turn, taken_ns, kind, tool, "
                "detail, args_key, ws_snapshot, open) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-               (session_id, snapshot_id, turn, time.time_ns(), kind, tool, detail, args_key,
-                ws_snapshot, int(open)))
+               (session_id, snapshot_id, turn, taken_ns or time.time_ns(), kind, tool, detail,
+                args_key, ws_snapshot, int(open)))
     found = find(db, session_id, snapshot_id)
     assert found is not None
     return found

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..session import daemon_client
 from . import records
-from .api import _register_rows
 from .core import check_id, opened
+from .register import register_rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,6 +61,6 @@ def shell_call(session_id: str, scope_id: str, command: str, *, workspace: Any,
     snap_id = (take_snapshot or (lambda text: workspace_snapshot(workspace, text)))(label)
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
         records.clear_redo(place.db, session_id)
-        _register_rows(place, session_id, scope_id, lazy=False, agent=agent, tool=tool,
-                       kind="bash", detail=command, ws_snapshot=snap_id, turn_key=turn_key)
+        register_rows(place.db, session_id, scope_id, lazy=False, agent=agent, tool=tool,
+                      kind="bash", detail=command, ws_snapshot=snap_id, turn_key=turn_key)
     return {"snapshot_id": scope_id, "workspace_snapshot": snap_id}

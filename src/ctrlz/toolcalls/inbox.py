@@ -1,0 +1,129 @@
+"""A file tool's capture, left in the inbox by a hook that runs in its own process.
+
+:func:`fs_snapshot_later` has :func:`ctrlz.toolcalls.api.fs_snapshot`'s effect for the
+pre-tool hook of a file tool: the pre-images of the paths the tool will write are durable
+before it returns, and the snapshot appears in every view of the store, with its turn, its
+session's budgets applied. What it skips is the indexing: the capture is written to the inbox
+(:mod:`ctrlz.state.inbox`) and indexed by the next process that opens the tool-call store
+(:mod:`ctrlz.toolcalls.intake`), which for an agent is the post-tool hook of the same call.
+The hook then imports no SQLite, object store or hash function, which is most of what it cost
+(docs/ARCHITECTURE.md, "The tool-call inbox").
+
+Anything this way does not take (a body of :data:`BODY_MAX` or more, bodies adding up to
+:data:`RECORD_MAX`, a store not made yet, a path that fails the checks, a full inbox, a write
+that fails) goes the usual way instead, :func:`~ctrlz.toolcalls.api.fs_snapshot`, which
+raises the error a person should see. A capture is therefore at least once: a record whose
+write raised after its rename is indexed as well, and the second capture of the same paths
+adds nothing (the first capture wins).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from ..state import inbox
+from .images import ABSENT, DIR, FILE, OTHER, SYMLINK, check_rel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+#: a file this big is captured the usual way: the inbox keeps whole bodies in one record
+BODY_MAX = 1 << 20
+#: nor a record whose bodies add up to this much (a patch tool naming many files): a record
+#: is read whole, and its writer holds it whole
+RECORD_MAX = 8 << 20
+#: records waiting at once; past this, a hook indexes them (the usual way) before its own
+PENDING_MAX = 64
+#: the record format's version, in each header
+VERSION = 1
+
+
+def fs_snapshot_later(session_id: str, scope_id: str, paths: Sequence[str], *,
+                      workspace: Any, agent: str | None = None, tool: str | None = None,
+                      args_key: str | None = None, turn_key: str | None = None) -> None:
+    """Capture ``paths`` (absolute, inside ``workspace``, a hook's context) for the snapshot
+    ``scope_id`` through the inbox where it can, else through ``fs_snapshot``."""
+    try:
+        left = _leave(session_id, scope_id, paths, workspace, agent=agent, tool=tool,
+                      args_key=args_key, turn_key=turn_key)
+    except Exception:  # noqa: BLE001 - the usual way runs next and reports what is wrong
+        left = False
+    if not left:
+        from .api import fs_snapshot
+
+        fs_snapshot(session_id, scope_id, paths, workspace=workspace, agent=agent, tool=tool,
+                    args_key=args_key, turn_key=turn_key)
+
+
+def _leave(session_id: str, scope_id: str, paths: Sequence[str], workspace: Any, *,
+           agent: str | None, tool: str | None, args_key: str | None,
+           turn_key: str | None) -> bool:
+    """Write the record; False for anything the inbox does not take (nothing written)."""
+    if not (isinstance(session_id, str) and session_id.strip()
+            and isinstance(scope_id, str) and scope_id.strip()):
+        return False
+    toolcalls_dir = os.path.join(workspace.store_dir, "toolcalls")
+    if not os.path.isfile(os.path.join(toolcalls_dir, "catalog.db")):
+        return False  # the first capture makes the store and its schema
+    if len(inbox.listing(toolcalls_dir)[0]) >= PENDING_MAX:
+        return False
+    from ..paths import workspace_relative
+
+    taken_ns = time.time_ns()
+    root = os.fsencode(os.path.realpath(workspace.root_dir))
+    cwd = os.fsencode(workspace.cwd)
+    images: list[dict[str, Any]] = []
+    bodies: list[bytes] = []
+    held = 0
+    for rel in dict.fromkeys(workspace_relative(root, p, cwd, allow_root=False)
+                             for p in paths):
+        image, body = _image(root, rel)
+        if image is None:
+            return False
+        images.append(image)
+        bodies.append(body)
+        held += len(body)
+        if held >= RECORD_MAX:
+            return False
+    header = {"v": VERSION, "kind": "pre", "session_id": session_id, "scope_id": scope_id,
+              "agent": agent, "tool": tool, "args_key": args_key, "turn_key": turn_key,
+              "taken_ns": taken_ns, "images": images}
+    inbox.write(toolcalls_dir, header, bodies, taken_ns)
+    return True
+
+
+def _image(root: bytes, rel: bytes) -> tuple[dict[str, Any] | None, bytes]:
+    """One path's image and body, as :func:`~ctrlz.toolcalls.images.capture` takes it (no
+    symlink followed, the parents checked); (None, b"") for a body too big for a record."""
+    full = check_rel(root, rel)
+    image: dict[str, Any] = {"path": os.fsdecode(rel), "kind": OTHER, "size": 0, "mode": None}
+    try:
+        st = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return image | {"kind": ABSENT}, b""
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(full)
+        return image | {"kind": SYMLINK, "size": len(target)}, target
+    if stat.S_ISDIR(st.st_mode):
+        return image | {"kind": DIR, "mode": stat.S_IMODE(st.st_mode)}, b""
+    if not stat.S_ISREG(st.st_mode):
+        return image, b""
+    if st.st_size >= BODY_MAX:
+        return None, b""
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= BODY_MAX:  # it grew while read
+                return None, b""
+    finally:
+        os.close(fd)
+    body = b"".join(chunks)
+    return image | {"kind": FILE, "size": len(body), "mode": stat.S_IMODE(st.st_mode)}, body
