@@ -641,6 +641,58 @@ def test_a_daemon_killed_during_a_hook_leaves_its_work_to_the_python_hook(
         assert recorded[0]["captured_paths"] == ["src/a.py"]
 
 
+def test_a_file_hook_is_answered_while_the_daemon_is_busy(
+        ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A snapshot held inside the daemon (at ``before-commit``): an Edit's hook is answered
+    meanwhile, by the daemon, on its connection's thread; a Bash call's hook, which needs a
+    snapshot of the daemon's own, is answered after it. Both are recorded once."""
+    if not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    go = tmp_path / "go"
+    daemon_client.stop(ws.store_path)
+    monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", f"before-commit@{go}")
+    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
+    (ws.root / "src" / "a.py").write_text("a = 5\n")
+    env = {**os.environ, "CTRLZ_DOOR_TRACE": "1"}
+    held = subprocess.Popen([CTRLZ, "snapshot", "-m", "held"], cwd=ws.root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    bash = None
+    try:
+        while not Path(f"{go}.held").exists():  # the daemon is inside that snapshot now
+            assert held.poll() is None, held.communicate()
+            time.sleep(0.01)
+        bash = subprocess.Popen([HOOK, "claude"], cwd=ws.root, env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        bash.stdin.write(json.dumps(claude(ws, "s-busy", "PreToolUse", tool_name="Bash",
+                                           tool_use_id="toolu_b",
+                                           tool_input={"command": "make"})).encode())
+        bash.stdin.close()
+        edit = {"file_path": str(ws.root / "src" / "a.py"), "old_string": "5",
+                "new_string": "6"}
+        run = hook(claude(ws, "s-busy", "PreToolUse", tool_name="Edit",
+                          tool_use_id="toolu_e", tool_input=edit), ws.root)
+        assert served(run), trace(run)
+        assert held.poll() is None  # the snapshot is still held: the hook did not wait
+    finally:
+        go.touch()
+    out, err = held.communicate(timeout=120)
+    assert held.returncode == 0, err
+    assert bash is not None
+    assert bash.wait(timeout=120) == 0
+    bash_run = subprocess.CompletedProcess(bash.args, 0, bash.stdout.read(),
+                                           bash.stderr.read())
+    bash.stdout.close()
+    bash.stderr.close()
+    assert served(bash_run) and errors(bash_run) == b"", bash_run.stderr
+    recorded = calls(ws, "s-busy")
+    assert [(c["kind"], c["captured_paths"]) for c in recorded] == [
+        ("files", ["src/a.py"]), ("bash", [])], recorded
+    assert [s.label for s in ws.snapshots()][-2:] == ["held", "before Bash toolu_b: make"]
+    assert hook_errors(ws, ws.root.parent / "home") == []
+
+
 def test_a_hook_whose_interpreter_is_gone_never_fails_the_agent(tmp_path: Path) -> None:
     """The Python hook cannot run: a one-line warning on stderr, exit 0 (a non-zero hook
     would fail, or under Copilot CLI deny, the agent's tool call)."""

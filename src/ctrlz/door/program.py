@@ -12,7 +12,8 @@ from . import serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    return daemon_process.main(argv, ops={"door": serve.handle})
+    return daemon_process.main(argv, ops={"door": serve.handle},
+                               at_once={"door": serve.at_once})
 
 
 if __name__ == "__main__":

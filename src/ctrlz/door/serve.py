@@ -43,6 +43,7 @@ from ..locator import home_dir, locate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from ..session.daemon import Daemon
@@ -55,17 +56,34 @@ _ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
                   "PYTHONLEGACYWINDOWSSTDIO")
 
 
+def at_once(message: dict[str, Any]) -> bool:
+    """A hook is answered on its connection's thread, not after the daemon's other requests:
+    its work is the tool-call store's, under that store's own lock, as in the hook's own
+    process, and a shell call's snapshot goes through ``daemon.serial`` (see :func:`_hook`).
+    So an agent's file edit never waits behind a rollback of a big tree or the first scan."""
+    argv = message.get("argv")
+    return isinstance(argv, list) and argv[:1] == ["hook"]
+
+
 def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """The reply to one door request (see the module docstring)."""
+    if at_once(message):
+        return _answer(lambda: _hook(daemon, message))
+    return daemon.serial.run(lambda: _answer(lambda: _command(daemon, message)))
+
+
+def _answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
-        argv = message.get("argv")
-        if isinstance(argv, list) and argv[:1] == ["hook"]:
-            return _hook(daemon, message)
-        as_json, config = _check(daemon, message)
-        command = {"snapshot": _snapshot, "list": _list, "rollback": _rollback}
-        printed = command[message["argv"][0]](daemon, config, as_json, message)
+        return work()
     except _Declined as exc:
         return {"ok": False, "error": f"the native door declines: {exc}"}
+
+
+def _command(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
+    """``ctrlz snapshot``, ``list`` or ``rollback``, on the daemon's serving thread."""
+    as_json, config = _check(daemon, message)
+    command = {"snapshot": _snapshot, "list": _list, "rollback": _rollback}
+    printed = command[message["argv"][0]](daemon, config, as_json, message)
     if isinstance(printed, dict):  # the request itself declined: nothing was done
         return printed
     status, lines = printed if isinstance(printed, tuple) else (0, printed)
@@ -172,8 +190,14 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
         raise _Declined("a restore's journal is there")
 
     def take_snapshot(label: str) -> str:
-        reply = daemon.snapshot({"op": "snapshot", "type": "tool", "label": label,
-                                 "pinned": False, "session_id": None, "config": settings})
+        from ..session.serial import DaemonStopping
+
+        try:  # on the serving thread, after the requests before it: the daemon's own state
+            reply = daemon.serial.run(lambda: daemon.snapshot({
+                "op": "snapshot", "type": "tool", "label": label, "pinned": False,
+                "session_id": None, "config": settings}))
+        except DaemonStopping as exc:
+            raise Declined(str(exc)) from None
         if reply.get("ok") is not True:
             raise Declined(str(reply.get("error")))
         return str(reply["snapshot"]["id"])

@@ -55,6 +55,7 @@ from ..state.exclude import Matcher
 from ..state.statcache import StatCache
 from ..state.trees import encode_tree
 from .protected import ProtectedWorkspace
+from .serial import Serial
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from ..state.scan import DirtyDirs
 
     Op = Callable[["Daemon", dict[str, Any]], dict[str, Any]]
+    AtOnce = Callable[[dict[str, Any]], bool]
 
 log = logging.getLogger("ctrlz.daemon")
 
@@ -77,11 +79,18 @@ class Daemon:
     """The watcher plus the request handlers; :func:`serve` runs the socket loop around it."""
 
     def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None,
-                 ops: Mapping[str, Op] | None = None) -> None:
+                 ops: Mapping[str, Op] | None = None,
+                 at_once: Mapping[str, AtOnce] | None = None) -> None:
         self.ws = ws
         #: requests answered by the program around the daemon (a face: the native door's,
         #: see :mod:`ctrlz.door`), each with the daemon to call back
         self.ops: Mapping[str, Op] = ops or {}
+        #: for some of those, whether a request is answered on its connection's thread, not
+        #: after the requests before it (a served hook's file capture; see :meth:`at_once`)
+        self._at_once: Mapping[str, AtOnce] = at_once or {}
+        #: the thread that runs everything else, one request at a time (the one that made
+        #: the daemon: :func:`~.daemon_process.serve` runs it)
+        self.serial = Serial()
         ws.use_daemon = False  # we are the daemon
         ws.housekeep_later = True  # see after_reply
         hold_released()
@@ -161,6 +170,14 @@ class Daemon:
         return True
 
     # -- requests ---------------------------------------------------------------------------
+
+    def at_once(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` may be answered on its connection's thread, alongside the
+        request the serving thread is running. Only an op of the program's own may say so,
+        for work that touches none of this object's state but through :attr:`serial`."""
+        op = message.get("op")
+        check = self._at_once.get(op) if isinstance(op, str) else None
+        return bool(check is not None and check(message))
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")

@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,12 +26,14 @@ from . import daemon_client as wire
 from .daemon import Daemon, log
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
 from .protected import ProtectedWorkspace
+from .serial import DaemonStopping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
-    from .daemon import Op
+    from .daemon import AtOnce, Op
 
 LOG_MAX = 1 << 20
 
@@ -40,46 +43,129 @@ def _peer_uid(conn: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
-def serve(daemon: Daemon, listener: socket.socket) -> None:
-    """Answer requests one at a time (snapshots take the store lock anyway) until told to
-    stop; the one-second accept timeout drives :meth:`Daemon.tick`."""
+#: connections answered at once, on threads of their own (more wait in the backlog)
+CONNECTIONS_MAX = 32
+
+
+def serve(daemon: Daemon, listener: socket.socket,
+          first: Callable[[], None] | None = None) -> None:
+    """Answer requests until told to stop. A thread accepts connections and reads each
+    request on a thread of its own (:data:`CONNECTIONS_MAX` at once); a request the daemon
+    may answer at once (:meth:`Daemon.at_once`: a served hook) is answered there, and every
+    other one is handed to this thread, which answers them one at a time, in order, through
+    ``daemon.serial`` (:mod:`.serial`). ``first`` runs here before them (the prime), while
+    the hooks are already answered. A second without a request drives :meth:`Daemon.tick`."""
+    stopping = threading.Event()
+    slots = threading.BoundedSemaphore(CONNECTIONS_MAX)
+    threads: list[threading.Thread] = []
+    acceptor = threading.Thread(target=_accept, args=(daemon, listener, stopping, slots,
+                                                      threads),
+                                name="ctrlz-accept", daemon=True)
+    acceptor.start()
+    try:
+        if first is not None:
+            first()
+        while daemon.stop_reason is None:
+            work = daemon.serial.next_job(timeout=1.0)
+            if work is None:
+                daemon.tick()
+                continue
+            work()
+            # The caller was woken by the reply, often onto this CPU (the scheduler's wake
+            # affinity): let it run before the housekeeping does, or it waits out ~1.2 ms of
+            # it (a warm caller's served snapshot: 3.4 -> 2.25 ms on 2 cores;
+            # docs/ARCHITECTURE.md)
+            os.sched_yield()
+            daemon.after_reply()
+    finally:
+        stopping.set()
+        daemon.serial.close()  # requests still waiting: "stopping", nothing of them done
+        acceptor.join(timeout=5.0)
+        for thread in list(threads):  # answers under way finish before the daemon closes
+            thread.join(timeout=30.0)
+    log.info("stopping: %s", daemon.stop_reason)
+
+
+def _accept(daemon: Daemon, listener: socket.socket, stopping: threading.Event,
+            slots: threading.BoundedSemaphore, threads: list[threading.Thread]) -> None:
     listener.settimeout(1.0)
-    while daemon.stop_reason is None:
+    while not stopping.is_set() and daemon.stop_reason is None:
         try:
             conn, _ = listener.accept()
         except TimeoutError:
-            daemon.tick()
             continue
-        with conn:
-            conn.settimeout(10.0)
+        except OSError as exc:  # EMFILE and the like: the caller works in-process
+            log.info("accept failed: %s", exc)
+            stopping.wait(0.1)
+            continue
+        slots.acquire()
+        thread = threading.Thread(target=_connection, args=(daemon, conn, slots, threads),
+                                  name="ctrlz-conn", daemon=True)
+        threads.append(thread)
+        thread.start()
+
+
+def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSemaphore,
+                threads: list[threading.Thread]) -> None:
+    """Read one request; answer it here, or hand it whole to the serving thread."""
+    handed = False
+    try:
+        conn.settimeout(10.0)
+        try:
+            if _peer_uid(conn) != os.getuid():
+                wire.send_message(conn, {"ok": False, "error": "not the workspace owner"})
+                return
+            message = wire.read_message(conn)
+        except (OSError, ValueError) as exc:
+            log.info("bad request: %s", exc)
             try:
-                if _peer_uid(conn) != os.getuid():
-                    wire.send_message(conn, {"ok": False, "error": "not the workspace owner"})
-                    continue
-                message = wire.read_message(conn)
-            except (OSError, ValueError) as exc:
-                log.info("bad request: %s", exc)
-                try:
-                    wire.send_message(conn, {"ok": False, "error": f"bad request: {exc}"})
-                except OSError:
-                    pass
-                continue
-            try:
-                reply = daemon.handle(message)
-            except Exception as exc:  # one bad request must not take the watcher down
-                log.exception("request %r failed", message.get("op"))
-                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            conn.settimeout(30.0)
-            try:
-                wire.send_message(conn, reply)
-            except OSError as exc:  # the hook gave up; the snapshot stands
-                log.info("could not reply: %s", exc)
-        # The caller was woken by the reply, often onto this CPU (the scheduler's wake
-        # affinity): let it run before the housekeeping does, or it waits out ~1.2 ms of it
-        # (a warm caller's served snapshot: 3.4 -> 2.25 ms on 2 cores; docs/ARCHITECTURE.md)
-        os.sched_yield()
-        daemon.after_reply()
-    log.info("stopping: %s", daemon.stop_reason)
+                wire.send_message(conn, {"ok": False, "error": f"bad request: {exc}"})
+            except OSError:
+                pass
+            return
+        if daemon.at_once(message):
+            _answer(daemon, conn, message)
+            return
+        try:
+            # the serving thread answers and closes it; this thread is done
+            daemon.serial.hand_over(lambda: _answer_and_close(daemon, conn, message),
+                                    lambda: _refuse_and_close(conn))
+            handed = True
+        except DaemonStopping as exc:
+            _reply(conn, {"ok": False, "error": str(exc)})
+    finally:
+        if not handed:
+            conn.close()
+        slots.release()
+        threads.remove(threading.current_thread())
+
+
+def _answer_and_close(daemon: Daemon, conn: socket.socket, message: dict[str, Any]) -> None:
+    with conn:
+        _answer(daemon, conn, message)
+
+
+def _refuse_and_close(conn: socket.socket) -> None:
+    """A request the daemon stopped before: nothing of it was done, the caller does it."""
+    with conn:
+        _reply(conn, {"ok": False, "error": "the workspace daemon stopped before this request"})
+
+
+def _answer(daemon: Daemon, conn: socket.socket, message: dict[str, Any]) -> None:
+    try:
+        reply = daemon.handle(message)
+    except Exception as exc:  # one bad request must not take the watcher down
+        log.exception("request %r failed", message.get("op"))
+        reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    _reply(conn, reply)
+
+
+def _reply(conn: socket.socket, reply: dict[str, Any]) -> None:
+    conn.settimeout(30.0)
+    try:
+        wire.send_message(conn, reply)
+    except OSError as exc:  # the hook gave up; the snapshot stands
+        log.info("could not reply: %s", exc)
 
 
 def _setup_log(store: Path) -> None:
@@ -121,10 +207,12 @@ def _bind(store: Path) -> socket.socket:
 
 
 def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
-               ops: Mapping[str, Op] | None = None) -> int:
+               ops: Mapping[str, Op] | None = None,
+               at_once: Mapping[str, AtOnce] | None = None) -> int:
     """The daemon's whole life; returns its exit status. Quietly does nothing when another
     daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above;
-    ``ops``: the program's own requests (:attr:`Daemon.ops`)."""
+    ``ops``: the program's own requests (:attr:`Daemon.ops`); ``at_once``: which of them
+    it answers on their connection's thread (:meth:`Daemon.at_once`)."""
     import fcntl
 
     store = Path(store)
@@ -152,17 +240,20 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         ws = ProtectedWorkspace.open(root)
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
-        daemon = Daemon(ws, parent_pid, ops)
+        daemon = Daemon(ws, parent_pid, ops, at_once)
         daemon.start()
         (store / FAILED_NAME).unlink(missing_ok=True)
-        listener = _bind(store)  # requests queue in the backlog while we prime
-        try:
-            daemon.prime()
-        except CtrlzError as exc:
-            log.info("prime skipped: %s", exc)
-        if stopping:
-            daemon.stop_reason = f"signal {stopping[0]}"
-        serve(daemon, listener)
+        listener = _bind(store)
+
+        def prime() -> None:  # other requests wait for it; served hooks do not
+            try:
+                daemon.prime()
+            except CtrlzError as exc:
+                log.info("prime skipped: %s", exc)
+            if stopping:
+                daemon.stop_reason = f"signal {stopping[0]}"
+
+        serve(daemon, listener, first=prime)
         return 0
     except Exception as exc:
         log.exception("daemon failed")
@@ -184,7 +275,8 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         os.close(lock_fd)
 
 
-def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None) -> int:
+def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None,
+         at_once: Mapping[str, AtOnce] | None = None) -> int:
     """``ROOT STORE [--parent-pid PID]``: see :func:`run_daemon`. The program users' daemons
     run is :mod:`ctrlz.door.program`, which calls this with the native door's request."""
     args = sys.argv[1:] if argv is None else argv
@@ -199,7 +291,7 @@ def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None) -> 
         return 0  # the service died before we started: nobody would supervise us
     # crash tests kill the daemon at a named point of its work (state/failpoints.py)
     failpoints.arm_spec(os.environ.get("CTRLZ_TEST_FAILPOINTS", ""))
-    return run_daemon(Path(args[0]), Path(args[1]), parent, ops)
+    return run_daemon(Path(args[0]), Path(args[1]), parent, ops, at_once)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ with:
   would stop it (crash tests run this in a real child process);
 * ``arm_error(name, errno)``: it raises that ``OSError``, as a failing disk or a full one would
   (for the errors no rlimit or small filesystem can produce on demand, such as ``EIO``);
-* ``arm_call(name, fn)``: it calls ``fn()`` — a concurrent writer striking at an exact instant.
+* ``arm_call(name, fn)``: it calls ``fn()`` — a concurrent writer striking at an exact instant;
+* ``arm_pause(name, path)``: it makes ``path + ".held"``, then waits until ``path`` exists —
+  a process held at an exact instant while a test does something else alongside.
 
 ``after`` lets the point pass that many times first, so a test can strike the 7th file of a
 restore rather than the first. Unarmed points cost one dict lookup.
@@ -40,14 +42,23 @@ def arm_call(name: str, fn: Callable[[], None], after: int = 0) -> None:
     _armed[name] = ("call", fn, [after])
 
 
+def arm_pause(name: str, path: str, after: int = 0) -> None:
+    _armed[name] = ("pause", path, [after])
+
+
 def disarm_all() -> None:
     _armed.clear()
 
 
 def arm_spec(spec: str) -> None:
-    """Kill points from ``"name[:after][,name[:after]]"`` (empty: none)."""
+    """Points from ``"name[:after][,...]"`` (kill) or ``"name@path"`` (pause until ``path``
+    exists); empty: none."""
     for item in spec.split(","):
-        name, _, after = item.strip().partition(":")
+        name, at, path = item.strip().partition("@")
+        if at:
+            arm_pause(name, path)
+            continue
+        name, _, after = name.partition(":")
         if name:
             arm(name, int(after) if after.isdigit() else 0)
 
@@ -64,6 +75,14 @@ def hit(name: str) -> None:
         import signal
 
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "pause":
+        import time
+
+        with open(f"{arg}.held", "w"):  # the test waits for this: we are here now
+            pass
+        deadline = time.monotonic() + 120  # a test that forgot to let go fails, not hangs
+        while not os.path.exists(str(arg)) and time.monotonic() < deadline:
+            time.sleep(0.01)
     elif action == "error":
         code = int(arg)  # type: ignore[call-overload]
         raise OSError(code, os.strerror(code))
