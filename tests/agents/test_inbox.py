@@ -253,6 +253,44 @@ def test_an_unreadable_record_is_set_aside_and_reported(ws: Path) -> None:
     assert len(hook_errors(ws)) == 1
 
 
+GOOD = {"v": 1, "kind": "pre", "session_id": SESSION, "scope_id": "toolu_x", "agent": "claude",
+        "tool": "Edit", "args_key": None, "turn_key": None, "taken_ns": 1,
+        "images": [{"path": "src/app.py", "kind": "absent", "size": 0, "mode": None}]}
+
+
+def test_a_record_written_by_hand_is_indexed_as_a_hooks(ws: Path) -> None:
+    """The header the tests below spoil, as it is: indexed."""
+    inbox.write(toolcalls_dir(ws), GOOD, [], 1)
+    [snap] = tc.list_snapshots(SESSION, workspace=ws)
+    assert (snap["snapshot_id"], snap["captured_paths"], snap["taken_at_ms"]) == (
+        "toolu_x", ["src/app.py"], 0)
+    assert waiting(ws) == []
+
+
+@pytest.mark.parametrize("change", [
+    {"v": 2}, {"kind": "post"}, {"session_id": ""}, {"scope_id": None}, {"tool": 3},
+    {"taken_ns": "soon"}, {"taken_ns": True},
+    {"images": [{"path": "../outside", "kind": "absent", "size": 0, "mode": None}]},
+    {"images": [{"path": "/etc/passwd", "kind": "absent", "size": 0, "mode": None}]},
+    {"images": [{"path": "a//b", "kind": "absent", "size": 0, "mode": None}]},
+    {"images": [{"path": "x", "kind": "socket", "size": 0, "mode": None}]},
+    {"images": [{"path": "x", "kind": "dir", "size": 0, "mode": "rwx"}]},
+    {"images": [{"path": 7, "kind": "absent", "size": 0, "mode": None}]},
+], ids=lambda change: "-".join(f"{k}={v!r}"[:30] for k, v in change.items()))
+def test_a_record_that_cannot_be_indexed_never_blocks_the_store(ws: Path, change: dict
+                                                               ) -> None:
+    """Written whole but wrong (another version, a field of the wrong type, a path outside
+    the workspace): set aside and reported, and the store opens, with the records beside
+    it indexed."""
+    inbox.write(toolcalls_dir(ws), GOOD | change, [], 1)
+    pre(ws, "toolu_good", ws / "src" / "app.py")
+    assert [s["snapshot_id"] for s in tc.list_snapshots(SESSION, workspace=ws)] == [
+        "toolu_good"]
+    assert [n.rsplit(".", 1)[1] for n in waiting(ws)] == ["bad"]
+    [err] = hook_errors(ws)
+    assert "set aside" in err["error"]
+
+
 def test_hooks_and_readers_at_once_lose_nothing_and_double_nothing(ws: Path) -> None:
     """Eight hook processes leave captures while another process keeps opening the store."""
     reader = subprocess.Popen([sys.executable, "-c", (

@@ -21,16 +21,18 @@ import time
 
 from ..state import inbox
 from . import records
-from .images import FILE, RAW_BELOW, SYMLINK, Image
+from .images import ABSENT, DIR, FILE, OTHER, RAW_BELOW, SYMLINK, Image
+from .inbox import VERSION
 from .register import register_rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
     from .place import Place
 
 _TABLE = "CREATE TABLE IF NOT EXISTS tc_inbox (name TEXT PRIMARY KEY)"
+KINDS = (FILE, SYMLINK, ABSENT, DIR, OTHER)
 
 
 def waiting(place: Place) -> bool:
@@ -60,9 +62,7 @@ def take_in(place: Place) -> int:
             if name not in done:
                 try:
                     header, bodies = inbox.read(tc_dir, name)
-                    if header.get("v") != 1 or header.get("kind") != "pre":
-                        raise inbox.BadRecord(f"unknown record version {header.get('v')!r} "
-                                              f"or kind {header.get('kind')!r}")
+                    _check(header)
                 except (inbox.BadRecord, OSError) as exc:
                     _set_aside(place, name, exc)
                     continue
@@ -80,15 +80,15 @@ def _index(place: Place, name: str, header: dict[str, Any], bodies: list[bytes])
     from ..state import failpoints
 
     db = place.db
-    session_id = str(header["session_id"])
+    session_id = header["session_id"]
     writer = place.store.objects.writer()
     try:
         with place.store.catalog.transaction():
-            snap = register_rows(db, session_id, str(header["scope_id"]), lazy=False,
+            snap = register_rows(db, session_id, header["scope_id"], lazy=False,
                                  agent=header.get("agent"), tool=header.get("tool"),
                                  args_key=header.get("args_key"),
                                  turn_key=header.get("turn_key"),
-                                 taken_ns=int(header["taken_ns"]))
+                                 taken_ns=header["taken_ns"])
             images = []
             for item, body in zip(header["images"], bodies, strict=True):
                 rel = os.fsencode(item["path"])
@@ -106,6 +106,40 @@ def _index(place: Place, name: str, header: dict[str, Any], bodies: list[bytes])
         raise
     failpoints.hit("intake-committed")
     return bool(gone)
+
+
+def _check(header: dict[str, Any]) -> None:
+    """Raise :class:`~ctrlz.state.inbox.BadRecord` for a header that cannot be indexed as
+    written: a record that would fail its transaction every time is set aside, never left
+    to make every opening of the store fail."""
+    def bad(why: str) -> NoReturn:
+        raise inbox.BadRecord(why)
+
+    if header.get("v") != VERSION or header.get("kind") != "pre":
+        bad(f"unknown record version {header.get('v')!r} or kind {header.get('kind')!r}")
+    for key in ("session_id", "scope_id"):
+        value = header.get(key)
+        if not (isinstance(value, str) and value.strip()):
+            bad(f"no {key}")
+    for key in ("agent", "tool", "args_key", "turn_key"):
+        if not isinstance(header.get(key), (str, type(None))):
+            bad(f"{key} is not text")
+    taken = header.get("taken_ns")
+    if not isinstance(taken, int) or isinstance(taken, bool) or taken <= 0:
+        bad("no time taken")
+    for image in header["images"]:
+        if not isinstance(image, dict) or image.get("kind") not in KINDS:
+            bad(f"not an image: {image!r}"[:200])
+        mode = image.get("mode")
+        if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool)):
+            bad(f"a mode that is not a number: {mode!r}"[:200])
+        try:
+            rel = os.fsencode(image.get("path"))
+        except (TypeError, UnicodeError):
+            bad(f"a path that is not a path: {image.get('path')!r}"[:200])
+        if (not rel or rel.startswith(b"/") or b"\0" in rel
+                or any(part in (b"", b".", b"..") for part in rel.split(b"/"))):
+            bad(f"a path outside the workspace: {os.fsdecode(rel)!r}"[:200])
 
 
 def _stored(writer: Any, item: dict[str, Any], body: bytes) -> Image:
