@@ -107,7 +107,9 @@ def _accept(daemon: Daemon, listener: socket.socket, stopping: threading.Event,
 
 def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSemaphore,
                 threads: list[threading.Thread]) -> None:
-    """Read one request; answer it here, or hand it whole to the serving thread."""
+    """Read one request; answer it here, or hand it whole to the serving thread, which
+    answers it, closes it and gives its slot back (so handed requests count against
+    :data:`CONNECTIONS_MAX` until they are answered: the backlog holds the rest)."""
     handed = False
     try:
         conn.settimeout(10.0)
@@ -126,29 +128,32 @@ def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSem
         if daemon.at_once(message):
             _answer(daemon, conn, message)
             return
+
+        def answer() -> None:
+            try:
+                _answer(daemon, conn, message)
+            finally:
+                conn.close()
+                slots.release()
+
+        def refuse() -> None:  # the daemon stopped first: nothing done, the caller does it
+            try:
+                _reply(conn, {"ok": False,
+                              "error": "the workspace daemon stopped before this request"})
+            finally:
+                conn.close()
+                slots.release()
+
         try:
-            # the serving thread answers and closes it; this thread is done
-            daemon.serial.hand_over(lambda: _answer_and_close(daemon, conn, message),
-                                    lambda: _refuse_and_close(conn))
+            daemon.serial.hand_over(answer, refuse)
             handed = True
         except DaemonStopping as exc:
             _reply(conn, {"ok": False, "error": str(exc)})
     finally:
+        threads.remove(threading.current_thread())
         if not handed:
             conn.close()
-        slots.release()
-        threads.remove(threading.current_thread())
-
-
-def _answer_and_close(daemon: Daemon, conn: socket.socket, message: dict[str, Any]) -> None:
-    with conn:
-        _answer(daemon, conn, message)
-
-
-def _refuse_and_close(conn: socket.socket) -> None:
-    """A request the daemon stopped before: nothing of it was done, the caller does it."""
-    with conn:
-        _reply(conn, {"ok": False, "error": "the workspace daemon stopped before this request"})
+            slots.release()
 
 
 def _answer(daemon: Daemon, conn: socket.socket, message: dict[str, Any]) -> None:
