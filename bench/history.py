@@ -115,7 +115,7 @@ def history_table(res: dict[str, object]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--snapshots", type=int, default=1000)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))

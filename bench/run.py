@@ -59,6 +59,9 @@ LARGE_TARGET = 1.0  # ctrlz first snapshot <= 1.0x rsync --link-dest's first cop
 #: sections beside the three trees' tables: cold start and hook latency, snapshot cost against
 #: history (both on the source tree), over-the-cap snapshots of the large tree, copy-on-write
 EXTRAS = ("coldstart", "history", "overcap", "cow", "service")
+#: runs of each history row: each is a whole process of ~0.2 s, and five of them swung the
+#: ratio to 1.13x and 1.14x in two runs of 2026-11-26 where fifteen gave 1.03x and 0.99x
+REPEAT = 15
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -349,7 +352,7 @@ def run_extras(tree: Tree, wanted: list[str], args: argparse.Namespace) -> dict[
 
         n = 100 if args.quick else 1000
         print(f"[history] 1 vs {n} snapshots kept...", flush=True)
-        out["history"] = history_bench(tree.root, args.out, n, 1 if args.quick else 5)
+        out["history"] = history_bench(tree.root, args.out, n, 1 if args.quick else REPEAT)
     if tree.name == "large" and "overcap" in wanted:
         from overcap import overcap_bench
 
