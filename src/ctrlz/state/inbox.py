@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAGIC = b"CTZINBOX1\n"
+#: the header's version (its ``v``)
+VERSION = 1
 DIR = "inbox"
 RECORD, PART, BAD = ".cap", ".part", ".bad"
 #: a ``.part`` this old is a crashed writer's even if its pid was reused since

@@ -38,8 +38,6 @@ BODY_MAX = 1 << 20
 RECORD_MAX = 8 << 20
 #: records waiting at once; past this, a hook indexes them (the usual way) before its own
 PENDING_MAX = 64
-#: the record format's version, in each header
-VERSION = 1
 
 
 def fs_snapshot_later(session_id: str, scope_id: str, paths: Sequence[str], *,
@@ -89,7 +87,7 @@ def _leave(session_id: str, scope_id: str, paths: Sequence[str], workspace: Any,
         held += len(body)
         if held >= RECORD_MAX:
             return False
-    header = {"v": VERSION, "kind": "pre", "session_id": session_id, "scope_id": scope_id,
+    header = {"v": inbox.VERSION, "kind": "pre", "session_id": session_id, "scope_id": scope_id,
               "agent": agent, "tool": tool, "args_key": args_key, "turn_key": turn_key,
               "taken_ns": taken_ns, "images": images}
     inbox.write(toolcalls_dir, header, bodies, taken_ns)

@@ -22,7 +22,6 @@ import time
 from ..state import inbox
 from . import records
 from .images import ABSENT, DIR, FILE, OTHER, RAW_BELOW, SYMLINK, Image
-from .inbox import VERSION
 from .register import register_rows
 
 TYPE_CHECKING = False
@@ -115,7 +114,7 @@ def _check(header: dict[str, Any]) -> None:
     def bad(why: str) -> NoReturn:
         raise inbox.BadRecord(why)
 
-    if header.get("v") != VERSION or header.get("kind") != "pre":
+    if header.get("v") != inbox.VERSION or header.get("kind") != "pre":
         bad(f"unknown record version {header.get('v')!r} or kind {header.get('kind')!r}")
     for key in ("session_id", "scope_id"):
         value = header.get(key)
