@@ -97,25 +97,46 @@ def check_rel(root: bytes, rel: bytes) -> bytes:
     return root + b"/" + rel
 
 
+_OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def look(full: bytes) -> tuple[str, os.stat_result | None, bytes]:
+    """What one path is, never through a symlink: its kind, its ``lstat`` (None when absent)
+    and, for a symlink, its target. Every way of taking a pre-image starts here (capture into
+    the store, fingerprint, the inbox's record), so they agree on what a path is; a regular
+    file is then opened with :data:`_OPEN_FILE`, and read by the caller its own way."""
+    try:
+        st = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return ABSENT, None, b""
+    if stat.S_ISLNK(st.st_mode):
+        return SYMLINK, st, os.readlink(full)
+    if stat.S_ISDIR(st.st_mode):
+        return DIR, st, b""
+    return (FILE if stat.S_ISREG(st.st_mode) else OTHER), st, b""
+
+
+def open_file(full: bytes) -> int:
+    """A descriptor on the regular file :func:`look` found (``O_NOFOLLOW``: a symlink put
+    there since is refused, not followed)."""
+    return os.open(full, _OPEN_FILE)
+
+
 def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
     """Store the current state of ``rel`` (its body goes into ``writer``)."""
     full = check_rel(root, rel)
-    try:
-        st = os.lstat(full)
-    except FileNotFoundError:
-        return Image(ABSENT)
-    except NotADirectoryError:
-        return Image(ABSENT)
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(full)
+    kind, st, target = look(full)
+    if kind == SYMLINK:
         return Image(SYMLINK, writer.put(target), len(target))
-    if stat.S_ISDIR(st.st_mode):
+    if kind == DIR:
+        assert st is not None
         return Image(DIR, mode=stat.S_IMODE(st.st_mode))
-    if not stat.S_ISREG(st.st_mode):
-        return Image(OTHER)
+    if kind != FILE:
+        return Image(kind)
+    assert st is not None
     from ..state.packs import LOOSE_MIN
 
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = open_file(full)
     try:
         if st.st_size >= LOOSE_MIN:
             oid, tmp, size, stored, codec = writer.ingest_large(fd)
@@ -131,20 +152,15 @@ def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
 def fingerprint(root: bytes, rel: bytes, objects: ObjectStore) -> Image:
     """The current state of ``rel`` as an image, hashing without storing."""
     full = root + b"/" + rel
-    try:
-        st = os.lstat(full)
-    except (FileNotFoundError, NotADirectoryError):
-        return Image(ABSENT)
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(full)
+    kind, st, target = look(full)
+    if kind == SYMLINK:
         return Image(SYMLINK, objects.digest(target), len(target))
-    if stat.S_ISDIR(st.st_mode):
-        return Image(DIR)
-    if not stat.S_ISREG(st.st_mode):
-        return Image(OTHER)
+    if kind != FILE:
+        return Image(kind)
+    assert st is not None
     from ..state.packs import LOOSE_MIN
 
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = open_file(full)
     try:
         if st.st_size >= LOOSE_MIN:
             hasher = objects.new_hasher()

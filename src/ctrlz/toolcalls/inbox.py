@@ -24,7 +24,7 @@ import stat
 import time
 
 from ..state import inbox
-from .images import ABSENT, DIR, FILE, OTHER, SYMLINK, check_rel
+from .images import DIR, FILE, SYMLINK, check_rel, look, open_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,21 +98,19 @@ def _image(root: bytes, rel: bytes) -> tuple[dict[str, Any] | None, bytes]:
     """One path's image and body, as :func:`~ctrlz.toolcalls.images.capture` takes it (no
     symlink followed, the parents checked); (None, b"") for a body too big for a record."""
     full = check_rel(root, rel)
-    image: dict[str, Any] = {"path": os.fsdecode(rel), "kind": OTHER, "size": 0, "mode": None}
-    try:
-        st = os.lstat(full)
-    except (FileNotFoundError, NotADirectoryError):
-        return image | {"kind": ABSENT}, b""
-    if stat.S_ISLNK(st.st_mode):
-        target = os.readlink(full)
-        return image | {"kind": SYMLINK, "size": len(target)}, target
-    if stat.S_ISDIR(st.st_mode):
-        return image | {"kind": DIR, "mode": stat.S_IMODE(st.st_mode)}, b""
-    if not stat.S_ISREG(st.st_mode):
+    kind, st, target = look(full)
+    image: dict[str, Any] = {"path": os.fsdecode(rel), "kind": kind, "size": 0, "mode": None}
+    if kind == SYMLINK:
+        return image | {"size": len(target)}, target
+    if kind == DIR:
+        assert st is not None
+        return image | {"mode": stat.S_IMODE(st.st_mode)}, b""
+    if kind != FILE:
         return image, b""
+    assert st is not None
     if st.st_size >= BODY_MAX:
         return None, b""
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = open_file(full)
     try:
         chunks = []
         size = 0
@@ -124,4 +122,4 @@ def _image(root: bytes, rel: bytes) -> tuple[dict[str, Any] | None, bytes]:
     finally:
         os.close(fd)
     body = b"".join(chunks)
-    return image | {"kind": FILE, "size": len(body), "mode": stat.S_IMODE(st.st_mode)}, body
+    return image | {"size": len(body), "mode": stat.S_IMODE(st.st_mode)}, body
