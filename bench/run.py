@@ -31,6 +31,8 @@ from tools import TOOLS, Tool  # noqa: E402
 from trees import (  # noqa: E402
     ChangeSet,
     Tree,
+    compress_floor,
+    durable_write_rate,
     large_tree,
     lstat_floor_find,
     lstat_floor_python,
@@ -151,15 +153,20 @@ def build_trees(args: argparse.Namespace) -> list[Tree]:
     return trees
 
 
-def floors(tree: Tree) -> dict[str, float]:
-    """The lower bounds a snapshot cannot beat; the first pass also warms the page cache."""
+def floors(tree: Tree, stores: Path) -> dict[str, float]:
+    """The lower bounds a snapshot cannot beat; the first pass also warms the page cache.
+    For the large tree, also the rate at which the stores' disk makes bytes durable."""
     read_hash_floor(tree.root)  # warm-up, untimed
-    return {
+    found = {
         "lstat_python": min(lstat_floor_python(tree.root) for _ in range(3)),
         "lstat_find": min(lstat_floor_find(tree.root) for _ in range(3)),
         "read_hash": min(read_hash_floor(tree.root) for _ in range(2)),
         "read_hash_1thread": read_hash_floor(tree.root, threads=False),
     }
+    if tree.name == "large":
+        found["compress"] = min(compress_floor(tree.root) for _ in range(2))
+        found["write_rate"] = max(durable_write_rate(stores) for _ in range(2))
+    return found
 
 
 def timed(fn: Callable[[], float]) -> float:
@@ -176,6 +183,7 @@ def bench_tool(tool: Tool, cs: ChangeSet, first_repeat: int, repeat: int, slow: 
         times["first"].append(timed(tool.first))
         if times["first"][-1] > slow:
             break  # git's first commit of the large trees: once is enough to compare
+    first_size = tool.store_size()[0]  # untimed: what the last first snapshot stored
     size: tuple[int, int] | None = None
     restore_ok = True
     for r in range(repeat):
@@ -197,7 +205,8 @@ def bench_tool(tool: Tool, cs: ChangeSet, first_repeat: int, repeat: int, slow: 
             break  # one round already took long: a median of one beats a 20-minute run
     assert size is not None
     result = {"times": times, "median": {op: statistics.median(v) for op, v in times.items()},
-              "store_apparent": size[0], "store_allocated": size[1], "restore_ok": restore_ok}
+              "store_apparent": size[0], "store_allocated": size[1], "restore_ok": restore_ok,
+              "store_first": first_size}
     flush = getattr(tool, "first_flush", None)
     if flush:  # rsync: the first copy made durable, as a ctrlz snapshot is when it returns
         result["first_durable"] = statistics.median(
@@ -212,7 +221,7 @@ def bench_tree(tree: Tree, tools: list[str], args: argparse.Namespace) -> dict[s
     first_repeat = args.first_repeat or {"source": repeat, "large": min(repeat, 3)}.get(
         tree.name, 1)
     print(f"[{tree.name}] floors...", flush=True)
-    fl = floors(tree)
+    fl = floors(tree, args.out / "stores")
     cs = ChangeSet.choose(tree.root)
     results: dict[str, object] = {}
     for name in tools:
@@ -320,6 +329,15 @@ def table(name: str, data: dict[str, object]) -> str:
                          f"rsync then `sync -f` {d:.2f} s = {c / d:.2f}x, target <= "
                          f"{LARGE_TARGET}x: **{_verdict(c / d, LARGE_TARGET)}** (a ctrlz "
                          "snapshot is fsynced before it is reported; rsync's copy is not)")
+        rate, stored = fl.get("write_rate"), tools["ctrlz"].get("store_first")
+        if rate and stored and "compress" in fl:
+            w, k = stored / rate, fl["compress"]
+            lines.append(f"- what this machine allows: reading, hashing and compressing the tree "
+                         f"on every core, writing nothing, takes {k:.2f} s ({k / r:.2f}x "
+                         f"rsync's copy); making the {stored / 1e9:.2f} GB ctrlz stores durable, "
+                         f"computing nothing, takes {w:.2f} s (direct writes + fsync at "
+                         f"{rate / 1e6:.0f} MB/s). ctrlz took {c / max(k, w):.2f}x the larger "
+                         f"and {c / (k + w):.2f}x their sum")
         lines.append("")
     return "\n".join(lines)
 

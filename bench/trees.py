@@ -12,9 +12,11 @@ megabyte-sized buffers with a per-file header and chunk counter (so no two chunk
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import random
 import shutil
+import struct
 import subprocess
 import tarfile
 import time
@@ -383,4 +385,64 @@ def read_hash_floor(root: Path, threads: bool = True) -> float:
             while n := fh.readinto(buf):
                 h.update(view[:n])
         h.digest()
+    return time.perf_counter() - t0
+
+
+def durable_write_rate(where: Path, total: int = 1 << 30) -> float:
+    """Bytes per second this disk makes durable: ``total`` bytes of random data written past
+    the page cache (``O_DIRECT``, 2 MiB at a time, as ctrlz writes its large objects) and
+    fsynced, in a temp file under ``where`` (the stores' filesystem). Divided into what a
+    snapshot stores, it is the least time any tool that fsyncs before it returns can take."""
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / ".write-floor"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(path, flags | getattr(os, "O_DIRECT", 0), 0o600)
+    except OSError:  # no O_DIRECT here: through the page cache, fsynced all the same
+        fd = os.open(path, flags, 0o600)
+    buf = mmap.mmap(-1, 2 << 20)  # page-aligned, as O_DIRECT wants
+    buf.write(os.urandom(2 << 20))
+    try:
+        t0 = time.perf_counter()
+        for n in range(total // len(buf)):
+            for page in range(0, len(buf), 4096):  # no two pages alike: nothing to dedupe
+                struct.pack_into("<Q", buf, page, n)
+            os.write(fd, buf)
+        os.fsync(fd)
+        return total / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        buf.close()
+        path.unlink()
+
+
+def compress_floor(root: Path, threads: int | None = None) -> float:
+    """Seconds to read, BLAKE3 and zstd-compress every file (level 1, one frame per 4 MiB
+    read, a file whose first MiB does not shrink by a fifth kept raw: what ctrlz does to a
+    large file), on as many threads as cores, writing nothing: the CPU a compressed first
+    snapshot cannot do without. On a machine whose cores are hyper-threads of one another,
+    this is where a first snapshot of compressible data runs out of room."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zstandard
+
+    def one(path: str) -> None:
+        cctx = zstandard.ZstdCompressor(level=1)
+        h = blake3.blake3()
+        with open(path, "rb", buffering=0) as fh:
+            first = fh.read(4 << 20)
+            sample = first[:1 << 20]
+            squeeze = len(cctx.compress(sample)) < len(sample) * 0.8
+            chunk = first
+            while chunk:
+                h.update(chunk)
+                if squeeze:
+                    cctx.compress(chunk)
+                chunk = fh.read(4 << 20)
+        h.digest()
+
+    paths = [e.path for e in walk(root) if e.is_file(follow_symlinks=False)]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads or os.cpu_count() or 2) as pool:
+        list(pool.map(one, paths))
     return time.perf_counter() - t0
