@@ -37,15 +37,27 @@ def c_string(text: str) -> str:
     return '"' + "".join(f"\\{b:03o}" for b in os.fsencode(text)) + '"'
 
 
-def build_door(target: str, python: str = sys.executable) -> str | None:
-    """Compile the native door into ``target``; None when built, else why not."""
+def compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+
+
+def no_door() -> str | None:
+    """Why the native door cannot be built here, before trying; None when it can be tried."""
     if os.environ.get("CTRLZ_BUILD_NATIVE", "1") == "0":
         return "CTRLZ_BUILD_NATIVE=0"
     if not sys.platform.startswith("linux"):
         return f"the native door is for Linux, not {sys.platform}"
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    cc = compiler()
     if not cc or shutil.which(cc[0]) is None:
         return f"no C compiler ({' '.join(cc) or 'cc'})"
+    return None
+
+
+def build_door(target: str, python: str = sys.executable) -> str | None:
+    """Compile the native door into ``target``; None when built, else why not."""
+    if (why := no_door()) is not None:
+        return why
+    cc = compiler()
     with tempfile.TemporaryDirectory() as tmp:
         header = os.path.join(tmp, "door_python.h")
         with open(header, "w", encoding="ascii") as f:
@@ -80,5 +92,31 @@ class BuildScripts(build_scripts):
         super().run()
 
 
+def wheel_command() -> type | None:
+    """``bdist_wheel`` for a wheel that may carry the door: a native program for this
+    platform, so the wheel is tagged ``py3-none-<platform>``, never ``py3-none-any`` (which
+    an index would hand to every machine). Without the door it stays pure. None where this
+    setuptools has no ``bdist_wheel`` of its own (before 70.1; the build asks for 77)."""
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:
+        return None
+
+    class PlatformWheel(bdist_wheel):  # type: ignore[misc,valid-type]
+        def finalize_options(self) -> None:
+            super().finalize_options()
+            if no_door() is None:  # a compiler that then fails only narrows the tag
+                self.root_is_pure = False
+
+        def get_tag(self) -> tuple[str, str, str]:
+            python, abi, plat = super().get_tag()
+            return (python, abi, plat) if self.root_is_pure else ("py3", "none", plat)
+
+    return PlatformWheel
+
+
 if __name__ == "__main__":  # as setuptools runs it (tests load build_door alone)
-    setup(scripts=LAUNCHERS, cmdclass={"build_scripts": BuildScripts})
+    commands: dict[str, type] = {"build_scripts": BuildScripts}
+    if (wheel := wheel_command()) is not None:
+        commands["bdist_wheel"] = wheel
+    setup(scripts=LAUNCHERS, cmdclass=commands)

@@ -342,6 +342,50 @@ def test_an_interpreter_beside_the_program_is_used_when_the_built_in_one_is_gone
     assert run.returncode == 0 and run.stdout.startswith("ctrlz, version"), run.stderr
 
 
+def test_in_a_venv_its_own_python_runs_ctrlz_before_the_built_in_one(tmp_path: Path) -> None:
+    """A wheel built for one venv and reused from pip's cache in another names the first
+    venv's interpreter, which may still be there with another ctrlz in it: in a venv (a
+    ``pyvenv.cfg`` above the program) the venv's own python comes first."""
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    other = tmp_path / "other" / "python"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\necho 'the other venv ran' >&2\nexit 7\n")
+    other.chmod(0o755)
+    door = build(tmp_path, str(other))
+    beside = door.parent / "python3"
+    beside.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    beside.chmod(0o755)
+    run = subprocess.run([str(door), "--version"], capture_output=True, text=True)
+    assert run.returncode == 7, "outside a venv, the interpreter it was built with runs"
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    run = subprocess.run([str(door), "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.startswith("ctrlz, version"), run.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the door is for Linux")
+def test_a_wheel_that_carries_the_door_is_tagged_for_this_platform(tmp_path: Path) -> None:
+    """Never ``py3-none-any`` with a native program inside: an index would hand it to every
+    machine. Without the door (``CTRLZ_BUILD_NATIVE=0``) the wheel is pure."""
+    if CC is None:
+        pytest.skip("no C compiler to build the native door with")
+    repo = DOOR.parents[2]
+    src = tmp_path / "src"  # a copy: a build leaves build/ and *.egg-info behind
+    shutil.copytree(repo, src, ignore=shutil.ignore_patterns(
+        ".*", "bench", "build", "*.egg-info", "__pycache__"))
+    for native, want in (("1", "-py3-none-linux_"), ("0", "-py3-none-any.whl")):
+        out = tmp_path / f"wheels-{native}"
+        run = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+             str(src)], capture_output=True, text=True,
+            env={**os.environ, "CTRLZ_BUILD_NATIVE": native, "CC": CC})
+        if run.returncode != 0 and "setuptools" in run.stderr and "find" in run.stderr:
+            pytest.skip("no package index to fetch the build's setuptools from")
+        assert run.returncode == 0, run.stderr[-2000:]
+        (wheel,) = out.glob("*.whl")
+        assert want in wheel.name, wheel.name
+
+
 def test_without_a_compiler_ctrlz_is_the_python_clis_script(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The build says why there is no native door (no compiler, ``CTRLZ_BUILD_NATIVE=0``,

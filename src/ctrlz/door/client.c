@@ -268,10 +268,13 @@ out:
 
 /* Exec Python running `launch` with argv: with the interpreter ctrlz was installed with;
  * failing that (a wheel built elsewhere, a venv moved), with the python3 or python beside
- * this program. Each is tried by exec itself, not by access(), which a process with
- * capabilities (setpriv as root) sees differently. Returns only when none could run: 1, or
- * 0 for a hook, which never fails the agent (it says why on stderr, as the installed hook
- * command does when ctrlz-hook is missing). */
+ * this program. In a venv (a pyvenv.cfg above this program's directory) the venv's own
+ * python comes first: a wheel built for another venv and reused from pip's cache names that
+ * other venv's interpreter, which may still be there, with another ctrlz in it. Each is
+ * tried by exec itself, not by access(), which a process with capabilities (setpriv as
+ * root) sees differently. Returns only when none could run: 1, or 0 for a hook, which never
+ * fails the agent (it says why on stderr, as the installed hook command does when
+ * ctrlz-hook is missing). */
 static int run_python(int argc, char **argv, const char *launch, int hook) {
     char **args = calloc((size_t)argc + 5, sizeof *args);
     if (!args) return perror("ctrlz"), !hook;
@@ -281,15 +284,23 @@ static int run_python(int argc, char **argv, const char *launch, int hook) {
     for (int i = 0; i < argc; i++) args[4 + i] = argv[i];
     char *candidates[3] = {NULL, NULL, NULL};
     int n = 0;
-    if (*CTRLZ_PYTHON) candidates[n++] = strdup(CTRLZ_PYTHON);
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
+    int venv = 0;
     if (slash) {
         *slash = '\0';
+        char *cfg = join(self, "../pyvenv.cfg");
+        struct stat st;
+        venv = cfg && stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
+        free(cfg);
+    }
+    if (*CTRLZ_PYTHON && !venv) candidates[n++] = strdup(CTRLZ_PYTHON);
+    if (slash) {
         candidates[n++] = join(self, "python3");
         candidates[n++] = join(self, "python");
     }
+    if (*CTRLZ_PYTHON && venv) candidates[n++] = strdup(CTRLZ_PYTHON);
     const char *first = NULL;
     int first_errno = ENOENT;
     for (int i = 0; i < n; i++) {
