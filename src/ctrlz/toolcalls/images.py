@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import stat
 
+from ..errors import CtrlzError
+from ..paths import plain_relative
 from ..state.atomic import fsync_dir, temp_name
 
 TYPE_CHECKING = False
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from ..state.objects import ObjectStore, ObjectWriter
 
 FILE, SYMLINK, ABSENT, DIR, OTHER = "file", "symlink", "absent", "dir", "other"
+KINDS = (FILE, SYMLINK, ABSENT, DIR, OTHER)
 
 
 class Image:
@@ -78,13 +81,22 @@ class UnsafePath(Exception):
 RAW_BELOW = 64 << 10
 
 
+def is_plain_rel(rel: bytes) -> bool:
+    """Whether ``rel`` is a workspace-relative path exactly as the one path check
+    (:func:`ctrlz.paths.plain_relative`) writes one: not absolute, no ``..``, ``.`` or empty
+    part, no NUL byte, not empty."""
+    try:
+        return plain_relative(rel) == rel
+    except CtrlzError:
+        return False
+
+
 def check_rel(root: bytes, rel: bytes) -> bytes:
     """The absolute path for ``rel``, refusing traversal and symlinked parents."""
-    if not rel or rel.startswith(b"/") or b"\0" in rel:
-        raise UnsafePath("not a workspace-relative path")
+    if not is_plain_rel(rel):
+        raise UnsafePath("not a plain workspace-relative path (absolute, or with a '..', '.' "
+                         "or empty part)")
     parts = rel.split(b"/")
-    if any(p in (b"", b".", b"..") for p in parts):
-        raise UnsafePath("path has an empty, '.' or '..' component")
     here = root
     for part in parts[:-1]:
         here = here + b"/" + part

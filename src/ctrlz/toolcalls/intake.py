@@ -21,7 +21,7 @@ import time
 
 from ..state import inbox
 from . import records
-from .images import ABSENT, DIR, FILE, OTHER, RAW_BELOW, SYMLINK, Image
+from .images import FILE, KINDS, RAW_BELOW, SYMLINK, Image, is_plain_rel
 from .register import register_rows
 
 TYPE_CHECKING = False
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from .place import Place
 
 _TABLE = "CREATE TABLE IF NOT EXISTS tc_inbox (name TEXT PRIMARY KEY)"
-KINDS = (FILE, SYMLINK, ABSENT, DIR, OTHER)
 
 
 def waiting(place: Place) -> bool:
@@ -136,8 +135,7 @@ def _check(header: dict[str, Any]) -> None:
             rel = os.fsencode(image.get("path"))
         except (TypeError, UnicodeError):
             bad(f"a path that is not a path: {image.get('path')!r}"[:200])
-        if (not rel or rel.startswith(b"/") or b"\0" in rel
-                or any(part in (b"", b".", b"..") for part in rel.split(b"/"))):
+        if not is_plain_rel(rel):
             bad(f"a path outside the workspace: {os.fsdecode(rel)!r}"[:200])
 
 
