@@ -13,7 +13,7 @@ from __future__ import annotations
 import _thread
 import os
 
-from . import failpoints
+from . import behind, failpoints
 from .atomic import fsync_dir, temp_name
 from .catalog import Catalog, ObjectRow
 from .chunking import CHUNK_FROM, encode_table
@@ -83,6 +83,8 @@ class ObjectWriter:
         self.added_bytes = 0  # raw bytes of new objects
         self.stored_bytes = 0  # bytes they take in the store
         self._marked = False  # this writer has told the store it may leave strays
+        self._smalls = 0  # small objects compressed on the caller's thread so far
+        self._behind: behind.CompressBehind | None = None  # then on helper threads
 
     def _mark(self) -> None:
         """Before this writer's first file: the marker a crash leaves for the next sweep."""
@@ -139,10 +141,42 @@ class ObjectWriter:
         only objects added since (by this writer) need ruling out, without a second index
         query."""
         if checked:
-            if oid in self._new or (self._known is not None and oid in self._known):
+            if self._added(oid):
                 return
         elif self.contains(oid):
             return
+        self._count(oid, size)
+        self._append(oid, size, codec, stored)
+
+    def put_small(self, oid: bytes, data: bytes) -> None:
+        """Store a hashed small object the caller ruled out with :meth:`contains` (as
+        ``put_encoded(checked=True)``), compressing it when that pays. The first
+        :data:`behind.START_AFTER` are compressed here; after that, on helper threads while
+        the caller reads the next files (:mod:`ctrlz.state.behind`). Appended in the order
+        given either way."""
+        if self._added(oid):
+            return
+        self._count(oid, len(data))
+        if self._behind is None:
+            self._smalls += 1
+            if self._smalls <= behind.START_AFTER:
+                codec, stored = encode_small(data)
+                self._append(oid, len(data), codec, stored)
+                return
+            self._behind = behind.CompressBehind(self._append)
+        self._behind.add(oid, data)
+
+    def _added(self, oid: bytes) -> bool:
+        """Added by this writer (or known to be stored, once the ids are loaded)?"""
+        return oid in self._new or (self._known is not None and oid in self._known)
+
+    def _count(self, oid: bytes, size: int) -> None:
+        self._remember(oid)
+        self.added_objects += 1
+        self.added_bytes += size
+
+    def _append(self, oid: bytes, size: int, codec: int, stored: bytes) -> None:
+        """Write one record to the open pack (the caller's thread only)."""
         pack = self._open_pack()
         header = RECORD.pack(RECORD_MAGIC, codec, oid, size, len(stored))
         self._buffer += header
@@ -152,9 +186,6 @@ class ObjectWriter:
         offset = pack.size + len(header)
         pack.rows.append((oid, None, offset, len(stored), size, codec))
         pack.size = offset + len(stored)
-        self._remember(oid)
-        self.added_objects += 1
-        self.added_bytes += size
         self.stored_bytes += len(stored) + len(header)
         failpoints.hit("pack-append")
         if pack.size >= PACK_MAX:
@@ -294,6 +325,9 @@ class ObjectWriter:
 
     def commit(self, catalog: Catalog) -> None:
         """Make everything durable, then index it. Call inside a catalog transaction."""
+        if self._behind is not None:
+            self._behind.finish()
+            self._behind = None
         self._finish_pack()
         try:
             if self._clones:  # one flush for every clone (and their directory entries)
@@ -332,6 +366,7 @@ class ObjectWriter:
         if self._marked:
             self._marked = False
             self.store.writer_done(aborted=True)
+        self._behind = None  # its helpers finish batches no one appends
         self._buffer.clear()
         self._tables.clear()
         self._cut_rows.clear()

@@ -65,14 +65,13 @@ class StoreSink(Sink):
         oid = self.digest(data)
         if self.writer.contains(oid):
             return oid, None
-        codec, stored = encode_small(data)
-        return oid, ("small", len(data), codec, stored)
+        return oid, ("small", data)  # compressed by the writer, maybe behind (state/behind.py)
 
     def accept(self, oid: bytes, payload: Any) -> None:
         if payload is None:
             return
         if payload[0] == "small":  # read_file asked the index already
-            self.writer.put_encoded(oid, payload[1], payload[2], payload[3], checked=True)
+            self.writer.put_small(oid, payload[1])
         else:
             self.writer.adopt_large(oid, *payload[1:])
 

@@ -1,0 +1,156 @@
+"""Small objects compressed behind the walk (ctrlz.state.behind): a snapshot that stores many
+small files hands their compression to a helper thread. What it stores is what it would have
+stored inline, appended in the order given; a batch that fails fails the snapshot; a kill
+while batches are in flight leaves a store the next writer cleans up."""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from ctrlz import Workspace
+from ctrlz.state import behind, failpoints
+from ctrlz.state.packs import encode_small
+from ctrlz.state.repository import Repository
+from tests.conftest import make_tree, tree_state
+from tests.engine.test_crash import assert_store_sound, run_worker
+
+MANY = 3 * behind.START_AFTER  # past the point where a writer starts handing over
+
+
+def many_files(root: Path, n: int = MANY, seed: int = 7) -> None:
+    """Text that compresses, random bytes that do not, tiny files stored raw, and twins."""
+    rng = random.Random(seed)
+    spec: dict[str, object] = {}
+    for i in range(n):
+        kind = i % 4
+        if kind == 0:
+            body: str | bytes = f"line {i} of a module\n" * rng.randint(5, 400)
+        elif kind == 1:
+            body = rng.randbytes(rng.randint(200, 70_000))
+        elif kind == 2:
+            body = f"tiny {i}\n"
+        else:
+            body = "the same twin in many places\n" * 50
+        spec.setdefault(f"d{i % 17}", {})[f"f{i}.txt"] = body  # type: ignore[index]
+    make_tree(root, spec)
+
+
+def no_helpers_yet() -> None:
+    """Forget the process's helper pool, so a test sees whether its own snapshot made one."""
+    for pool in behind._pools.values():
+        pool.shutdown(wait=True)
+    behind._pools.clear()
+
+
+def test_a_snapshot_of_many_small_files_compresses_behind_and_restores_exactly(
+        ws_dir: Path, tmp_path: Path) -> None:
+    many_files(ws_dir)
+    ws = Workspace.init(ws_dir, home=tmp_path / "home")
+    no_helpers_yet()
+    snap = ws.snapshot(label="many")
+    assert "compress" in behind._pools  # the mechanism under test ran
+    assert snap.files == MANY
+    report = ws.verify()
+    assert report.ok and report.orphans == 0, report.errors
+    out = tmp_path / "out"
+    ws.restore_to(snap.id, out)
+    assert tree_state(out) == tree_state(ws_dir)
+    ws.close()
+
+
+def test_objects_are_stored_once_encoded_as_inline_and_in_the_order_given(
+        ws_dir: Path, tmp_path: Path) -> None:
+    ws = Workspace.init(ws_dir, home=tmp_path / "home")
+    store_path = ws.store_path
+    ws.close()
+    rng = random.Random(3)
+    bodies = [(b"x%d " % i) * rng.randint(1, 3000) if i % 3 else rng.randbytes(900)
+              for i in range(MANY)]
+    with Repository.open(store_path) as repo, repo.lock:
+        store = repo.objects
+        writer = store.writer()
+        for data in bodies + bodies[:40]:  # the first 40 given twice: stored once
+            oid = store.digest(data)
+            if not writer.contains(oid):
+                writer.put_small(oid, data)
+        with repo.catalog.transaction():
+            writer.commit(repo.catalog)
+        assert writer.added_objects == MANY
+        rows = [repo.catalog.lookup(store.digest(d)) for d in bodies]
+        assert all(r is not None for r in rows)
+        offsets = [r[2] for r in rows]  # type: ignore[index]
+        assert offsets == sorted(offsets) and len(set(offsets)) == MANY
+        for data, row in zip(bodies, rows, strict=True):
+            assert row[5] == encode_small(data)[0]  # type: ignore[index]
+            assert store.read(row[0]) == data  # type: ignore[index]
+
+
+def test_a_batch_that_fails_to_compress_fails_the_snapshot_and_loses_nothing(
+        ws_dir: Path, tmp_path: Path) -> None:
+    make_tree(ws_dir, {"README": "first\n"})
+    ws = Workspace.init(ws_dir, home=tmp_path / "home")
+    ws.snapshot(label="base")
+    base_state = tree_state(ws_dir)
+    many_files(ws_dir / "new")
+    failpoints.arm_error("compress-behind", errno.ENOMEM, after=1)
+    try:
+        with pytest.raises(OSError):
+            ws.snapshot(label="fails")
+    finally:
+        failpoints.disarm_all()
+    assert [s.label for s in ws.snapshots()] == ["base"]
+    assert ws.verify().ok
+    out = tmp_path / "base"
+    ws.restore_to("base", out)
+    assert tree_state(out) == base_state
+    snap = ws.snapshot(label="again")  # the next writer sweeps what the failed one left
+    report = ws.verify()
+    assert report.ok and report.orphans == 0, report.errors
+    again = tmp_path / "again"
+    ws.restore_to(snap.id, again)
+    assert tree_state(again) == tree_state(ws_dir)
+    ws.close()
+
+
+def test_a_kill_while_batches_are_in_flight_leaves_a_sound_store(
+        ws_dir: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    make_tree(ws_dir, {"README": "first\n", "src": {"a.py": "print(1)\n"}})
+    ws = Workspace.init(ws_dir, home=home)
+    ws.snapshot(label="base")
+    base_state = tree_state(ws_dir)
+    ws.close()
+    many_files(ws_dir / "new")
+    proc = run_worker(home, ws_dir, "compress-behind", "snapshot")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    ws = assert_store_sound(home, ws_dir, base_state, tmp_path)
+    assert [s.label for s in ws.snapshots()] == ["base"]
+    ws.snapshot(label="after")
+    report = ws.verify()
+    assert report.ok and report.orphans == 0, report.errors
+    ws.close()
+
+
+def test_a_few_new_files_never_wake_a_helper(tmp_path: Path) -> None:
+    """The usual snapshot stores a handful of files: they are compressed inline."""
+    script = (
+        "import sys, threading\n"
+        "from ctrlz import Workspace\n"
+        "ws = Workspace.init(sys.argv[1], home=sys.argv[2])\n"
+        "ws.snapshot(label='few')\n"
+        "print(any(t.name.startswith('ctrlz-compress') for t in threading.enumerate()))\n")
+    ws_dir = tmp_path / "ws"
+    make_tree(ws_dir, {f"f{i}.txt": f"file {i}\n" * 100 for i in range(behind.START_AFTER - 10)})
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", script, str(ws_dir), str(tmp_path / "home")],
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "CTRLZ_DAEMON": "0"}).stdout
+    assert out.strip() == "False"
