@@ -9,6 +9,8 @@ import errno
 import os
 import random
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,10 +149,31 @@ def test_a_few_new_files_never_wake_a_helper(tmp_path: Path) -> None:
         "print(any(t.name.startswith('ctrlz-compress') for t in threading.enumerate()))\n")
     ws_dir = tmp_path / "ws"
     make_tree(ws_dir, {f"f{i}.txt": f"file {i}\n" * 100 for i in range(behind.START_AFTER - 10)})
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", script, str(ws_dir), str(tmp_path / "home")],
                          capture_output=True, text=True, check=True,
                          env={**os.environ, "CTRLZ_DAEMON": "0"}).stdout
     assert out.strip() == "False"
+
+
+ENCODE_EACH = """
+import random
+from ctrlz.state.packs import encode_many, encode_small, zstd
+rng = random.Random(11)
+items = [b"", b"short", rng.randbytes(5000), b"text " * 2000, bytes(127), bytes(128)]
+items += [(b"%d " % i) * rng.randint(1, 900) for i in range(200)]
+assert encode_many(items) == [encode_small(d) for d in items]
+assert encode_many([]) == [] and encode_many([b"x"]) == [(0, b"x")]
+print(zstd().backend)
+"""
+
+
+@pytest.mark.parametrize("backend", ["cext", "cffi"])
+def test_a_batch_is_encoded_exactly_as_one_object_at_a_time(backend: str) -> None:
+    """With zstandard's C backend (one call for the batch) and its cffi backend (which has no
+    batch call: one call each)."""
+    proc = subprocess.run([sys.executable, "-c", ENCODE_EACH], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON_ZSTANDARD_IMPORT_POLICY": backend})
+    if backend == "cffi" and "ImportError" in proc.stderr:
+        pytest.skip(f"zstandard's cffi backend is not installed here: {proc.stderr[-200:]}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == backend
