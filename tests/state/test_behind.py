@@ -120,6 +120,30 @@ def test_a_batch_that_fails_to_compress_fails_the_snapshot_and_loses_nothing(
     ws.close()
 
 
+def test_after_a_failed_batch_the_writer_never_commits(ws_dir: Path, tmp_path: Path) -> None:
+    """The failed batch's objects were promised (``contains`` said yes) and never appended:
+    a caller that went on regardless must not get a commit that indexes a tree without them."""
+    ws = Workspace.init(ws_dir, home=tmp_path / "home")
+    store_path = ws.store_path
+    ws.close()
+    bodies = [(b"body %d " % i) * 40 for i in range(MANY)]
+    with Repository.open(store_path) as repo, repo.lock:
+        writer = repo.objects.writer()
+        failpoints.arm_error("compress-behind", errno.ENOMEM)
+        try:
+            try:
+                for data in bodies:
+                    writer.put_small(repo.objects.digest(data), data)
+            except OSError:
+                pass  # raised here, or else at the commit below
+            with pytest.raises(OSError), repo.catalog.transaction():
+                writer.commit(repo.catalog)
+        finally:
+            failpoints.disarm_all()
+            writer.abort()
+        assert all(repo.catalog.lookup(repo.objects.digest(d)) is None for d in bodies)
+
+
 def test_a_kill_while_batches_are_in_flight_leaves_a_sound_store(
         ws_dir: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"

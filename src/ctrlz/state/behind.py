@@ -76,9 +76,12 @@ class CompressBehind:
         self._batch_bytes = 0
         self._pending: deque[_Batch] = deque()
         self._pending_bytes = 0
+        self._failed: BaseException | None = None
 
     def add(self, oid: bytes, data: bytes) -> None:
         """Queue one object (already hashed, known to be new); append whatever is done."""
+        if self._failed is not None:
+            raise self._failed
         self._oids.append(oid)
         self._items.append(data)
         self._batch_bytes += len(data)
@@ -87,7 +90,11 @@ class CompressBehind:
             self._collect(MAX_PENDING)
 
     def finish(self) -> None:
-        """Append everything queued, waiting for the helpers as needed."""
+        """Append everything queued, waiting for the helpers as needed. Raises again after a
+        batch failed: its objects were promised to the caller (``contains`` says yes) and never
+        appended, so nothing queued here may ever be committed."""
+        if self._failed is not None:
+            raise self._failed
         self._hand_over()
         self._collect(-1)
 
@@ -107,5 +114,10 @@ class CompressBehind:
         while pending and (self._pending_bytes > keep or pending[0][3].done()):
             oids, sizes, nbytes, future = pending.popleft()
             self._pending_bytes -= nbytes
-            for oid, size, (codec, stored) in zip(oids, sizes, future.result(), strict=True):
+            try:
+                encoded = future.result()
+            except BaseException as exc:
+                self._failed = exc
+                raise
+            for oid, size, (codec, stored) in zip(oids, sizes, encoded, strict=True):
                 self._append(oid, size, codec, stored)

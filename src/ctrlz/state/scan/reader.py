@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ...types import Skipped
 from .. import meter
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
-from .sinks import Sink
+from .sinks import INLINE_MAX, Sink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # every snapshot loads this module: typing stays out of it
@@ -38,7 +38,6 @@ _MAX_INFLIGHT = 256
 _READ_ATTEMPTS = 3
 _BATCH_FILES = 8
 _BATCH_BYTES = 16 << 20
-_INLINE_MAX = 1 << 20  # files below this are read by the walking thread itself
 
 
 class FileReader:
@@ -62,7 +61,7 @@ class FileReader:
         """Small files are read right here: measured on 100,000 files, handing them to threads
         costs more in GIL hand-offs than it saves. Large files go to the pool in batches, where
         reading, hashing and compressing run in parallel without the GIL."""
-        if size < _INLINE_MAX:
+        if size < INLINE_MAX:
             self.apply(node, entry, self.read(path, size))
             return
         self._batch.append((node, entry, path, size))

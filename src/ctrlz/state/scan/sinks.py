@@ -18,6 +18,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+#: files below this are read by the walking thread itself (:mod:`.reader`), larger ones on its
+#: pool: a sink compresses those where it reads them, and leaves the others to the writer
+INLINE_MAX = 1 << 20
+
 
 class Sink:
     """Where scanned content goes: into the store, or only through the hash (a dry scan).
@@ -65,13 +69,17 @@ class StoreSink(Sink):
         oid = self.digest(data)
         if self.writer.contains(oid):
             return oid, None
-        return oid, ("small", data)  # compressed by the writer, maybe behind (state/behind.py)
+        if size < INLINE_MAX:  # the walking thread: the writer compresses, maybe behind it
+            return oid, ("small", data)
+        return oid, ("encoded", len(data), *encode_small(data))  # a pool thread: right here
 
     def accept(self, oid: bytes, payload: Any) -> None:
         if payload is None:
             return
         if payload[0] == "small":  # read_file asked the index already
             self.writer.put_small(oid, payload[1])
+        elif payload[0] == "encoded":
+            self.writer.put_encoded(oid, payload[1], payload[2], payload[3], checked=True)
         else:
             self.writer.adopt_large(oid, *payload[1:])
 
