@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.state import behind, failpoints
+from ctrlz.state import behind, failpoints, pools
 from ctrlz.state.packs import encode_small
 from ctrlz.state.repository import Repository
 from tests.conftest import make_tree, tree_state
@@ -43,11 +43,18 @@ def many_files(root: Path, n: int = MANY, seed: int = 7) -> None:
     make_tree(root, spec)
 
 
+def assert_sound_and_restorable(ws: Workspace, snapshot_id: str, expected: Path,
+                                out: Path) -> None:
+    """verify finds nothing wrong, no orphan either, and the snapshot restores to ``expected``."""
+    report = ws.verify()
+    assert report.ok and report.orphans == 0, report.errors
+    ws.restore_to(snapshot_id, out)
+    assert tree_state(out) == tree_state(expected)
+
+
 def no_helpers_yet() -> None:
     """Forget the process's helper pool, so a test sees whether its own snapshot made one."""
-    for pool in behind._pools.values():
-        pool.shutdown(wait=True)
-    behind._pools.clear()
+    pools.forget("compress")
 
 
 def test_a_snapshot_of_many_small_files_compresses_behind_and_restores_exactly(
@@ -56,13 +63,9 @@ def test_a_snapshot_of_many_small_files_compresses_behind_and_restores_exactly(
     ws = Workspace.init(ws_dir, home=tmp_path / "home")
     no_helpers_yet()
     snap = ws.snapshot(label="many")
-    assert "compress" in behind._pools  # the mechanism under test ran
+    assert "compress" in pools._pools  # the mechanism under test ran
     assert snap.files == MANY
-    report = ws.verify()
-    assert report.ok and report.orphans == 0, report.errors
-    out = tmp_path / "out"
-    ws.restore_to(snap.id, out)
-    assert tree_state(out) == tree_state(ws_dir)
+    assert_sound_and_restorable(ws, snap.id, ws_dir, tmp_path / "out")
     ws.close()
 
 
@@ -112,11 +115,7 @@ def test_a_batch_that_fails_to_compress_fails_the_snapshot_and_loses_nothing(
     ws.restore_to("base", out)
     assert tree_state(out) == base_state
     snap = ws.snapshot(label="again")  # the next writer sweeps what the failed one left
-    report = ws.verify()
-    assert report.ok and report.orphans == 0, report.errors
-    again = tmp_path / "again"
-    ws.restore_to(snap.id, again)
-    assert tree_state(again) == tree_state(ws_dir)
+    assert_sound_and_restorable(ws, snap.id, ws_dir, tmp_path / "again")
     ws.close()
 
 

@@ -28,6 +28,8 @@ import os
 import stat
 from collections.abc import Callable
 
+from ..state.pools import shared_pool
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,8 +39,6 @@ if TYPE_CHECKING:
 FSYNC_THREADS = 8
 WRITE_THREADS = 3  # large files written at once
 JOBS_MAX = 8  # and at most this many waiting, each holding two open files
-
-_fsync_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
 
 HELD_MAX = 256  # released inodes kept open at once (file descriptors)
 HELD_SHARE = 8  # and at most this fraction of the process's open-file limit
@@ -53,15 +53,7 @@ def fsync_fds(fds: list[int]) -> None:
     if len(fds) == 1:
         os.fsync(fds[0])
     elif fds:
-        pool = _fsync_pools.get("fsync")
-        if pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            # setdefault is atomic: of two threads here at once, one pool wins, and the
-            # other, which has started no thread yet, is dropped
-            pool = _fsync_pools.setdefault("fsync", ThreadPoolExecutor(
-                FSYNC_THREADS, thread_name_prefix="ctrlz-fsync"))
-        for _ in pool.map(os.fsync, fds):
+        for _ in shared_pool("fsync", FSYNC_THREADS).map(os.fsync, fds):
             pass
 
 

@@ -25,11 +25,12 @@ from collections import deque
 
 from . import failpoints
 from .packs import encode_many
+from .pools import shared_pool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
 
     #: ids, raw sizes, raw bytes in all, and the future of their (codec, stored) pairs
     _Batch = tuple[list[bytes], list[int], int, Future[list[tuple[int, bytes]]]]
@@ -45,20 +46,6 @@ BATCH_BYTES = 512 << 10
 MAX_PENDING = 16 << 20
 #: helper threads: the caller keeps one core busy reading and hashing
 HELPERS = max(1, min(4, (os.cpu_count() or 2) - 1))
-
-_pools: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
-
-
-def _pool() -> ThreadPoolExecutor:
-    pool = _pools.get("compress")
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # setdefault is atomic: of two writers here at once (the daemon), one pool wins
-        pool = _pools.setdefault("compress", ThreadPoolExecutor(
-            HELPERS, thread_name_prefix="ctrlz-compress"))
-    return pool
-
 
 def _encode(items: list[bytes]) -> list[tuple[int, bytes]]:
     failpoints.hit("compress-behind")  # on the helper thread
@@ -101,7 +88,7 @@ class CompressBehind:
     def _hand_over(self) -> None:
         if not self._oids:
             return
-        future = _pool().submit(_encode, self._items)
+        future = shared_pool("compress", HELPERS).submit(_encode, self._items)
         self._pending.append((self._oids, [len(d) for d in self._items], self._batch_bytes,
                               future))
         self._pending_bytes += self._batch_bytes

@@ -32,10 +32,11 @@ import mmap
 import os
 
 from . import failpoints
+from .pools import shared_pool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
 
 #: bytes staged before a write (twice per file); a multiple of every block size a disk has.
 #: 2 MiB: on the 2 GB tree as fast as 4 MiB with 30 MiB less at the peak (125-131 MiB
@@ -46,18 +47,6 @@ WRITERS = 8
 
 _DIRECT = getattr(os, "O_DIRECT", 0)  # Linux and the BSDs; 0 elsewhere: always buffered
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-_writers: dict[str, ThreadPoolExecutor] = {}  # one, made on first use
-
-
-def _writer_pool() -> ThreadPoolExecutor:
-    pool = _writers.get("stage")
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # setdefault is atomic: of two threads here at once, one pool wins
-        pool = _writers.setdefault("stage", ThreadPoolExecutor(
-            WRITERS, thread_name_prefix="ctrlz-stage"))
-    return pool
 
 
 class ObjectFile:
@@ -136,7 +125,8 @@ class ObjectFile:
         """The full stage goes to a writer thread; the other one, once written, is filled."""
         self._wait()
         stage = memoryview(self._stages[self._cur])
-        self._pending = _writer_pool().submit(self._write_stage, stage, self._written)
+        self._pending = shared_pool("stage", WRITERS).submit(self._write_stage, stage,
+                                                             self._written)
         self._written += STAGE
         self._cur ^= 1
         self._fill = 0
