@@ -47,6 +47,7 @@ MAX_PENDING = 16 << 20
 #: helper threads: the caller keeps one core busy reading and hashing
 HELPERS = max(1, min(4, (os.cpu_count() or 2) - 1))
 
+
 def _encode(items: list[bytes]) -> list[tuple[int, bytes]]:
     failpoints.hit("compress-behind")  # on the helper thread
     return encode_many(items)
