@@ -68,6 +68,9 @@ def decompressor() -> Any:
     return d
 
 
+_COMPRESS_FROM = 128  # bytes: smaller objects are stored raw
+
+
 def encode_small(data: bytes) -> tuple[int, bytes]:
     """Compress when it pays (at least 5% smaller), else store raw."""
     if len(data) < _COMPRESS_FROM:
@@ -90,9 +93,6 @@ def encode_many(items: list[bytes]) -> list[tuple[int, bytes]]:
         packed = iter([cctx.compress(data) for data in big])
     return [(RAW, data) if len(data) < _COMPRESS_FROM else _pick(data, next(packed))
             for data in items]
-
-
-_COMPRESS_FROM = 128  # bytes: smaller objects are stored raw
 
 
 def _pick(data: bytes, packed: Any) -> tuple[int, bytes]:
