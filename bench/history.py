@@ -22,6 +22,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: runs of each history row. Each is a whole process of ~0.2 s whose time swings by +-20%
+#: from one run to the next (fsync latency, the VM's neighbours): five runs swung the ratio
+#: to 1.13x and 1.14x in two runs of 2026-11-26 where fifteen gave 1.03x and 0.99x, and
+#: fifteen still gave 1.11x and 1.14x once each on 2026-11-27, where the same two stores
+#: timed in process were equal (0.163 s and 0.166 s, medians of 10). One run's spread there
+#: was ~9% of a process's time, so the ratio of two medians of n runs has a standard error
+#: of ~16%/sqrt(n): 4.1% at 15 runs, 2.9% at 31, where the line is 10% away.
+REPEAT = 31
 OP = """
 import sys
 from pathlib import Path
@@ -115,7 +123,7 @@ def history_table(res: dict[str, object]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--snapshots", type=int, default=1000)
-    p.add_argument("--repeat", type=int, default=15)
+    p.add_argument("--repeat", type=int, default=REPEAT)
     p.add_argument("--out", type=Path, default=HERE / "out")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))

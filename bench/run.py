@@ -61,9 +61,6 @@ LARGE_TARGET = 1.0  # ctrlz first snapshot <= 1.0x rsync --link-dest's first cop
 #: sections beside the three trees' tables: cold start and hook latency, snapshot cost against
 #: history (both on the source tree), over-the-cap snapshots of the large tree, copy-on-write
 EXTRAS = ("coldstart", "history", "overcap", "cow", "service")
-#: runs of each history row: each is a whole process of ~0.2 s, and five of them swung the
-#: ratio to 1.13x and 1.14x in two runs of 2026-11-26 where fifteen gave 1.03x and 0.99x
-REPEAT = 15
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -366,7 +363,7 @@ def run_extras(tree: Tree, wanted: list[str], args: argparse.Namespace) -> dict[
         print("[coldstart] cold start and hook latency...", flush=True)
         out["coldstart"] = coldstart_bench(tree.root, args.out, 10 if args.quick else 40)
     if tree.name == "source" and "history" in wanted:
-        from history import history_bench
+        from history import REPEAT, history_bench
 
         n = 100 if args.quick else 1000
         print(f"[history] 1 vs {n} snapshots kept...", flush=True)
