@@ -177,3 +177,68 @@ def test_parallel_snapshot_processes_never_corrupt(ws_dir: Path, tmp_path: Path)
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     ws = Workspace.open(ws_dir)
     assert ws.verify().ok
+
+
+_EXHAUST = r"""
+import json, os, resource, sys
+from ctrlz import CtrlzError, LimitExceeded, Workspace
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+root = sys.argv[1]
+ws = Workspace.init(root)
+ws.snapshot(label="one")
+outcomes = []
+for spare in range(12):
+    for name in ("a/m0", "a/b/big0", "a/f0.txt"):  # something to read in every round
+        with open(f"{root}/{name}", "ab") as f:
+            f.write(b"more")
+    held = []
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for _ in range(spare):
+        os.close(held.pop())
+    try:
+        snap = ws.snapshot(type="auto")
+        outcome = ["ok", [k.reason for k in snap.skipped]]
+    except LimitExceeded as exc:
+        outcome = ["limit", str(exc)]
+    except CtrlzError as exc:
+        outcome = ["other", f"{type(exc).__name__}: {exc}"]
+    except OSError as exc:  # a plain OSError would be a one-line error too, never a skip
+        outcome = ["oserror", exc.errno]
+    finally:
+        for fd in held:
+            os.close(fd)
+    outcomes.append(outcome)
+print(json.dumps({"outcomes": outcomes, "verify": ws.verify().ok,
+                  "last": [k.reason for k in ws.snapshot(type="auto").skipped]}))
+"""
+
+
+def test_running_out_of_descriptors_fails_a_snapshot_and_never_skips_files(
+        ws_dir: Path) -> None:
+    """With ``ulimit -n`` all but spent, a snapshot either completes or fails with one clear
+    error. It used to list readable files and a directory as skipped ("unreadable: Too many
+    open files") and report success: a snapshot missing data it could have read."""
+    make_tree(ws_dir, {"a": {f"f{i}.txt": f"{i}" for i in range(20)}})
+    for i in range(8):  # files of 1-4 MiB are read on the reader's threads, several at once
+        (ws_dir / "a" / f"m{i}").write_bytes(os.urandom(1_500_000))
+    (ws_dir / "a" / "b").mkdir()
+    for i in range(4):  # and files past 4 MiB become loose objects
+        (ws_dir / "a" / "b" / f"big{i}").write_bytes(os.urandom(5_000_000))
+    proc = subprocess.run([sys.executable, "-c", _EXHAUST, str(ws_dir)], capture_output=True,
+                          text=True, env={**os.environ, "CTRLZ_DAEMON": "0"})
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    res = json.loads(proc.stdout)
+    for kind, detail in res["outcomes"]:
+        assert kind != "ok" or detail == [], detail  # a snapshot taken is complete
+        if kind == "limit":
+            assert "too many open files" in detail and "ulimit -n" in detail, detail
+        if kind in ("oserror", "other"):
+            pytest.fail(f"{detail} instead of the limit's message")
+    assert [k for k, _ in res["outcomes"]].count("limit") > 0  # the limit was really met
+    assert res["verify"] and res["last"] == []

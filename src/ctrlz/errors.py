@@ -44,6 +44,7 @@ __all__ = [
     "UsageError",
     "VerifyMismatch",
     "WorkspaceError",
+    "exhausted",
 ]
 
 
@@ -121,3 +122,23 @@ class RemoteError(CtrlzError):
     remote, the key or the object, and what to do."""
 
     exit_code = 8
+
+
+def exhausted(exc: OSError, doing: str) -> LimitExceeded | None:
+    """The error to raise when ``exc`` says this process or the system ran out of something
+    (descriptors, memory), not that a file cannot be read; None otherwise.
+
+    Why: a scan skips a file it cannot read and lists it, which is right for a file the user
+    cannot read either, and wrong when the reason is ctrlz's own ``ulimit -n``. A snapshot
+    taken that way would say "done" while missing files that read fine a moment later."""
+    import errno
+
+    if exc.errno == errno.EMFILE:
+        return LimitExceeded(f"too many open files while {doing}; raise the limit "
+                             "(ulimit -n) and try again")
+    if exc.errno == errno.ENFILE:
+        return LimitExceeded(f"the system ran out of open files while {doing}; close some "
+                             "programs and try again")
+    if exc.errno == errno.ENOMEM:
+        return LimitExceeded(f"out of memory while {doing}; free some memory and try again")
+    return None

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, exhausted
 from ..state import btrfs, failpoints, meter
 from ..state.exclude import Matcher, Rules
 from ..state.objects import LOOSE_MIN, ObjectWriter
@@ -120,7 +120,11 @@ def disk_ignore_reader(root: Path):  # type: ignore[no-untyped-def]
     def read(rel: bytes) -> bytes | None:
         try:
             fd = os.open(base + b"/" + rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+        except OSError as exc:
+            # a missing or unreadable ignore file has no rules; one this process could not
+            # open for want of descriptors does, and guessing none would change the answers
+            if (err := exhausted(exc, f"reading {os.fsdecode(base + b'/' + rel)}")) is not None:
+                raise err from exc
             return None
         try:
             if not os.path.stat.S_ISREG(os.fstat(fd).st_mode):  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ import fcntl
 import os
 import time
 
-from ..errors import StoreLocked
+from ..errors import StoreLocked, exhausted
 
 TYPE_CHECKING = False
 
@@ -31,7 +31,7 @@ class StoreLock:
         if self._fd is not None:  # re-entrant within one process
             self._depth += 1
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._open()
         deadline = time.monotonic() + self.timeout
         delay = 0.005
         while True:
@@ -50,6 +50,14 @@ class StoreLock:
         self._fd = fd
         self._depth = 1
 
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            if (err := exhausted(exc, f"opening the store lock {self.path}")) is not None:
+                raise err from exc
+            raise
+
     def try_acquire(self) -> bool:
         """Take the lock only if nobody else holds it, without waiting; re-entrant like
         :meth:`acquire`. For readers that must know no writer is mid-way (``verify`` counting
@@ -57,7 +65,7 @@ class StoreLock:
         if self._fd is not None:
             self._depth += 1
             return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

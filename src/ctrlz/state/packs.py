@@ -17,7 +17,7 @@ import os
 import struct
 from collections.abc import Iterator
 
-from ..errors import StoreError, StoreFull
+from ..errors import StoreError, StoreFull, exhausted
 from .catalog import ObjectRow
 
 TYPE_CHECKING = False
@@ -160,11 +160,14 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 def full_disk(exc: OSError, where: str | os.PathLike[str]) -> Exception:
-    """The store error an ``OSError`` while writing means: full (ENOSPC, EDQUOT) or not."""
+    """The error an ``OSError`` while writing to the store means: the store's disk is full
+    (ENOSPC, EDQUOT), this process ran out of descriptors or memory (the limit to raise), or
+    the store cannot be written."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StoreFull(f"no space left on the store's disk ({where}); free space or move "
                          "CTRLZ_HOME, then try again")
-    return StoreError(f"cannot write to the store ({where}): {exc.strerror or exc}")
+    return exhausted(exc, f"writing to the store ({where})") or StoreError(
+        f"cannot write to the store ({where}): {exc.strerror or exc}")
 
 
 def make_dir(path: str | os.PathLike[str]) -> bool:

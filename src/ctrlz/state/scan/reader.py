@@ -13,6 +13,7 @@ import stat as st
 from collections import deque
 from collections.abc import Callable
 
+from ...errors import exhausted
 from ...types import Skipped
 from .. import meter
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
@@ -90,6 +91,7 @@ class FileReader:
         except FileNotFoundError:
             return ("gone", None, None, None)
         except OSError as exc:
+            _stop_if_exhausted(exc, path)
             return ("skip", f"unreadable: {exc.strerror}", None, None)
         try:
             before = os.fstat(fd)
@@ -109,6 +111,7 @@ class FileReader:
         except OSError as exc:
             if exc.errno in (28, 122):  # ENOSPC, EDQUOT: the store is full, stop everything
                 raise
+            _stop_if_exhausted(exc, path)
             return ("skip", f"unreadable: {exc.strerror}", None, None)
         finally:
             os.close(fd)
@@ -148,3 +151,11 @@ class FileReader:
             if status == "skip":
                 rel = (node.rel + b"/" if node.rel else b"") + entry[NAME]
                 self.skipped.append(Skipped(rel, value))
+
+
+def _stop_if_exhausted(exc: OSError, path: bytes) -> None:
+    """A file this process could not open or read for want of descriptors or memory is not
+    an unreadable file: stop the scan rather than skip it (see :func:`ctrlz.errors.exhausted`)."""
+    err = exhausted(exc, f"reading {os.fsdecode(path)}")
+    if err is not None:
+        raise err from exc

@@ -49,8 +49,10 @@ class Scanner(ScanContext):
         for node in reversed(order):
             finish(self, node, new_cache)
         if top.unreadable:
-            raise WorkspaceError(f"cannot list the workspace root {self.root}; check its "
-                                 "permissions")
+            why = next((k.reason.partition(": ")[2] for k in self.skipped
+                        if k.path == top.rel), "")
+            raise WorkspaceError(f"cannot list the workspace root {self.root}"
+                                 f"{': ' + why if why else ''}; check its permissions")
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
                           self._changes.get(b""))
 

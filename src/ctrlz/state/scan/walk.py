@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ...errors import LimitExceeded
+from ...errors import LimitExceeded, exhausted
 from ...types import Skipped
 from ..exclude import _TEMP, GITIGNORE
 from ..trees import DIR, FILE, SYMLINK
@@ -37,6 +37,8 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
         with os.scandir(node.path) as it:
             listing = list(it)
     except OSError as exc:
+        if (err := exhausted(exc, f"listing {os.fsdecode(node.path)}")) is not None:
+            raise err from exc
         node.unreadable = True
         sc.skipped.append(Skipped(node.rel, f"directory unreadable: {exc.strerror}"))
         return
@@ -139,6 +141,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
         except FileNotFoundError:
             continue  # vanished since the listing
         except OSError as exc:
+            if (err := exhausted(exc, f"reading {os.fsdecode(de.path)}")) is not None:
+                raise err from exc
             sc.skipped.append(Skipped(prefix + name, f"cannot stat: {exc.strerror}"))
             continue
         mode = s.st_mode
@@ -183,6 +187,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
                 try:
                     entry[OID] = sc.sink.put(os.readlink(de.path))
                 except OSError as exc:
+                    if (err := exhausted(exc, f"reading {os.fsdecode(de.path)}")) is not None:
+                        raise err from exc
                     sc.skipped.append(Skipped(prefix + name,
                                               f"cannot read link: {exc.strerror}"))
                     continue
