@@ -60,6 +60,7 @@ class CloneObjects:
         self._can_clone: bool | None = None
         self._refused_from: set[int] = set()  # devices a clone into the store failed from
         self._refused_to: set[int] = set()  # devices a clone out of the store failed to
+        self._clone_hashed = False  # a clone's blocks could not name it: it was read
 
     #: False for stores whose ids must be content hashes (a SnapshotManager session's)
     clones_allowed = True
@@ -71,6 +72,12 @@ class CloneObjects:
         if self._can_clone is None:
             self._can_clone = cow.probe(os.fspath(self.root), self._loose)
         return self._can_clone
+
+    def clones_cheaply(self) -> bool:
+        """Whether a large file given to :meth:`ingest_clone` will, as far as is known, be a
+        clone and not a read: the store can clone, no device has refused, and no clone has had
+        to be hashed (blocks that cannot name it)."""
+        return not self._refused_from and not self._clone_hashed and self.can_clone()
 
     def is_clone(self, oid: bytes) -> bool:
         if not cow.is_clone_id(oid):
@@ -103,6 +110,7 @@ class CloneObjects:
             size = os.fstat(out).st_size
             blocks = cow.extent_map(out)
             if blocks is None:
+                self._clone_hashed = True
                 digest = _hash_fd(self.new_hasher(), out)
                 os.fsync(out)
                 keep = True

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from ...errors import exhausted
 from ...types import Skipped
 from .. import meter
+from ..packs import LOOSE_MIN
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import INLINE_MAX, Sink
 
@@ -60,9 +61,12 @@ class FileReader:
 
     def queue(self, node: DirNode, entry: list[Any], path: bytes, size: int) -> None:
         """Small files are read right here: measured on 100,000 files, handing them to threads
-        costs more in GIL hand-offs than it saves. Large files go to the pool in batches, where
-        reading, hashing and compressing run in parallel without the GIL."""
-        if size < INLINE_MAX:
+        costs more in GIL hand-offs than it saves. So are large files the sink clones rather
+        than reads (a store on XFS or btrfs): a clone is one ioctl, and starting the pool's
+        threads for them cost a first snapshot of 20 such files more than the clones. Other
+        large files go to the pool in batches, where reading, hashing and compressing run in
+        parallel without the GIL."""
+        if size < INLINE_MAX or (size >= LOOSE_MIN and self.sink.clones()):
             self.apply(node, entry, self.read(path, size))
             return
         self._batch.append((node, entry, path, size))

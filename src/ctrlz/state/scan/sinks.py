@@ -34,6 +34,11 @@ class Sink:
     def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
         raise NotImplementedError
 
+    def clones(self) -> bool:
+        """Whether a large file costs this sink a clone rather than a read (for now: a store
+        on a filesystem that clones, which no file has refused yet)."""
+        return False
+
     def accept(self, oid: bytes, payload: Any) -> None:
         raise NotImplementedError
 
@@ -60,6 +65,9 @@ class StoreSink(Sink):
             writer.put_encoded(oid, len(data), codec, stored, checked=True)
         self.blobs[oid] = data
         return oid
+
+    def clones(self) -> bool:
+        return self.writer.store.clones_cheaply()
 
     def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
         if size >= LOOSE_MIN:
