@@ -214,3 +214,27 @@ def test_block_maps_of_a_fragmented_file(cow: Path) -> None:
     finally:
         os.close(src)
         os.close(dst)
+
+
+def test_the_clone_probe_never_makes_the_objects_directory(cow: Path) -> None:
+    """The probe clones two temp files in ``objects/``; it used to make the directory when
+    it was missing. A directory made there is one no writer knows is new, so none fsyncs its
+    parent, and a power cut could drop the entry of a directory whose objects a commit
+    names. Asked before any large file was stored (by a diff, or by the scan deciding where
+    to clone), the answer is "not yet"; the writer makes ``objects/`` itself, and clones."""
+    ws_dir = cow / "ws"
+    make_tree(ws_dir, {"a.txt": "a\n"})
+    ws = Workspace.init(ws_dir, home=cow / "home")
+    ws.snapshot(label="small files only")
+    objects_dir = Path(ws.repo.objects.loose_dir)
+    assert not objects_dir.exists()
+    (ws_dir / "big.bin").write_bytes(os.urandom(BIG))
+    assert [c.path for c in ws.diff().changes] == [b"big.bin"]  # known_clone asks the probe
+    assert not objects_dir.exists()
+    assert not (Path(ws.repo.path) / cowlib.PROBE).exists()  # "not yet" is not remembered
+    snap = ws.snapshot(label="a large file")
+    assert objects_dir.is_dir()
+    assert entry_oid(ws, snap.id, "big.bin") in clone_rows(ws)
+    assert (Path(ws.repo.path) / cowlib.PROBE).read_text().split()[0] == "1"
+    assert ws.verify().ok
+    ws.close()

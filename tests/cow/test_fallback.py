@@ -40,6 +40,7 @@ def probe_said(home_store: Path) -> str:
 
 
 def test_no_clones_where_the_filesystem_cannot(tmp_path: Path) -> None:
+    (tmp_path / "probe").mkdir()
     if cowlib._try_clone(str(tmp_path / "probe")):
         pytest.skip(f"{tmp_path} is on a filesystem that can clone")
     ws = roundtrip(tmp_path / "ws", tmp_path / "home")

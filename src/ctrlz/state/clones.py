@@ -66,11 +66,16 @@ class CloneObjects:
     clones_allowed = True
 
     def can_clone(self) -> bool:
-        """Can this store's filesystem clone? Probed once per store, then cached on disk."""
+        """Can this store's filesystem clone? Probed once per store, then cached on disk; no
+        (for now, not remembered) before anything has made ``objects/``, which the probe
+        never does (:func:`ctrlz.state.cow.probe`)."""
         if not self.clones_allowed:
             return False
         if self._can_clone is None:
-            self._can_clone = cow.probe(os.fspath(self.root), self._loose)
+            able = cow.probe(os.fspath(self.root), self._loose)
+            if able is None:
+                return False
+            self._can_clone = able
         return self._can_clone
 
     def clones_cheaply(self) -> bool:

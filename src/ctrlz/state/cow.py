@@ -190,10 +190,15 @@ def write_seal(path: str | os.PathLike[str], algorithm: str, digest: bytes) -> b
 
 # -- the probe and the flush -----------------------------------------------------------------
 
-def probe(store_root: str, objects_dir: str) -> bool:
+def probe(store_root: str, objects_dir: str) -> bool | None:
     """Can this store clone? Measured once (two temp files in ``objects/``, one cloned onto
     the other) and kept in ``<store>/clone-probe`` with the device it was measured on, so a
-    store copied or moved to another filesystem is probed again."""
+    store copied or moved to another filesystem is probed again.
+
+    ``None`` (not known yet) while ``objects/`` does not exist: the probe never makes it. A
+    directory made here would be one no writer knows is new, so none would fsync its parent,
+    and a power cut could lose the entry of a directory whose objects a commit names. Writers
+    make it before they ask (``ObjectWriter.clones_cheaply``, ``ingest_large``)."""
     try:
         dev = os.stat(store_root).st_dev
     except OSError:
@@ -206,6 +211,8 @@ def probe(store_root: str, objects_dir: str) -> bool:
             return said == "1"
     except (OSError, ValueError):
         pass
+    if not os.path.isdir(objects_dir):
+        return None
     able = _try_clone(objects_dir)
     tmp = os.path.join(store_root, temp_name(PROBE))
     try:
@@ -221,10 +228,6 @@ def probe(store_root: str, objects_dir: str) -> bool:
 
 
 def _try_clone(directory: str) -> bool:
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        return False
     a = os.path.join(directory, temp_name("probe-a"))
     b = os.path.join(directory, temp_name("probe-b"))
     fds: list[int] = []

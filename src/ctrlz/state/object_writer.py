@@ -94,6 +94,20 @@ class ObjectWriter:
             self.store.writer_started()
             self._marked = True
 
+    def _loose_ready(self) -> None:
+        """``objects/`` exists, made by this writer if by anyone (its commit then makes the new
+        directory durable), and the strays marker is down (thread-safe)."""
+        self._mark()
+        if make_dir(self.store._loose):
+            self._new_dirs.add(self.store._loose)
+
+    def clones_cheaply(self) -> bool:
+        """:meth:`ObjectStore.clones_cheaply`, asked by a writer about to store a large file:
+        ``objects/`` is made first, as :meth:`ingest_large` makes it, because the store's
+        clone probe runs there and never makes it (see :func:`ctrlz.state.cow.probe`)."""
+        self._loose_ready()
+        return self.store.clones_cheaply()
+
     def mark_writing(self) -> None:
         """For a caller that writes its own temp files into ``objects/`` before adopting them
         (:meth:`adopt_large`): the strays marker goes down before the first one (thread-safe)."""
@@ -248,9 +262,7 @@ class ObjectWriter:
         asks for this: its caller records whatever id comes back; callers that check the id
         against a hash they know (a pre-image body) must not.
         """
-        self._mark()
-        if make_dir(self.store._loose):
-            self._new_dirs.add(self.store._loose)
+        self._loose_ready()
         tmp = os.path.join(self.store._loose, temp_name("large"))
         if clone and self.store.can_clone():
             got = self.store.ingest_clone(fd, tmp)

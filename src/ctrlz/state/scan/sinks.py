@@ -67,7 +67,7 @@ class StoreSink(Sink):
         return oid
 
     def clones(self) -> bool:
-        return self.writer.store.clones_cheaply()
+        return self.writer.clones_cheaply()
 
     def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
         if size >= LOOSE_MIN:
