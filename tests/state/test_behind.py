@@ -143,6 +143,29 @@ def test_after_a_failed_batch_the_writer_never_commits(ws_dir: Path, tmp_path: P
         assert all(repo.catalog.lookup(repo.objects.digest(d)) is None for d in bodies)
 
 
+def test_an_append_that_fails_midway_poisons_the_queue() -> None:
+    """A batch whose append fails after some of its objects went in (a full disk): the rest
+    were promised and are not in the pack, so every later call raises too, as after a batch
+    that failed to compress."""
+    appended: list[bytes] = []
+
+    def append(oid: bytes, size: int, codec: int, stored: bytes) -> None:
+        if len(appended) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        appended.append(oid)
+
+    queue = behind.CompressBehind(append)
+    for i in range(behind.BATCH_OBJECTS):  # one full batch, handed over
+        queue.add(b"%032d" % i, b"object %d " % i * 20)
+    with pytest.raises(OSError):
+        queue.finish()
+    assert len(appended) == 3
+    with pytest.raises(OSError):
+        queue.add(b"%032d" % 999, b"one more")
+    with pytest.raises(OSError):
+        queue.finish()
+
+
 def test_a_kill_while_batches_are_in_flight_leaves_a_sound_store(
         ws_dir: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"

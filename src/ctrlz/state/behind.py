@@ -12,10 +12,10 @@ one call each made the GIL change hands three times per object, and a first snap
 What it keeps: objects are appended to the pack in the order they were given, on the caller's
 thread (the only one that appends, see :class:`ctrlz.state.object_writer.ObjectWriter`), so a
 pack's layout does not depend on thread timing. A batch that fails to compress (out of
-memory) raises on the caller's thread at the next :meth:`CompressBehind.add` or at
-:meth:`CompressBehind.finish`, and the caller's operation fails as any failed write does. At
-most :data:`MAX_PENDING` raw bytes wait at once: past that, the caller waits for the oldest
-batch.
+memory), or whose append fails (a full disk), raises on the caller's thread at the next
+:meth:`CompressBehind.add` or at :meth:`CompressBehind.finish`, and again at every later
+call, and the caller's operation fails as any failed write does. At most
+:data:`MAX_PENDING` raw bytes wait at once: past that, the caller waits for the oldest batch.
 """
 
 from __future__ import annotations
@@ -103,9 +103,9 @@ class CompressBehind:
             oids, sizes, nbytes, future = pending.popleft()
             self._pending_bytes -= nbytes
             try:
-                encoded = future.result()
-            except BaseException as exc:
-                self._failed = exc
+                for oid, size, (codec, stored) in zip(oids, sizes, future.result(),
+                                                      strict=True):
+                    self._append(oid, size, codec, stored)
+            except BaseException as exc:  # compressing or appending (a full disk): either
+                self._failed = exc  # way, objects promised to the caller are not in the pack
                 raise
-            for oid, size, (codec, stored) in zip(oids, sizes, encoded, strict=True):
-                self._append(oid, size, codec, stored)
