@@ -38,6 +38,13 @@ def daemon_processes(store: Path) -> list[int]:
     return pids
 
 
+def gone(store: Path) -> None:
+    deadline = time.monotonic() + 60  # bounds a hang; never a timing assertion
+    while daemon_processes(store):
+        assert time.monotonic() < deadline, "the daemon is still there"
+        time.sleep(0.05)
+
+
 def ctrlz(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([CTRLZ, *args], cwd=ws, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -120,3 +127,23 @@ def test_daemon_false_keeps_the_cli_from_starting_one(ws: Workspace,
     status = json.loads(ctrlz(ws.root, "daemon", "status", "--json").stdout)
     assert status["running"] is False
     assert "Daemon:    off (daemon = false)" in ctrlz(ws.root, "status").stdout
+
+
+def test_a_stop_right_after_the_start_stops_the_daemon_still_starting(ws: Workspace) -> None:
+    """The daemon a command starts counts as running from the moment that command returns,
+    though its interpreter is still importing: a stop then stops it, never answers "not
+    running" and leaves it to run (and to idle for half an hour)."""
+    ctrlz(ws.root, "snapshot")  # walked the tree, started one in the background
+    assert daemon_processes(ws.store_path)  # it exists; it may not have locked anything yet
+    assert daemon_client.running(ws.store_path)
+    assert daemon_client.stop(ws.store_path)
+    assert not daemon_client.running(ws.store_path)
+    gone(ws.store_path)  # (it frees the lock as it exits, a moment before it is gone)
+
+
+def test_commands_that_start_a_daemon_at_once_start_one(ws: Workspace) -> None:
+    assert daemon_client.spawn(ws.root, ws.store_path)
+    assert not daemon_client.spawn(ws.root, ws.store_path)  # the first still starting
+    assert len(daemon_processes(ws.store_path)) == 1
+    assert ready(ws.store_path)["running"]
+    assert len(daemon_processes(ws.store_path)) == 1

@@ -213,22 +213,29 @@ def _bind(store: Path) -> socket.socket:
 
 def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
                ops: Mapping[str, Op] | None = None,
-               at_once: Mapping[str, AtOnce] | None = None) -> int:
+               at_once: Mapping[str, AtOnce] | None = None, lock_fd: int | None = None) -> int:
     """The daemon's whole life; returns its exit status. Quietly does nothing when another
     daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above;
     ``ops``: the program's own requests (:attr:`Daemon.ops`); ``at_once``: which of them
-    it answers on their connection's thread (:meth:`Daemon.at_once`)."""
+    it answers on their connection's thread (:meth:`Daemon.at_once`); ``lock_fd``: the
+    daemon lock, already taken for us by :func:`~ctrlz.session.daemon_client.spawn` (locking
+    it again is a no-op on the same open file)."""
     import fcntl
 
     store = Path(store)
-    lock_fd = os.open(store / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if lock_fd is None:
+        lock_fd = os.open(store / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    else:
+        os.set_inheritable(lock_fd, False)  # nothing this daemon starts may keep it locked
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(lock_fd)
         return 0
-    os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, f"{os.getpid()}\n".encode())  # for `ctrlz daemon stop` before it listens
+    pid = f"{os.getpid()}\n".encode()  # for `ctrlz daemon stop` before it listens
+    if os.pread(lock_fd, 64, 0) != pid:  # (spawn wrote it already, with the same offset)
+        os.ftruncate(lock_fd, 0)
+        os.pwrite(lock_fd, pid, 0)
     _setup_log(store)
     stopping: list[int] = []
     daemon: Daemon | None = None
@@ -282,21 +289,25 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
 
 def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None,
          at_once: Mapping[str, AtOnce] | None = None) -> int:
-    """``ROOT STORE [--parent-pid PID]``: see :func:`run_daemon`. The program users' daemons
-    run is :mod:`ctrlz.door.program`, which calls this with the native door's request."""
+    """``ROOT STORE [--parent-pid PID | --lock-fd FD]``: see :func:`run_daemon`. The program
+    users' daemons run is :mod:`ctrlz.door.program`, which calls this with the native door's
+    request."""
     args = sys.argv[1:] if argv is None else argv
     parent: int | None = None
+    lock_fd: int | None = None
     if len(args) == 4 and args[2] == "--parent-pid" and args[3].isdigit():
         parent, args = int(args[3]), args[:2]
+    elif len(args) == 4 and args[2] == "--lock-fd" and args[3].isdigit():
+        lock_fd, args = int(args[3]), args[:2]
     if len(args) != 2:
-        print(f"usage: python -m {wire.DAEMON_MODULE} ROOT STORE [--parent-pid PID]",
-              file=sys.stderr)
+        print(f"usage: python -m {wire.DAEMON_MODULE} ROOT STORE [--parent-pid PID | "
+              "--lock-fd FD]", file=sys.stderr)
         return 2
     if parent is not None and os.getppid() != parent:
         return 0  # the service died before we started: nobody would supervise us
     # crash tests kill the daemon at a named point of its work (state/failpoints.py)
     failpoints.arm_spec(os.environ.get("CTRLZ_TEST_FAILPOINTS", ""))
-    return run_daemon(Path(args[0]), Path(args[1]), parent, ops, at_once)
+    return run_daemon(Path(args[0]), Path(args[1]), parent, ops, at_once, lock_fd)
 
 
 if __name__ == "__main__":
