@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz import RestoreIncomplete, Workspace
+from ctrlz import RestoreError, RestoreIncomplete, Workspace
 from ctrlz import toolcalls as tc
 from ctrlz.state import failpoints
 from ctrlz.toolcalls.rewinds import rewind
@@ -115,6 +115,54 @@ def test_a_tool_call_restore_is_undoable_for_ignored_paths(ws_dir: Path) -> None
     assert (ws_dir / "run.log").read_text() == "before the tool\n"
     ws.undo()
     assert (ws_dir / "run.log").read_text() == "the tool wrote this\n"
+
+
+def test_a_write_while_the_capture_reads_a_tool_call_path_is_in_the_safety_snapshot(
+        ws_dir: Path) -> None:
+    """The capture of an explicit path pairs the file's stat with its bytes; a write landing
+    during the read used to pair the stat after it with the bytes before it, so the apply step
+    took the file as captured and overwrote the write, which no snapshot held."""
+    make_tree(ws_dir, {".gitignore": "*.log\n"})
+    ws = Workspace.init(ws_dir)
+    log = ws_dir / "run.log"
+    log.write_text("before the tool\n")
+    tc.fs_snapshot("s1", "t1", [log], workspace=ws)
+    log.write_text("the tool wrote this\n")
+
+    def the_user_appends() -> None:  # once (a call point runs once)
+        with open(log, "a") as f:
+            f.write("typed during the restore\n")
+
+    failpoints.arm_call("capture-read", the_user_appends)
+    out = tc.fs_restore("s1", "t1", workspace=ws)
+    assert out["restored_paths"] == ["run.log"]
+    assert log.read_text() == "before the tool\n"
+    ws.undo()
+    assert log.read_text() == "the tool wrote this\ntyped during the restore\n"
+
+
+def test_a_path_that_never_holds_still_stops_the_restore_before_it_starts(ws_dir: Path
+                                                                          ) -> None:
+    make_tree(ws_dir, {".gitignore": "*.log\n"})
+    ws = Workspace.init(ws_dir)
+    log = ws_dir / "run.log"
+    log.write_text("before the tool\n")
+    tc.fs_snapshot("s1", "t1", [log], workspace=ws)
+    log.write_text("the tool wrote this\n")
+    writes = iter(range(100))
+
+    def a_busy_writer() -> None:
+        with open(log, "a") as f:
+            f.write(f"line {next(writes)}\n")
+        failpoints.arm_call("capture-read", a_busy_writer)  # and again, every time
+
+    failpoints.arm_call("capture-read", a_busy_writer)
+    with pytest.raises(RestoreError, match="run.log kept changing"):
+        tc.fs_restore("s1", "t1", workspace=ws)
+    failpoints.disarm_all()
+    assert log.read_text() == "the tool wrote this\nline 0\nline 1\nline 2\n"
+    assert temp_files(ws_dir) == []
+    assert ws.oplog.next_undo() is None
 
 
 # -- 3. an OS error is an error, and leaves an undo path -------------------------------------

@@ -17,12 +17,20 @@ import os
 import stat as st
 from collections.abc import Callable, Mapping
 
+from ..errors import RestoreError
+from ..state import failpoints
 from ..state.trees import DIR, FILE, SYMLINK, Entry, encode_tree
 from .diff import TreeReader
 from .dirs import DirHandles
 
 #: what a path becomes: an entry (its ``name`` is ignored), or None for absent
 Changes = Mapping[bytes, Entry | None]
+#: reads of a file that changes while it is read, before the capture gives up on it
+READ_ATTEMPTS = 3
+
+
+def _stamp(s: os.stat_result) -> tuple[int, int, int]:
+    return s.st_size, s.st_mtime_ns, s.st_ctime_ns
 
 
 def graft(read: TreeReader, put_tree: Callable[[bytes], bytes], top: bytes, changes: Changes,
@@ -117,17 +125,41 @@ class DiskCapture:
             f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                         dir_fd=fd)
             try:
-                oid = self.store_file(f, s.st_size)
-                after = os.fstat(f)
+                read = self._read_whole(vpath, f)
             finally:
                 os.close(f)
-            if (after.st_size, after.st_mtime_ns) != (s.st_size, s.st_mtime_ns):
-                s = after  # written while we read: the bytes stored are the ones hashed
+            if read is None:
+                return None  # replaced by a special file since the stat
+            s, oid = read
             kind = FILE
         else:
             return None
         self.keys[vpath] = ((s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino), oid)
         return Entry(name, kind, s.st_mode & 0o7777, s.st_size, s.st_mtime_ns, oid)
+
+    def _read_whole(self, vpath: bytes, f: int) -> tuple[os.stat_result, bytes] | None:
+        """(stat, id) of one version of the open file: the stat taken before and after the
+        read agree, so the id names bytes that this stat describes. That pairing is what a
+        restore's apply step trusts (``keys``: a path whose stat still matches is unchanged
+        since the capture), so a write that lands during the read must never pair the stat
+        after it with the bytes before it, which let the restore overwrite that write with
+        no copy of it anywhere. Read again, as a snapshot's scan does
+        (:mod:`ctrlz.state.scan.reader`); a file that never holds still is an error, before
+        anything in the workspace changed."""
+        before = os.fstat(f)
+        if not st.S_ISREG(before.st_mode):
+            return None
+        for _ in range(READ_ATTEMPTS):
+            oid = self.store_file(f, before.st_size)
+            failpoints.hit("capture-read")
+            after = os.fstat(f)
+            if _stamp(after) == _stamp(before):
+                return after, oid
+            before = after
+            os.lseek(f, 0, os.SEEK_SET)
+        raise RestoreError(f"{os.fsdecode(vpath.partition(b'/')[2])} kept changing while the "
+                           f"restore's safety snapshot read it ({READ_ATTEMPTS} attempts); "
+                           "nothing was restored: stop what writes it and try again")
 
     def dir_mode(self, vpath: bytes) -> int:
         parent, _, name = vpath.rpartition(b"/")
