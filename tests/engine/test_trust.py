@@ -297,6 +297,33 @@ def test_a_write_in_the_instant_after_the_swap_is_swapped_back(ws_dir: Path) -> 
     assert temp_files(ws_dir) == []
 
 
+def test_an_atomic_save_during_the_swap_back_keeps_every_version(ws_dir: Path) -> None:
+    """The swap back after a write on the replaced inode used to delete whatever then stood
+    under the temp name; when an editor had renamed a new save over the path meanwhile, that
+    was the newest save. Only ctrlz's own inode is ever deleted now."""
+    make_tree(ws_dir, {"a.txt": "version 1\n"})
+    ws = Workspace.init(ws_dir)
+    base = ws.snapshot(label="base")
+    (ws_dir / "a.txt").write_text("version 2\n")
+    held = os.open(ws_dir / "a.txt", os.O_WRONLY)  # a build tool holding the file open
+
+    def two_writers() -> None:
+        os.pwrite(held, b"EDIT", 0)  # through its descriptor, on the swapped-out inode
+        (ws_dir / ".a.swp").write_text("the newest save\n")
+        os.rename(ws_dir / ".a.swp", ws_dir / "a.txt")  # and an editor's atomic save
+
+    failpoints.arm_call("restore-exchanged", two_writers)
+    try:
+        with pytest.raises(RestoreIncomplete):
+            ws.rollback(base.id)
+    finally:
+        os.close(held)
+    assert (ws_dir / "a.txt").read_text() == "the newest save\n"
+    rescued = [p for p in ws_dir.iterdir() if p.name.startswith("ctrlz-rescued-")]
+    assert [p.read_text() for p in rescued] == ["EDITion 2\n"]
+    assert temp_files(ws_dir) == []
+
+
 def test_a_file_that_appears_during_the_restore_is_never_clobbered(ws_dir: Path) -> None:
     make_tree(ws_dir, {"keep.txt": "k"})
     ws = Workspace.init(ws_dir)

@@ -272,11 +272,39 @@ class Applier:
             os.unlink(aside, dir_fd=fd)
         except FileExistsError:
             # a third version appeared meanwhile: keep both, under a name the user will see
-            rescued = b"ctrlz-rescued-" + aside[len(self._prefix):] + b"-" + name[:120]
-            os.rename(aside, rescued, src_dir_fd=fd, dst_dir_fd=fd)
-            self.result.conflicts.append(Skipped(a.path, CHANGED + "; its bytes were kept as "
-                                                 + show_path(rescued)))
+            self._rescue(fd, aside, name, a)
             return
+        self.result.conflicts.append(Skipped(a.path, CHANGED))
+
+    def _rescue(self, fd: int, aside: bytes, name: bytes, a: Action) -> None:
+        """Keep someone's file that lost its name to another version, under a name the user
+        sees, and say so."""
+        rescued = b"ctrlz-rescued-" + aside[len(self._prefix):] + b"-" + name[:120]
+        os.rename(aside, rescued, src_dir_fd=fd, dst_dir_fd=fd)
+        self.result.conflicts.append(Skipped(a.path, CHANGED + "; its bytes were kept as "
+                                             + show_path(rescued)))
+
+    def _swap_back(self, fd: int, aside: bytes, name: bytes, ours: os.stat_result,
+                   a: Action) -> None:
+        """The inode we swapped out was written after the check: its name goes back to it,
+        and only our own inode (``ours``) is ever deleted. An editor's atomic save may have
+        replaced the name since the swap: that save keeps the name, and the written inode is
+        rescued; one that lands between the check and the swap back ends up aside, and is
+        rescued too."""
+        mine = (ours.st_dev, ours.st_ino)
+        try:
+            now = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != mine:
+            self._put_back_aside(fd, aside, name, a)  # the name is theirs (or free) already
+            return
+        renameat2(fd, aside, fd, name, RENAME_EXCHANGE)  # theirs back in place
+        out = os.stat(aside, dir_fd=fd, follow_symlinks=False)
+        if (out.st_dev, out.st_ino) != mine:
+            self._rescue(fd, aside, name, a)
+            return
+        os.unlink(aside, dir_fd=fd)
         self.result.conflicts.append(Skipped(a.path, CHANGED))
 
     # -- phase 2: directories, files, links, metadata -----------------------------------------
@@ -433,6 +461,7 @@ class Applier:
         # mark first, so that after a crash it is deleted only if the store holds its bytes
         aside = self._prefix + b"a" + tmp[len(self._prefix):]
         os.rename(tmp, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        ours = os.stat(aside, dir_fd=fd, follow_symlinks=False)
         try:
             renameat2(fd, aside, fd, name, RENAME_EXCHANGE)
         except Unsupported:  # checked just above: the narrow window of a plain rename
@@ -448,9 +477,7 @@ class Applier:
         after = os.stat(aside, dir_fd=fd, follow_symlinks=False)
         if not self._same_inode(before, after) and not self._unchanged(fd, aside, a.path,
                                                                        a.expect, after):
-            renameat2(fd, aside, fd, name, RENAME_EXCHANGE)  # theirs back in place
-            os.unlink(aside, dir_fd=fd)
-            self.result.conflicts.append(Skipped(a.path, CHANGED))
+            self._swap_back(fd, aside, name, ours, a)
             return
         let_go(fd, aside, after)
         self.result.applied.append(a)
