@@ -102,14 +102,21 @@ class FileReader:
             if not st.S_ISREG(before.st_mode):
                 return ("skip", "replaced by a non-regular file while scanning", None, None)
             for _ in range(_READ_ATTEMPTS):
-                oid, payload = self.sink.read_file(fd, before.st_size)
+                oid, got, payload = self.sink.read_file(fd, before.st_size)
                 after = os.fstat(fd)
-                if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
-                        after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+                # the stats agreeing is not enough: a truncate and rewrite can show the old
+                # times with the new size for an instant, and an entry whose size is not its
+                # object's length cannot be restored (its check after the write fails)
+                still = (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+                    after.st_size, after.st_mtime_ns, after.st_ctime_ns)
+                if still and (got is None or got == after.st_size):
                     return ("ok", oid, payload, after)
                 self.sink.discard(payload)
                 before = after
                 os.lseek(fd, 0, os.SEEK_SET)
+            if still:  # (a /proc or /sys file: its size says 0 or 4096, whatever it holds)
+                return ("skip", f"read {got:,} bytes where its size says {after.st_size:,} "
+                        f"({_READ_ATTEMPTS} attempts)", None, None)
             return ("skip", f"kept changing while being read ({_READ_ATTEMPTS} attempts)",
                     None, None)
         except OSError as exc:

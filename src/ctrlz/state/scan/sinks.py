@@ -31,7 +31,10 @@ class Sink:
     def put(self, data: bytes) -> bytes:
         raise NotImplementedError
 
-    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+    def read_file(self, fd: int, size: int) -> tuple[bytes, int | None, Any]:
+        """(id, bytes read, payload) of the open file, whose stat said ``size``. The count is
+        the length of what the id names (``None`` when nothing was read: a clone whose blocks
+        name it), for the reader to check against the stat after the read."""
         raise NotImplementedError
 
     def clones(self) -> bool:
@@ -69,17 +72,18 @@ class StoreSink(Sink):
     def clones(self) -> bool:
         return self.writer.clones_cheaply()
 
-    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+    def read_file(self, fd: int, size: int) -> tuple[bytes, int | None, Any]:
         if size >= LOOSE_MIN:
             oid, tmp, raw, stored, codec = self.writer.ingest_large(fd, clone=True)
-            return oid, ("large", tmp, raw, stored, codec)
+            return oid, raw, ("large", tmp, raw, stored, codec)
         data = read_all(fd, size)
         oid = self.digest(data)
         if self.writer.contains(oid):
-            return oid, None
+            return oid, len(data), None
         if size < INLINE_MAX:  # the walking thread: the writer compresses, maybe behind it
-            return oid, ("small", data)
-        return oid, ("encoded", len(data), *encode_small(data))  # a pool thread: right here
+            return oid, len(data), ("small", data)
+        # a pool thread: right here
+        return oid, len(data), ("encoded", len(data), *encode_small(data))
 
     def accept(self, oid: bytes, payload: Any) -> None:
         if payload is None:
@@ -114,15 +118,18 @@ class HashSink(Sink):
     def put(self, data: bytes) -> bytes:
         return self.digest(data)
 
-    def read_file(self, fd: int, size: int) -> tuple[bytes, Any]:
+    def read_file(self, fd: int, size: int) -> tuple[bytes, int | None, Any]:
         if size < LOOSE_MIN:
-            return self.digest(read_all(fd, size)), None
+            data = read_all(fd, size)
+            return self.digest(data), len(data), None
         if self.known_clone is not None and (oid := self.known_clone(fd, size)) is not None:
-            return oid, None
+            return oid, None, None
         h = self.new_hasher()
+        got = 0
         while chunk := os.read(fd, 4 << 20):
             h.update(chunk)
-        return h.digest(), None
+            got += len(chunk)
+        return h.digest(), got, None
 
     def accept(self, oid: bytes, payload: Any) -> None:
         pass
@@ -133,7 +140,8 @@ class HashSink(Sink):
 
 def read_all(fd: int, size: int) -> bytes:
     """The file's ``size`` bytes from ``fd``, and one more if it has grown since its stat: the
-    reader then sees the stat change and reads it again, so no more is ever needed.
+    reader then sees a length that is not the stat's and reads it again, so no more is ever
+    needed.
 
     Asks for exactly that: a buffer of 1 MiB for every small file (as this once did, to read
     to the end) cost a first snapshot of 100,000 small files a second or more in the
