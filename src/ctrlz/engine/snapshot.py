@@ -253,55 +253,60 @@ def take_snapshot(
         sink = StoreSink(writer)
         frozen = btrfs.freeze(repo, roots)  # None unless the store uses the btrfs backend
         try:
-            state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty,
-                              frozen.sources if frozen is not None else None)
-            if include:
-                _include(repo, roots, writer, sink, state, include, included_keys)
+            try:
+                state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty,
+                                  frozen.sources if frozen is not None else None)
+                if include:
+                    _include(repo, roots, writer, sink, state, include, included_keys)
+            finally:
+                if frozen is not None:
+                    frozen.release()
+            if parent is None:
+                parent = repo.catalog.latest()
+            if parent is None:  # everything is new; no need to walk the trees
+                created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
+            else:
+                counted = changes_from_scan(repo, parent, cache, state)
+                created, modified, deleted = counted if counted is not None else count_changes(
+                    diff_trees(repo.tree, parent.root,
+                               overlay_reader(repo, state.trees, state.patched), state.root))
+            catalog = repo.catalog
+            snapshot_id = new_snapshot_id()
+            while catalog.snapshot(snapshot_id) is not None:
+                snapshot_id = new_snapshot_id()
+            failpoints.hit("before-commit")
+            with catalog.transaction():
+                writer.commit(catalog)
+                snap = Snapshot(
+                    id=snapshot_id,
+                    number=catalog.next_number() if numbered else None,
+                    parent=parent.id if parent else None,
+                    type=type,
+                    label=label,
+                    pinned=pinned,
+                    created_ns=scan_ns,
+                    root=state.root,
+                    files=state.stats.files,
+                    dirs=state.stats.dirs,
+                    symlinks=state.stats.symlinks,
+                    bytes=state.stats.bytes,
+                    added_bytes=writer.added_bytes,
+                    size_delta=state.stats.bytes - (parent.bytes if parent else 0),
+                    created=created,
+                    modified=modified,
+                    deleted=deleted,
+                    rules={"roots": [r.to_json() for r in rules]},
+                    skipped=tuple(state.skipped),
+                    roots=tuple(str(r) for r in roots),
+                )
+                catalog.add_snapshot(snap)
         except BaseException:
+            # whatever failed (the scan, counting the changes, the commit: a full disk as the
+            # queue behind the walk is written out), the writer lets go of its open pack: in
+            # a long-lived process its descriptor kept a deleted pack's blocks, and the disk
+            # full, after the next recovery swept the file
             writer.abort()
             raise
-        finally:
-            if frozen is not None:
-                frozen.release()
-        if parent is None:
-            parent = repo.catalog.latest()
-        if parent is None:  # everything is new; no need to walk the trees
-            created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
-        else:
-            counted = changes_from_scan(repo, parent, cache, state)
-            created, modified, deleted = counted if counted is not None else count_changes(
-                diff_trees(repo.tree, parent.root,
-                           overlay_reader(repo, state.trees, state.patched), state.root))
-        catalog = repo.catalog
-        snapshot_id = new_snapshot_id()
-        while catalog.snapshot(snapshot_id) is not None:
-            snapshot_id = new_snapshot_id()
-        failpoints.hit("before-commit")
-        with catalog.transaction():
-            writer.commit(catalog)
-            snap = Snapshot(
-                id=snapshot_id,
-                number=catalog.next_number() if numbered else None,
-                parent=parent.id if parent else None,
-                type=type,
-                label=label,
-                pinned=pinned,
-                created_ns=scan_ns,
-                root=state.root,
-                files=state.stats.files,
-                dirs=state.stats.dirs,
-                symlinks=state.stats.symlinks,
-                bytes=state.stats.bytes,
-                added_bytes=writer.added_bytes,
-                size_delta=state.stats.bytes - (parent.bytes if parent else 0),
-                created=created,
-                modified=modified,
-                deleted=deleted,
-                rules={"roots": [r.to_json() for r in rules]},
-                skipped=tuple(state.skipped),
-                roots=tuple(str(r) for r in roots),
-            )
-            catalog.add_snapshot(snap)
         failpoints.hit("after-commit")
         repo.remember_tree_data({oid: sink.blobs[oid] for oid in state.trees} | state.patched)
         if keep_decoded:

@@ -336,7 +336,16 @@ class ObjectWriter:
         self.stored_bytes += stored
 
     def commit(self, catalog: Catalog) -> None:
-        """Make everything durable, then index it. Call inside a catalog transaction."""
+        """Make everything durable, then index it. Call inside a catalog transaction. A
+        commit that fails aborts the writer (:meth:`abort`): no descriptor of a pack that the
+        next recovery deletes stays open, and the store stops counting it as a live writer."""
+        try:
+            self._commit(catalog)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _commit(self, catalog: Catalog) -> None:
         if self._behind is not None:
             self._behind.finish()
             self._behind = None
@@ -382,6 +391,9 @@ class ObjectWriter:
         self._buffer.clear()
         self._tables.clear()
         self._cut_rows.clear()
+        self._done_packs.clear()
+        self._loose_rows.clear()
+        self._loose_dirs.clear()
         if self._pack is not None:
             os.close(self._pack.fd)
             self._pack = None
