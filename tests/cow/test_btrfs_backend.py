@@ -44,6 +44,10 @@ def both(btrfs: Path) -> tuple[Workspace, Workspace, Path]:
     plain = Workspace.init(ws_dir, home=btrfs / "home-plain")
     frozen = Workspace.init(ws_dir, home=btrfs / "home-frozen")
     native.enable(frozen.repo, frozen.roots)
+    # one salt, so that the same blocks get the same clone names in both stores (each store's
+    # own keeps two stores' names apart; see CloneObjects.clone_name)
+    with frozen.repo.catalog.transaction():
+        frozen.repo.catalog.set_meta("clone_salt", plain.repo.catalog.get_meta("clone_salt"))
     yield plain, frozen, ws_dir
     plain.close()
     frozen.close()

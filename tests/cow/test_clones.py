@@ -169,6 +169,39 @@ def test_gc_drops_dead_clones_and_verify_checks_seals(cow: Path) -> None:
     ws.close()
 
 
+def test_a_deleted_clones_name_is_never_given_out_again(cow: Path) -> None:
+    """gc frees a clone's blocks, and a new file of the same size may get them: it used to
+    get the deleted clone's name too, so importing an archive that holds the old bytes under
+    that name kept the new ones ("already there"), and the old snapshot restored them."""
+    ws, ws_dir = setup(cow)
+    one = ws.snapshot(label="one")
+    old = entry_oid(ws, one.id, "big.bin")
+    blocks = file_map(ws.repo.objects.loose_name(old))
+    assert blocks is not None and ws.repo.objects.clone_name(BIG, blocks) == old
+    (ws_dir / "big.bin").unlink()
+    ws.snapshot(label="two")
+    ws.remove([one.id])
+    ws.gc()
+    assert old not in clone_rows(ws)
+    # a new file on exactly those blocks
+    assert ws.repo.objects.clone_name(BIG, blocks) not in (old, None)
+    assert ws.repo.catalog.is_retired(old)
+    ws.close()
+
+
+def test_two_stores_never_name_a_clone_alike(cow: Path) -> None:
+    """Two machines made from one image put a new file of the same size on the same blocks;
+    unsalted, both stores named their different bytes alike, and a remote they share kept the
+    first machine's bytes for the second's snapshot."""
+    names = set()
+    for i in (1, 2):
+        make_tree(cow / f"ws{i}", {"a": "a"})
+        ws = Workspace.init(cow / f"ws{i}", home=cow / f"home{i}")
+        names.add(ws.repo.objects.clone_name(BIG, ((0, 4096, BIG),)))
+        ws.close()
+    assert len(names) == 2
+
+
 def test_restore_to_another_filesystem_copies_and_seals(xfs: Path, tmp_path: Path) -> None:
     ws, ws_dir = setup(xfs)
     snap = ws.snapshot(label="one")

@@ -135,7 +135,17 @@ def _v5(db: sqlite3.Connection) -> None:
         """)
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite3.Connection) -> None:
+    """Clone ids that were in the store once (:meth:`Catalog.delete_objects` adds them): a
+    clone is named by its blocks, and blocks that gc freed are given to new files, so a new
+    clone could get the name of a deleted one, whose bytes an archive or a remote may still
+    hold under it; an import or pull would then take the old bytes for the new object."""
+    _script(db, "CREATE TABLE retired (oid BLOB PRIMARY KEY) WITHOUT ROWID;")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+#: the codec of a clone (``packs.CLONE``; not imported: packs brings zstandard's loader)
+_CLONE = 2
 
 #: how many drops the catalog remembers (the oldest are forgotten first)
 DROPS_KEPT = 500
@@ -262,9 +272,21 @@ class Catalog:
             "SELECT oid, pack, offset, length, size, codec FROM objects ORDER BY pack, offset")]
 
     def delete_objects(self, oids: Iterable[bytes]) -> None:
+        """Delete object rows; a clone's id is remembered as retired (:meth:`is_retired`)."""
         oids = list(oids)
+        self.db.executemany(
+            "INSERT OR IGNORE INTO retired (oid) SELECT oid FROM objects WHERE oid = ? "
+            f"AND codec = {_CLONE}", ((o,) for o in oids))
         self.db.executemany("DELETE FROM objects WHERE oid = ?", ((o,) for o in oids))
         self.db.executemany("DELETE FROM cuts WHERE oid = ?", ((o,) for o in oids))
+
+    def is_retired(self, oid: bytes) -> bool:
+        """Was ``oid`` a clone this store deleted? Its name is never given out again."""
+        try:
+            row = self.db.execute("SELECT 1 FROM retired WHERE oid = ?", (oid,)).fetchone()
+        except sqlite3.OperationalError:  # a read-only catalog of an older schema
+            return False
+        return row is not None
 
     def add_cuts(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
         """(oid, cut table) of objects added in this transaction."""

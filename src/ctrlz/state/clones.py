@@ -6,12 +6,16 @@ hash (:func:`ctrlz.state.cow.clone_id`), with codec ``CLONE`` in the catalog. Th
 :class:`~ctrlz.state.objects.ObjectStore` what that needs, and keeps the rest of the store
 unaware of it:
 
-* **naming** (:meth:`ingest_clone`, :meth:`clone_name`): a new clone whose natural name is
-  already taken is the same object only if both files map to the same blocks *now*; otherwise
-  it gets a salted name. So an untouched file cloned again (a ``touch``, a racily clean
-  re-read) gets the id it had, and dedup, diffs and change counts see no change, exactly as
-  with hashing; a file rewritten with the same bytes gets a new id (new blocks) — the one place
-  clones and hashes disagree, and a diff then says "modified" until both sides are sealed.
+* **naming** (:meth:`ingest_clone`, :meth:`clone_name`): a new clone's natural name is a
+  digest of its size, its blocks and the store's salt; one already taken is the same object
+  only if both files map to the same blocks *now*, and a deleted clone's name is never given
+  out again; otherwise it gets a fresh random name. So an untouched file cloned again (a
+  ``touch``, a racily clean re-read) gets the id it had, and dedup, diffs and change counts
+  see no change, exactly as with hashing; a file rewritten with the same bytes gets a new id
+  (new blocks) — the one place clones and hashes disagree, and a diff then says "modified"
+  until both sides are sealed. No two stores, and no two objects of one store over time,
+  name different bytes alike, so an id that an archive or a remote holds is the same bytes
+  wherever it is found.
 * **sealing** (:meth:`content_ok`, :meth:`content_id`): the first full read of a clone (by
   ``ctrlz verify``, a restore to another filesystem, a copy to a remote) records its hash as
   the object's seal; every later read is checked against it.
@@ -61,6 +65,7 @@ class CloneObjects:
         self._refused_from: set[int] = set()  # devices a clone into the store failed from
         self._refused_to: set[int] = set()  # devices a clone out of the store failed to
         self._clone_hashed = False  # a clone's blocks could not name it: it was read
+        self._clone_salt: bytes | None = None
 
     #: False for stores whose ids must be content hashes (a SnapshotManager session's)
     clones_allowed = True
@@ -133,13 +138,38 @@ class CloneObjects:
                     pass
 
     def clone_name(self, size: int, blocks: cow.BlockMap) -> bytes:
-        """The id of a new clone: its natural name, unless an object file of that name maps
-        to other blocks now (its extents moved since it was named), then a salted one."""
-        oid = cow.clone_id(self.digest, size, blocks)
+        """The id of a new clone: its natural name, unless that names other bytes, then a
+        name made fresh with random bytes.
+
+        A natural name is a digest of the size, the block map and this store's salt
+        (:meth:`clone_salt`). Blocks are not bytes for ever, so the name is given out only
+        when nothing else can hold it: an object file of that name that maps to the same
+        blocks now is the same object; one that maps to others (its extents moved since it
+        was named) is not, nor is a deleted clone's name (:meth:`Catalog.is_retired
+        <ctrlz.state.catalog.Catalog.is_retired>`): gc freed its blocks for new files, and
+        an archive or a remote may still hold its old bytes under it. The salt keeps two
+        stores from naming different bytes alike: two machines made from one image put a
+        new file of the same size on the same blocks, and a remote they share took the
+        second for the first (one object, "already there")."""
+        salt = self.clone_salt()
+        oid = cow.clone_id(self.digest, size, blocks, salt)
         path = self.loose_name(oid)
-        if not os.path.lexists(path) or cow.same_blocks(blocks, cow.path_map(path)):
+        if os.path.lexists(path):
+            if cow.same_blocks(blocks, cow.path_map(path)):
+                return oid
+        elif not self.catalog.is_retired(oid):
             return oid
-        return cow.clone_id(self.digest, size, blocks, salt=os.urandom(16))
+        return cow.clone_id(self.digest, size, blocks, salt + os.urandom(16))
+
+    def clone_salt(self) -> bytes:
+        """What makes this store's clone names its own: random bytes made with the store, or
+        for a store made before them its creation time and roots."""
+        if self._clone_salt is None:
+            meta = self.catalog.get_meta
+            made = meta("clone_salt")
+            self._clone_salt = (bytes.fromhex(made) if made is not None else
+                                f"{meta('created_ns')}:{meta('roots')}".encode())
+        return self._clone_salt
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -226,7 +256,7 @@ class CloneObjects:
         blocks = _map_or_none(fd)
         if blocks is None:
             return None
-        oid = cow.clone_id(self.digest, size, blocks)
+        oid = cow.clone_id(self.digest, size, blocks, self.clone_salt())
         row = self.catalog.lookup(oid)
         if row is None or row[5] != CLONE or row[4] != size:
             return None

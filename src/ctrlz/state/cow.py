@@ -148,9 +148,9 @@ def same_blocks(a: BlockMap | None, b: BlockMap | None) -> bool:
 
 def clone_id(digest: Callable[[bytes], bytes], size: int, blocks: BlockMap,
              salt: bytes = b"") -> bytes:
-    """The name of a clone with this size and block map: a digest of both, ending in
-    :data:`MARKER`. ``salt`` (random) gives a fresh name when the natural one is taken by an
-    object whose blocks have since moved."""
+    """The name of a clone with this size and block map: a digest of both and ``salt`` (the
+    store's own, and random bytes for a fresh name when the natural one is not free; see
+    :meth:`ctrlz.state.clones.CloneObjects.clone_name`), ending in :data:`MARKER`."""
     body = b"".join(struct.pack(">QQQ", *e) for e in blocks)
     return digest(b"ctrlz-clone 1\0" + size.to_bytes(8, "big") + salt + body)[:24] + MARKER
 

@@ -84,6 +84,8 @@ class Repository:
                 catalog.set_meta("roots", json.dumps(roots))
                 catalog.set_meta("kind", kind)
                 catalog.set_meta("created_ns", str(time.time_ns()))
+                # makes this store's clone names its own (see ObjectStore.clone_name)
+                catalog.set_meta("clone_salt", os.urandom(16).hex())
         if fresh:
             # SQLite fsyncs its files, not the directory entries naming them: make the new
             # catalog's name, and every directory made on the way to it, durable too
