@@ -1,10 +1,11 @@
 """kill -9 in the middle of an in-place restore, at many instants, for every kind of restore.
 
 Each case builds a fresh workspace of ~40 files in a few folders, puts it in a state that the
-restore will change with deletions, creations, modifications, a mode-only change and a symlink
-(for rewind: an agent session with file tool calls, one of them on an ignored ``.env``, and a
-shell call that deletes a folder), then runs the restore in a child process (restore_crash_worker)
-that SIGKILLs itself at the (N+1)-th pass of a named fault point. Afterwards:
+restore will change with deletions, creations, modifications, a mode-only change, a symlink,
+and a file and a link that changed kind (for rewind: an agent session with file tool calls, one
+of them on an ignored ``.env``, and a shell call that deletes a folder), then runs the restore
+in a child process (restore_crash_worker) that SIGKILLs itself at the (N+1)-th pass of a named
+fault point. Afterwards:
 
 * before anything reopens the store: the journal is there exactly when the kill came after it was
   written, and every temp file in the workspace carries that journal's token;
@@ -63,6 +64,8 @@ def base_spec() -> dict:
         "README": "read me\n",
         "run.sh": "#!/bin/sh\necho hi\n",
         "link": Link("README"),
+        "was_file": "a file, then a link\n",
+        "was_link": Link("README"),
         ".gitignore": ".env\n",
         ".env": "SECRET=1\n",  # ignored by the rules
         "big.bin": rng.randbytes(300_000),
@@ -87,6 +90,10 @@ def mutate(root: Path) -> None:
     (root / "link").unlink()
     os.symlink("docs/d2.md", root / "link")  # a symlink retargeted
     os.symlink("src", root / "newlink")  # and one created
+    (root / "was_file").unlink()  # a file that became a link, a link that became a file:
+    os.symlink("README", root / "was_file")  # no kill may find either missing
+    (root / "was_link").unlink()
+    (root / "was_link").write_text("a link, then a file\n")
     (root / ".env").write_text("SECRET=2\n")  # ignored: a rollback leaves it alone
     (root / "big.bin").write_bytes(random.Random(8).randbytes(300_000))
 

@@ -205,8 +205,15 @@ class Planner:
                 self._remove(path, c)
         elif c is None:
             self._create(path, t, self.check_disk)
+        elif c.kind != t.kind and DIR not in (c.kind, t.kind):
+            # a link for a file or a file for a link: one swap, as for new content, so that
+            # no instant (no crash) finds the path missing
+            op = WRITE if t.kind == FILE else SYMLINK_OP
+            self.plan.writes.append(Action(op, path, t, c, MODIFIED))
         elif c.kind != t.kind:
-            # removals all run before writes, so the order of these two pushes is free
+            # a directory for a file or the other way round: a removal and a create, and
+            # removals all run before writes (the order of these two pushes is free); a crash
+            # in between leaves the path missing until `ctrlz undo` or the rollback again
             self._create(path, t, False)
             self._remove(path, c)
         elif t.kind == DIR:
