@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -117,17 +118,23 @@ def test_a_tool_call_restore_is_undoable_for_ignored_paths(ws_dir: Path) -> None
     assert (ws_dir / "run.log").read_text() == "the tool wrote this\n"
 
 
-def test_a_write_while_the_capture_reads_a_tool_call_path_is_in_the_safety_snapshot(
-        ws_dir: Path) -> None:
-    """The capture of an explicit path pairs the file's stat with its bytes; a write landing
-    during the read used to pair the stat after it with the bytes before it, so the apply step
-    took the file as captured and overwrote the write, which no snapshot held."""
+def tool_wrote_an_ignored_log(ws_dir: Path) -> tuple[Workspace, Path]:
+    """A tool call (``s1``/``t1``) rewrote ``run.log``, which the rules ignore."""
     make_tree(ws_dir, {".gitignore": "*.log\n"})
     ws = Workspace.init(ws_dir)
     log = ws_dir / "run.log"
     log.write_text("before the tool\n")
     tc.fs_snapshot("s1", "t1", [log], workspace=ws)
     log.write_text("the tool wrote this\n")
+    return ws, log
+
+
+def test_a_write_while_the_capture_reads_a_tool_call_path_is_in_the_safety_snapshot(
+        ws_dir: Path) -> None:
+    """The capture of an explicit path pairs the file's stat with its bytes; a write landing
+    during the read used to pair the stat after it with the bytes before it, so the apply step
+    took the file as captured and overwrote the write, which no snapshot held."""
+    ws, log = tool_wrote_an_ignored_log(ws_dir)
 
     def the_user_appends() -> None:  # once (a call point runs once)
         with open(log, "a") as f:
@@ -143,12 +150,7 @@ def test_a_write_while_the_capture_reads_a_tool_call_path_is_in_the_safety_snaps
 
 def test_a_path_that_never_holds_still_stops_the_restore_before_it_starts(ws_dir: Path
                                                                           ) -> None:
-    make_tree(ws_dir, {".gitignore": "*.log\n"})
-    ws = Workspace.init(ws_dir)
-    log = ws_dir / "run.log"
-    log.write_text("before the tool\n")
-    tc.fs_snapshot("s1", "t1", [log], workspace=ws)
-    log.write_text("the tool wrote this\n")
+    ws, log = tool_wrote_an_ignored_log(ws_dir)
     writes = iter(range(100))
 
     def a_busy_writer() -> None:
@@ -275,53 +277,44 @@ def test_an_editor_writing_during_the_rollback_keeps_its_bytes(ws_dir: Path,
     assert (ws_dir / "b.txt").read_text() == "version 2\n"
 
 
-def test_a_write_in_the_instant_after_the_swap_is_swapped_back(ws_dir: Path) -> None:
-    """The replaced inode is checked after RENAME_EXCHANGE; a write that lands on it between
-    the check and the swap is not lost: the swap is undone."""
+def rollback_while_others_write(ws_dir: Path, during: Callable[[int], None]) -> None:
+    """Roll ``a.txt`` back from version 2 to 1 while a build tool holds it open: ``during``
+    (given that descriptor) runs just after the swap. The rollback must stop, incomplete."""
     make_tree(ws_dir, {"a.txt": "version 1\n"})
     ws = Workspace.init(ws_dir)
     base = ws.snapshot(label="base")
     (ws_dir / "a.txt").write_text("version 2\n")
-    old = os.open(ws_dir / "a.txt", os.O_WRONLY)  # an editor holding the file open
-
-    def write_through_the_open_fd() -> None:
-        os.pwrite(old, b"EDIT", 0)
-
-    failpoints.arm_call("restore-exchanged", write_through_the_open_fd)
+    held = os.open(ws_dir / "a.txt", os.O_WRONLY)
+    failpoints.arm_call("restore-exchanged", lambda: during(held))
     try:
         with pytest.raises(RestoreIncomplete):
             ws.rollback(base.id)
     finally:
-        os.close(old)
-    assert (ws_dir / "a.txt").read_text() == "EDITion 2\n"
+        os.close(held)
     assert temp_files(ws_dir) == []
+
+
+def test_a_write_in_the_instant_after_the_swap_is_swapped_back(ws_dir: Path) -> None:
+    """The replaced inode is checked after RENAME_EXCHANGE; a write that lands on it between
+    the check and the swap is not lost: the swap is undone."""
+    rollback_while_others_write(ws_dir, lambda held: os.pwrite(held, b"EDIT", 0))
+    assert (ws_dir / "a.txt").read_text() == "EDITion 2\n"
 
 
 def test_an_atomic_save_during_the_swap_back_keeps_every_version(ws_dir: Path) -> None:
     """The swap back after a write on the replaced inode used to delete whatever then stood
     under the temp name; when an editor had renamed a new save over the path meanwhile, that
     was the newest save. Only ctrlz's own inode is ever deleted now."""
-    make_tree(ws_dir, {"a.txt": "version 1\n"})
-    ws = Workspace.init(ws_dir)
-    base = ws.snapshot(label="base")
-    (ws_dir / "a.txt").write_text("version 2\n")
-    held = os.open(ws_dir / "a.txt", os.O_WRONLY)  # a build tool holding the file open
 
-    def two_writers() -> None:
+    def two_writers(held: int) -> None:
         os.pwrite(held, b"EDIT", 0)  # through its descriptor, on the swapped-out inode
         (ws_dir / ".a.swp").write_text("the newest save\n")
         os.rename(ws_dir / ".a.swp", ws_dir / "a.txt")  # and an editor's atomic save
 
-    failpoints.arm_call("restore-exchanged", two_writers)
-    try:
-        with pytest.raises(RestoreIncomplete):
-            ws.rollback(base.id)
-    finally:
-        os.close(held)
+    rollback_while_others_write(ws_dir, two_writers)
     assert (ws_dir / "a.txt").read_text() == "the newest save\n"
     rescued = [p for p in ws_dir.iterdir() if p.name.startswith("ctrlz-rescued-")]
     assert [p.read_text() for p in rescued] == ["EDITion 2\n"]
-    assert temp_files(ws_dir) == []
 
 
 def test_a_file_that_appears_during_the_restore_is_never_clobbered(ws_dir: Path) -> None:
