@@ -269,7 +269,8 @@ def test_a_record_written_by_hand_is_indexed_as_a_hooks(ws: Path) -> None:
 
 @pytest.mark.parametrize("change", [
     {"v": 2}, {"kind": "post"}, {"session_id": ""}, {"scope_id": None}, {"tool": 3},
-    {"taken_ns": "soon"}, {"taken_ns": True},
+    {"taken_ns": "soon"}, {"taken_ns": True}, {"taken_ns": 2**70}, {"images": "none"},
+    {"images": [{"path": "x", "kind": "absent", "size": 0, "mode": 2**70}]},
     {"images": [{"path": "../outside", "kind": "absent", "size": 0, "mode": None}]},
     {"images": [{"path": "/etc/passwd", "kind": "absent", "size": 0, "mode": None}]},
     {"images": [{"path": "a//b", "kind": "absent", "size": 0, "mode": None}]},

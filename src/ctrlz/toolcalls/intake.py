@@ -106,6 +106,12 @@ def _index(place: Place, name: str, header: dict[str, Any], bodies: list[bytes])
     return bool(gone)
 
 
+def _fits(value: Any) -> bool:
+    """An integer SQLite can store (a bigger one raised OverflowError in the transaction,
+    at every opening of the store)."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
+
+
 def _check(header: dict[str, Any]) -> None:
     """Raise :class:`~ctrlz.state.inbox.BadRecord` for a header that cannot be indexed as
     written: a record that would fail its transaction every time is set aside, never left
@@ -123,14 +129,17 @@ def _check(header: dict[str, Any]) -> None:
         if not isinstance(header.get(key), (str, type(None))):
             bad(f"{key} is not text")
     taken = header.get("taken_ns")
-    if not isinstance(taken, int) or isinstance(taken, bool) or taken <= 0:
+    if not _fits(taken) or taken <= 0:
         bad("no time taken")
-    for image in header["images"]:
+    images = header.get("images")
+    if not isinstance(images, list):
+        bad("no list of images")
+    for image in images:
         if not isinstance(image, dict) or image.get("kind") not in KINDS:
             bad(f"not an image: {image!r}"[:200])
         mode = image.get("mode")
-        if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool)):
-            bad(f"a mode that is not a number: {mode!r}"[:200])
+        if mode is not None and not (_fits(mode) and 0 <= mode <= 0o7777):
+            bad(f"a mode that is not a mode: {mode!r}"[:200])
         try:
             rel = os.fsencode(image.get("path"))
         except (TypeError, UnicodeError):
