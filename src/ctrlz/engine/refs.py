@@ -1,5 +1,6 @@
 """Turning what a person types into a snapshot: an id, a unique id prefix, a label, a number,
-``latest``, or Capsem's ``cp-N`` (N back from the newest: ``cp-0`` is the newest)."""
+``latest``, or Capsem's ``cp-N`` (N back from the newest: ``cp-0`` is the newest). Tried in
+that order: id, ``latest``, ``cp-N``, label, number (digits, or ``#`` and digits), id prefix."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
     by_label = [s for s in snapshots if s.label == ref]
     if len(by_label) >= 1:
         return by_label[-1]  # the newest snapshot with that label
+    if ref.isdigit() or (ref.startswith("#") and ref[1:].isdigit()):
+        # a number is a number, never an id prefix: "0" used to pick whichever id began
+        # with "snap_0" (a rollback is undoable, but it was not the one asked for)
+        number = int(ref.lstrip("#"))
+        for s in snapshots:
+            if s.number == number:
+                return s
+        raise SnapshotNotFound(f"no snapshot number {number}; run `ctrlz list` to see them "
+                               "(an id prefix of digits only is written snap_...)")
+    if not ref.removeprefix("snap_"):
+        raise SnapshotNotFound(f"{ref!r} is no snapshot; give an id, a label, a number or "
+                               "`latest` (`ctrlz list` shows them)")
     prefix = ref if ref.startswith("snap_") else "snap_" + ref
     matches = [s for s in snapshots if s.id.startswith(prefix)]
     if len(matches) == 1:
@@ -33,9 +46,4 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
         ids = ", ".join(s.id for s in matches[:5])
         raise AmbiguousSnapshot(f"{ref!r} matches {len(matches)} snapshots ({ids}); "
                                 "type more of the id")
-    if ref.isdigit() or (ref.startswith("#") and ref[1:].isdigit()):
-        number = int(ref.lstrip("#"))
-        for s in snapshots:
-            if s.number == number:
-                return s
     raise SnapshotNotFound(f"no snapshot matches {ref!r}; run `ctrlz list` to see them")

@@ -59,6 +59,11 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
     if bar is not None:  # the copy is most of a collection's time
         bar.start("Repack", len(moving), sum(r[3] for r in moving), unit="objects")
     writer = store.writer(fresh=True)  # the live ids move to a new pack
+    # the deletions after the commit are a writer's work too: the store's "writing" mark must
+    # outlive the commit (which takes it down once every writer has committed) until they
+    # are done, so that a crash between the two leaves the next writer's recovery the old
+    # files to remove, and not a store that says it holds no strays
+    store.writer_started()
     try:
         for oid, pack, offset, length, size, codec in moving:
             assert pack is not None
@@ -78,22 +83,28 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
                 store.catalog.delete_pack(pack_id)
     except BaseException:
         writer.abort()
+        store.writer_done(aborted=True)
         raise
     failpoints.hit("gc-after-commit")
     store.close()
-    for pack_id in dead_packs:
-        try:
-            os.unlink(os.path.join(store._packs, packs[pack_id][0]))
-        except FileNotFoundError:
-            pass
-    for oid, pack, _offset, length, _size, _codec in dead:
-        result.removed_objects += 1
-        result.removed_bytes += length
-        if pack is None:
+    try:
+        for pack_id in dead_packs:
             try:
-                os.unlink(store.loose_path(oid))
+                os.unlink(os.path.join(store._packs, packs[pack_id][0]))
             except FileNotFoundError:
                 pass
+        for oid, pack, _offset, length, _size, _codec in dead:
+            result.removed_objects += 1
+            result.removed_bytes += length
+            if pack is None:
+                try:
+                    os.unlink(store.loose_path(oid))
+                except FileNotFoundError:
+                    pass
+    except BaseException:
+        store.writer_done(aborted=True)  # what is left is swept by the next writer
+        raise
+    store.writer_done(aborted=False)
     result.repacked_packs = len(dead_packs)
     return result
 
