@@ -167,6 +167,28 @@ def test_a_path_that_never_holds_still_stops_the_restore_before_it_starts(ws_dir
     assert ws.oplog.next_undo() is None
 
 
+def test_an_undo_after_a_redo_keeps_what_the_user_did_between(ws_dir: Path) -> None:
+    """A redo's undo restored the state before the operation's first run, so an edit (and a
+    new file) made after the undo and before the redo was gone from the workspace and from
+    the undo stack, held only by a safety snapshot that retention may drop."""
+    make_tree(ws_dir, {"a.txt": "A1\n"})
+    ws = Workspace.init(ws_dir)
+    base = ws.snapshot(label="base")
+    (ws_dir / "a.txt").write_text("A2\n")
+    ws.rollback(base.id)
+    ws.undo()
+    assert (ws_dir / "a.txt").read_text() == "A2\n"
+    (ws_dir / "a.txt").write_text("the user's edit after the undo\n")
+    (ws_dir / "other.txt").write_text("and a new file\n")
+    ws.redo()
+    assert (ws_dir / "a.txt").read_text() == "A1\n" and not (ws_dir / "other.txt").exists()
+    ws.undo()
+    assert (ws_dir / "a.txt").read_text() == "the user's edit after the undo\n"
+    assert (ws_dir / "other.txt").read_text() == "and a new file\n"
+    ws.redo()
+    assert (ws_dir / "a.txt").read_text() == "A1\n"
+
+
 # -- 3. an OS error is an error, and leaves an undo path -------------------------------------
 
 def test_an_io_error_half_way_is_an_error_with_an_undo_path(ws_dir: Path) -> None:

@@ -1,8 +1,9 @@
 """Who starts the workspace daemon: the command line after a walk of the whole tree, agent
 hooks (tests/session/test_daemon.py), never a library call, never with ``daemon = false``.
 
-A started daemon is seen in ``/proc`` the moment the spawning process returns (``Popen``
-returns after the child's exec), so "no daemon was started" is checked without waiting.
+A started daemon is in ``/proc`` the moment the spawning process returns (``Popen`` returns
+once the child's exec has begun), so "no daemon was started" is checked without waiting; its
+command line, which names it, shows a moment later (``seen``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ def daemon_processes(store: Path) -> list[int]:
             continue
         if daemon_client.DAEMON_MODULE.encode() in argv and os.fsencode(store) in argv:
             pids.append(int(entry.name))
+    return pids
+
+
+def seen(store: Path) -> list[int]:
+    """The daemon processes once they show: ``Popen`` returns when the child's exec closed
+    its error pipe, a moment before the kernel has set up the new program's command line."""
+    deadline = time.monotonic() + 60  # bounds a hang; never a timing assertion
+    while not (pids := daemon_processes(store)):
+        assert time.monotonic() < deadline, "no daemon process"
+        time.sleep(0.01)
     return pids
 
 
@@ -134,8 +145,8 @@ def test_a_stop_right_after_the_start_stops_the_daemon_still_starting(ws: Worksp
     though its interpreter is still importing: a stop then stops it, never answers "not
     running" and leaves it to run (and to idle for half an hour)."""
     ctrlz(ws.root, "snapshot")  # walked the tree, started one in the background
-    assert daemon_processes(ws.store_path)  # it exists; it may not have locked anything yet
-    assert daemon_client.running(ws.store_path)
+    assert daemon_client.running(ws.store_path)  # though it may not have locked anything yet
+    assert seen(ws.store_path)
     assert daemon_client.stop(ws.store_path)
     assert not daemon_client.running(ws.store_path)
     gone(ws.store_path)  # (it frees the lock as it exits, a moment before it is gone)
@@ -144,6 +155,6 @@ def test_a_stop_right_after_the_start_stops_the_daemon_still_starting(ws: Worksp
 def test_commands_that_start_a_daemon_at_once_start_one(ws: Workspace) -> None:
     assert daemon_client.spawn(ws.root, ws.store_path)
     assert not daemon_client.spawn(ws.root, ws.store_path)  # the first still starting
-    assert len(daemon_processes(ws.store_path)) == 1
+    assert len(seen(ws.store_path)) == 1
     assert ready(ws.store_path)["running"]
     assert len(daemon_processes(ws.store_path)) == 1

@@ -35,7 +35,7 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
                 return s
         raise SnapshotNotFound(f"no snapshot number {number}; run `ctrlz list` to see them "
                                "(an id prefix of digits only is written snap_...)")
-    if not ref.removeprefix("snap_"):
+    if not ref:
         raise SnapshotNotFound(f"{ref!r} is no snapshot; give an id, a label, a number or "
                                "`latest` (`ctrlz list` shows them)")
     prefix = ref if ref.startswith("snap_") else "snap_" + ref

@@ -207,8 +207,11 @@ def _leave_undo_path(repo: Repository, intent: journal.Intent, status: str) -> N
             # the first attempt's capture is the state the operation produced: a later,
             # completed undo must keep it for redo, not its own capture of a half-undone tree
             log.note_undo_attempt(int(undo["undo_of"]), intent.safety)
-    elif "redo_of" in undo and status == "done":
-        log.mark_redone(int(undo["redo_of"]))
+    elif "redo_of" in undo:
+        if status == "done":
+            log.mark_redone(int(undo["redo_of"]), intent.safety)
+        else:  # as for an undo: the first attempt's capture is the state before the redo
+            log.note_redo_attempt(int(undo["redo_of"]), intent.safety)
     # an undo or redo that stopped half-way stays where it was: running it again completes it
 
 

@@ -129,13 +129,16 @@ class OpLog:
 
     def note_undo_attempt(self, seq: int, safety: str | None) -> None:
         """An undo of ``seq`` stopped half-way; remember what it captured first."""
+        self._note_attempt(seq, "undo_from", safety)
+
+    def _note_attempt(self, seq: int, key: str, safety: str | None) -> None:
         with self.catalog.transaction():
             row = self.db.execute("SELECT paths FROM operations WHERE seq = ?",
                                   (seq,)).fetchone()
             if row is None or safety is None:
                 return
             data = _data(row[0])
-            data.setdefault("undo_from", safety)
+            data.setdefault(key, safety)
             self.db.execute("UPDATE operations SET paths = ? WHERE seq = ?",
                             (json.dumps(data), seq))
 
@@ -144,16 +147,33 @@ class OpLog:
                               (seq,)).fetchone()
         return _row(row) if row else None
 
-    def mark_redone(self, seq: int) -> None:
+    def mark_redone(self, seq: int, before: str | None) -> None:
+        """``before``: the capture the redo took, the state just before it, which the next
+        undo restores (with whatever the user changed after the undo: restoring the state
+        before the first run of the operation dropped that); unless an earlier attempt at this
+        redo stopped half-way, whose capture is that state."""
         with self.catalog.transaction():
-            self.db.execute("UPDATE operations SET undone = 0 WHERE seq = ?", (seq,))
+            row = self.db.execute("SELECT paths, before FROM operations WHERE seq = ?",
+                                  (seq,)).fetchone()
+            data = _data(row[0]) if row else {}
+            first = data.pop("redo_from", None)
+            self.db.execute("UPDATE operations SET undone = 0, before = ?, paths = ? "
+                            "WHERE seq = ?",
+                            (first or before or (row[1] if row else None), json.dumps(data),
+                             seq))
+
+    def note_redo_attempt(self, seq: int, safety: str | None) -> None:
+        """A redo of ``seq`` stopped half-way; remember what it captured first."""
+        self._note_attempt(seq, "redo_from", safety)
 
     def referenced(self) -> set[str]:
         """Snapshot ids undo or redo may still need, however deep in the stack."""
         ids: set[str] = set()
         for before, after, paths in self.db.execute(
                 "SELECT before, after, paths FROM operations"):
-            ids.update(x for x in (before, after, _data(paths).get("undo_from")) if x)
+            data = _data(paths)
+            ids.update(x for x in (before, after, data.get("undo_from"), data.get("redo_from"))
+                       if x)
         return ids
 
     def needed_next(self) -> set[str]:
@@ -168,7 +188,8 @@ class OpLog:
                                "ORDER BY seq DESC LIMIT 1").fetchone()
         if undo is not None:
             ids.update(x for x in (undo[0], _data(undo[1]).get("undo_from")) if x)
-        redo = self.next_redo()
-        if redo is not None:
-            ids.update(x for x in (redo.after, redo.target) if x)
+        redo = self.db.execute("SELECT after, target, paths FROM operations WHERE undone = 1 "
+                               "ORDER BY seq LIMIT 1").fetchone()
+        if redo is not None:  # (and the capture of a redo of it that stopped half-way)
+            ids.update(x for x in (redo[0], redo[1], _data(redo[2]).get("redo_from")) if x)
         return ids
