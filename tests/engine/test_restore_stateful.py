@@ -17,8 +17,9 @@ before it (every covered path, plus the ignored paths it names explicitly), a wh
 rollback leaves every covered path equal to the target (kind, mode, bytes, mtime) and ignored
 files alone, a path-limited restore changes nothing outside its paths, a tool-call restore puts
 back the pre-images it reports and skips exactly the paths edited after the tool call (unless
-forced), undo and redo restore the operation's own snapshots, an undo right after a restore gives
-back exactly the tree before it, and no temp file or restore journal is ever left behind.
+forced), undo and redo restore the operation's own snapshots (after a redo, the undo restores
+the redo's capture), an undo right after a restore or a redo gives back exactly the tree before
+it, and no temp file or restore journal is ever left behind.
 
 The bugs it found are pinned at the end of this module as small tests.
 """
@@ -518,7 +519,10 @@ class RestoreMachine(RuleBasedStateMachine):
             assert now == op.after, (f"redo right after undoing {op.kind}",
                                      _diff(op.after, now))
         self.check_kept(pairs, "redo")
-        op.undone = False
+        # the next undo of it returns to the tree just before this redo (with whatever the
+        # user changed after the undo), which the redo captured
+        op.undone, op.before_id, op.before, op.step = False, done.restore.safety.id, before, \
+            self.steps
 
     # -- agent tool calls ------------------------------------------------------------------
 
