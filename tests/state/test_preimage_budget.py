@@ -178,3 +178,29 @@ def test_preimage_cap_is_a_size_setting_with_the_stores_default(ws: Path) -> Non
     assert not (store / "toolcalls").exists()
     with ToolcallStore(store) as t:
         assert t.preimage_cap == records.DEFAULT_PREIMAGE_CAP
+
+
+def test_a_rewind_past_an_evicted_capture_refuses_and_changes_nothing(ws: Path) -> None:
+    """It used to undo the calls whose captures were left, leave the evicted one's file as
+    the agent made it, and report success."""
+    from ctrlz.errors import UsageError
+    from ctrlz.toolcalls.rewinds import rewind
+
+    with ToolcallStore(store_of(ws)) as t:
+        assert t.set_preimage_cap(300 * KIB)
+    (ws / "big.bin").write_bytes(os.urandom(200 * KIB))
+    orig = os.urandom(200 * KIB)
+    (ws / "a.txt").write_bytes(orig)
+    with Workspace.open(ws) as w:
+        for call, path, data in [("t1", ws / "big.bin", b"AGENT"), ("t2", ws / "a.txt", b"ok")]:
+            tc.begin_turn("s", workspace=w)
+            with tc.tool_call("s", call, workspace=w):
+                tc.write_file(path, data)
+        assert ids(ws, "s") == ["t2"]  # t1's 200 KiB capture went for t2's
+        before = {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()}
+        for target in ("1", "t1"):
+            with pytest.raises(UsageError, match="evicted by the pre-image budget"):
+                rewind(w, target, session_id="s")
+        assert {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()} == before
+        rewind(w, "2", session_id="s")  # what is held whole still rewinds
+        assert (ws / "a.txt").read_bytes() == orig

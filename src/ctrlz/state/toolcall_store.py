@@ -95,6 +95,13 @@ CREATE TABLE IF NOT EXISTS tc_redo (
 CREATE TABLE IF NOT EXISTS tc_inbox (
     name TEXT PRIMARY KEY            -- an inbox record indexed, until its file is gone
 );
+CREATE TABLE IF NOT EXISTS tc_evicted (  -- captures a budget evicted: a rewind past one refuses
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,            -- its tc_snapshots.seq
+    snapshot_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
 """
 
 

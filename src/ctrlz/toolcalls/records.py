@@ -291,23 +291,44 @@ def _evict(db: sqlite3.Connection, cap: int, protected: int | None,
     """Delete the oldest snapshots (of ``session_id``, or of every session) until their bytes
     fit ``cap``. Across sessions only snapshots that hold bytes go: another session's shell
     calls (whose pre-images are workspace snapshots) free nothing here."""
+    columns = "seq, snapshot_id, byte_count, open, session_id, turn"
     if session_id is None:
-        rows = db.execute("SELECT seq, snapshot_id, byte_count, open FROM tc_snapshots "
-                          "ORDER BY seq").fetchall()
+        rows = db.execute(f"SELECT {columns} FROM tc_snapshots ORDER BY seq").fetchall()
     else:
-        rows = db.execute("SELECT seq, snapshot_id, byte_count, open FROM tc_snapshots WHERE "
-                          "session_id = ? ORDER BY seq", (session_id,)).fetchall()
+        rows = db.execute(f"SELECT {columns} FROM tc_snapshots WHERE session_id = ? "
+                          "ORDER BY seq", (session_id,)).fetchall()
     total = sum(r[2] for r in rows)
     evicted = []
-    for seq, sid, count, is_open in rows:
+    for seq, sid, count, is_open, owner, turn in rows:
         if total <= cap:
             break
         if seq == protected or is_open or (session_id is None and not count):
             continue
         delete_snapshot(db, seq)
+        # remembered, so that a rewind that would need it refuses rather than undo the
+        # rest and report success (see evicted_since)
+        db.execute("INSERT OR REPLACE INTO tc_evicted (session_id, seq, snapshot_id, turn) "
+                   "VALUES (?, ?, ?, ?)", (owner, seq, sid, turn))
         total -= count
         evicted.append(sid)
     return evicted
+
+
+def evicted_since(db: sqlite3.Connection, session_id: str, *, seq: int | None = None,
+                  turn: int | None = None, snapshot_id: str | None = None
+                  ) -> list[tuple[str, int]]:
+    """(id, turn) of the session's evicted captures a rewind to tool call ``seq`` (or
+    ``snapshot_id``, itself evicted), or to turn ``turn``, would need: those taken after it."""
+    rows = db.execute("SELECT seq, snapshot_id, turn FROM tc_evicted WHERE session_id = ? "
+                      "ORDER BY seq", (session_id,)).fetchall()
+    if snapshot_id is not None:
+        seq = next((s for s, sid, _ in rows if sid == snapshot_id), None)
+        if seq is None:
+            return []
+        return [(sid, t) for s, sid, t in rows if s >= seq]
+    if turn is not None:
+        return [(sid, t) for _, sid, t in rows if t >= turn]
+    return [(sid, t) for s, sid, t in rows if seq is not None and s > seq]
 
 
 def drop_session(db: sqlite3.Connection, session_id: str) -> int:
@@ -316,5 +337,6 @@ def drop_session(db: sqlite3.Connection, session_id: str) -> int:
     for seq in seqs:
         delete_snapshot(db, seq)
     db.execute("DELETE FROM tc_redo WHERE session_id = ?", (session_id,))
+    db.execute("DELETE FROM tc_evicted WHERE session_id = ?", (session_id,))
     db.execute("DELETE FROM tc_sessions WHERE session_id = ?", (session_id,))
     return len(seqs)

@@ -94,6 +94,25 @@ def _select(snaps: list[records.SnapRow], target: str) -> list[records.SnapRow]:
                            "session; see `ctrlz rewind --list`")
 
 
+def _refuse_evicted(db: Any, sid: str, snaps: list[records.SnapRow], target: str) -> None:
+    """A rewind whose range holds a capture the pre-image budget evicted cannot put back what
+    that tool call changed: it used to undo the rest and report success."""
+    at = next((s for s in snaps if s.snapshot_id == target), None)
+    if at is not None:
+        gone = records.evicted_since(db, sid, seq=at.seq)
+    elif target.lstrip("#").isdigit():
+        gone = records.evicted_since(db, sid, turn=int(target.lstrip("#")))
+    else:
+        gone = records.evicted_since(db, sid, snapshot_id=target)
+    if gone:
+        kept = [s.turn for s in snaps if s.turn > max(t for _, t in gone)]
+        hint = (f"the earliest turn still held whole is {min(kept)}" if kept else
+                "no turn after them is held whole")
+        raise UsageError(f"cannot rewind to {target}: the captures of {len(gone)} tool "
+                         f"call(s) after it ({gone[0][0]}, turn {gone[0][1]}, ...) were "
+                         f"evicted by the pre-image budget (preimage_cap); {hint}")
+
+
 def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
            dry_run: bool = False, force: bool = False) -> RewindResult:
     """Restore the workspace to just before tool call ``target`` (an id) or turn ``target``."""
@@ -101,7 +120,9 @@ def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
 
     sid = session_id or latest_session(ws)
     with ws.repo.lock, opened(ws) as place, place.store.lock:
-        chosen = _select(records.snapshots(place.db, sid, include_rolled_back=False), target)
+        snaps = records.snapshots(place.db, sid, include_rolled_back=False)
+        _refuse_evicted(place.db, sid, snaps, target)
+        chosen = _select(snaps, target)
         if not chosen:
             raise UsageError(f"nothing to rewind: session {sid} has no tool call at or after "
                              f"{target}")
