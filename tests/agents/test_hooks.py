@@ -318,3 +318,30 @@ def test_hook_errors_show_in_status(tmp_path: Path) -> None:
     status = subprocess.run([ctrlz, "status"], cwd=ws_root, env=env, capture_output=True,
                             text=True)
     assert "agent hook error" in status.stdout + status.stderr
+
+
+def test_a_file_named_through_a_link_is_captured_where_it_is(ws: Path) -> None:
+    """The agent edits lib/f.txt where lib links to packages/lib, and alias.txt, a link to
+    real.txt: the files written are packages/lib/f.txt and real.txt. The capture refuses a
+    path through a link, so they went uncaptured, and the rewind called the calls undone."""
+    (ws / "packages" / "lib").mkdir(parents=True)
+    (ws / "packages" / "lib" / "f.txt").write_text("lib before\n")
+    os.symlink("packages/lib", ws / "lib")
+    (ws / "real.txt").write_text("real before\n")
+    os.symlink("real.txt", ws / "alias.txt")
+    before = contents(ws)
+    h = lambda p: hook("claude", p, ws)  # noqa: E731
+    h(claude("UserPromptSubmit", ws, prompt="edit through links"))
+    for tool_id, name in (("toolu_L1", "lib/f.txt"), ("toolu_L2", "alias.txt")):
+        edit = {"file_path": str(ws / name), "old_string": "before", "new_string": "after"}
+        h(claude("PreToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id=tool_id))
+        with open(ws / name, "w") as f:  # the tool writes through the link
+            f.write("after\n")
+        h(claude("PostToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id=tool_id,
+                 tool_response={"filePath": edit["file_path"], "success": True}))
+    listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]
+    assert [i["captured_paths"] for i in listing] == [
+        ["packages/lib/f.txt"], ["alias.txt", "real.txt"]]
+    ctrlz("rewind", "toolu_L1", cwd=ws)
+    assert contents(ws) == before
+    assert os.readlink(ws / "alias.txt") == "real.txt" and os.readlink(ws / "lib") == "packages/lib"

@@ -17,29 +17,37 @@ if TYPE_CHECKING:
 
 
 def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
-    """The paths (absolute, or relative to the payload's cwd) that lie in the workspace, by the
-    one path check (:mod:`ctrlz.paths`); others are not ours to restore."""
+    """The workspace files the tool will write when it writes these paths (absolute, or
+    relative to the payload's cwd), by the one path check (:mod:`ctrlz.paths`); others are not
+    ours to restore.
+
+    Each path is taken where it really is: through its parent directories' links (the agent
+    may name the workspace as /tmp/... for /private/tmp/..., or a file as lib/f.txt where lib
+    links to packages/lib), and, when it is a link itself, with the file it points to, which
+    the tool writes through. The capture refuses a path through a link (a safety rule of every
+    write), so a path named through one used to be left uncaptured while the rewind still
+    counted its tool call as undone."""
     from ..errors import CtrlzError
     from ..paths import workspace_relative
 
     root = os.fsencode(ctx.root_dir)
     cwd = os.fsencode(ctx.cwd)
-    out = []
+    out: dict[str, None] = {}
     for p in paths:
         if not p:
             continue
-        try:
-            rel = workspace_relative(root, p, cwd, allow_root=False)
-        except CtrlzError:
-            # the agent may name the workspace through a symlink (/tmp -> /private/tmp)
-            raw = os.path.join(cwd, os.fsencode(p))
-            real = os.path.join(os.path.realpath(os.path.dirname(raw)), os.path.basename(raw))
+        raw = os.path.join(cwd, os.fsencode(p))
+        real = os.path.join(os.path.realpath(os.path.dirname(raw)), os.path.basename(raw))
+        names = [real]
+        if os.path.islink(real):
+            names.append(os.path.realpath(real))
+        for name in names:
             try:
-                rel = workspace_relative(root, real, cwd, allow_root=False)
+                rel = workspace_relative(root, name, cwd, allow_root=False)
             except CtrlzError:
                 continue
-        out.append(os.fsdecode(root + b"/" + rel))
-    return out
+            out[os.fsdecode(root + b"/" + rel)] = None
+    return list(out)
 
 
 def session_start(ctx: HookContext, session_id: str) -> None:
