@@ -345,3 +345,12 @@ def test_a_file_named_through_a_link_is_captured_where_it_is(ws: Path) -> None:
     ctrlz("rewind", "toolu_L1", cwd=ws)
     assert contents(ws) == before
     assert os.readlink(ws / "alias.txt") == "real.txt" and os.readlink(ws / "lib") == "packages/lib"
+
+
+@pytest.mark.parametrize("target", ["²", "#²", "nope"])
+def test_a_rewind_to_no_call_and_no_turn_is_one_line(ws: Path, target: str) -> None:
+    run_claude_session(ws)
+    proc = subprocess.run([CTRLZ, "rewind", target], cwd=ws, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "neither a tool_use_id nor a turn" in proc.stderr

@@ -31,6 +31,12 @@ def test_each_way_of_naming_a_snapshot(ref: str, want: str) -> None:
     assert resolve(SNAPS, ref).id == want
 
 
+@pytest.mark.parametrize("ref", ["²", "#²", "cp-²"])
+def test_other_digits_are_no_number(ref: str) -> None:
+    with pytest.raises(SnapshotNotFound, match="no snapshot matches"):
+        resolve(SNAPS, ref)
+
+
 @pytest.mark.parametrize("ref", ["", "  "])
 def test_an_empty_name_names_nothing(ref: str) -> None:
     """It used to be the prefix "snap_" of every id: with one snapshot, `ctrlz rollback ""`

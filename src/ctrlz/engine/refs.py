@@ -18,7 +18,7 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
     for s in snapshots:
         if s.id == ref:
             return s
-    if ref.startswith("cp-") and ref[3:].isdigit():
+    if ref.startswith("cp-") and _digits(ref[3:]):
         n = int(ref[3:])
         if n < len(snapshots):
             return snapshots[-1 - n]
@@ -26,7 +26,7 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
     by_label = [s for s in snapshots if s.label == ref]
     if len(by_label) >= 1:
         return by_label[-1]  # the newest snapshot with that label
-    if ref.isdigit() or (ref.startswith("#") and ref[1:].isdigit()):
+    if _digits(ref.removeprefix("#")):
         # a number is a number, never an id prefix: "0" used to pick whichever id began
         # with "snap_0" (a rollback is undoable, but it was not the one asked for)
         number = int(ref.lstrip("#"))
@@ -47,3 +47,8 @@ def resolve(snapshots: list[Snapshot], ref: str) -> Snapshot:
         raise AmbiguousSnapshot(f"{ref!r} matches {len(matches)} snapshots ({ids}); "
                                 "type more of the id")
     raise SnapshotNotFound(f"no snapshot matches {ref!r}; run `ctrlz list` to see them")
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` is true of "²", which ``int`` refuses."""
+    return text.isascii() and text.isdigit()

@@ -117,7 +117,7 @@ def stream(bus: EventBus, request: Request) -> StreamingResponse:
         q = bus.subscribe()
         try:
             yield b"retry: 2000\n\n"
-            if last.isdigit():
+            if last.isascii() and last.isdigit():  # (not "²", which int refuses)
                 missed = bus.since(int(last))
                 if missed is None:
                     yield _format({"id": bus.seq, "type": "resync",

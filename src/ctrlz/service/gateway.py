@@ -99,8 +99,9 @@ class Gateway:
             return await self._send(problem(403, f"cross-origin request from {origin} "
                                             "refused"), scope, receive, send)
         length = headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
-            if length.isdigit() and int(length) <= DRAIN_MAX:
+        numeric = length is not None and length.isascii() and length.isdigit()  # not "²"
+        if length is not None and (not numeric or int(length) > MAX_BODY):
+            if numeric and int(length) <= DRAIN_MAX:
                 await _drain(receive)
             return await self._send(problem(413, f"the body is over {MAX_BODY} bytes"),
                                     scope, receive, send, close=True)

@@ -87,7 +87,7 @@ def _select(snaps: list[records.SnapRow], target: str) -> list[records.SnapRow]:
     ids = [i for i, s in enumerate(snaps) if s.snapshot_id == target]
     if ids:
         return snaps[ids[0]:]
-    if target.lstrip("#").isdigit():
+    if _turn_number(target):
         turn = int(target.lstrip("#"))
         return [s for s in snaps if s.turn >= turn]
     raise SnapshotNotFound(f"{target} is neither a tool_use_id nor a turn number of this "
@@ -100,7 +100,7 @@ def _refuse_evicted(db: Any, sid: str, snaps: list[records.SnapRow], target: str
     at = next((s for s in snaps if s.snapshot_id == target), None)
     if at is not None:
         gone = records.evicted_since(db, sid, seq=at.seq)
-    elif target.lstrip("#").isdigit():
+    elif _turn_number(target):
         gone = records.evicted_since(db, sid, turn=int(target.lstrip("#")))
     else:
         gone = records.evicted_since(db, sid, snapshot_id=target)
@@ -146,3 +146,9 @@ def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
             with place.store.catalog.transaction():
                 records.clear_redo(place.db, sid)
         return result
+
+
+def _turn_number(target: str) -> bool:
+    """Is ``target`` a turn number (digits, or ``#`` and digits; ASCII: int refuses "²")?"""
+    digits = target.removeprefix("#")
+    return digits.isascii() and digits.isdigit()
