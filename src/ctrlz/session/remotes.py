@@ -413,7 +413,11 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     if not found:
         raise RemoteError(f"{remote.url}: workspace {wid} has no snapshots")
     chosen = _pick(found, snapshot, spec.name) if snapshot else found[-1]
+    from ..locator import default_home, has_store, store_path_for
+
+    made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
+    fresh = not has_store(store_path_for(target.resolve(), Path(default_home())))
     ws = ProtectedWorkspace.init(target)
     try:
         with registry(ws) as reg:
@@ -428,7 +432,19 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
             reg.set_pushed(name, [e["id"] for e in found])
         restored = restore_into(ws.repo, len(ws.roots), ws.resolve(chosen["id"]), ws.root)
     except BaseException:
+        # what this call made goes with it, so that the same clone can simply be run again
+        # (a failed one used to leave a store with the remote registered: "a remote named
+        # 'origin' exists already"); files a restore had begun to put into DIR stay
         ws.close()
+        if fresh:
+            import shutil
+
+            shutil.rmtree(ws.store_path, ignore_errors=True)
+        if made:
+            try:
+                target.rmdir()
+            except OSError:
+                pass
         raise
     return ws, report, restored
 
