@@ -417,7 +417,7 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
 
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    fresh = not has_store(store_path_for(target.resolve(), Path(default_home())))
+    fresh = not has_store(store_path_for(target.resolve(), Path(default_home()).expanduser()))
     ws = ProtectedWorkspace.init(target)
     try:
         with registry(ws) as reg:

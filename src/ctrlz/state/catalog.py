@@ -144,7 +144,7 @@ def _v6(db: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
-#: the codec of a clone (``packs.CLONE``; not imported: packs brings zstandard's loader)
+#: the codec of a clone (``packs.CLONE``; not imported: packs imports this module)
 _CLONE = 2
 
 #: how many drops the catalog remembers (the oldest are forgotten first)
