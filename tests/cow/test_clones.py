@@ -271,3 +271,11 @@ def test_the_clone_probe_never_makes_the_objects_directory(cow: Path) -> None:
     assert (Path(ws.repo.path) / cowlib.PROBE).read_text().split()[0] == "1"
     assert ws.verify().ok
     ws.close()
+
+
+def test_the_catalog_knows_the_clone_codec() -> None:
+    """It remembers deleted clones' names by codec, and cannot import packs (which imports
+    it) to learn the number."""
+    from ctrlz.state import catalog
+
+    assert catalog._CLONE == CLONE
