@@ -201,6 +201,8 @@ def test_a_rewind_past_an_evicted_capture_refuses_and_changes_nothing(ws: Path) 
         for target in ("1", "t1"):
             with pytest.raises(UsageError, match="evicted by the pre-image budget"):
                 rewind(w, target, session_id="s")
+        with pytest.raises(UsageError, match="evicted by the pre-image budget"):
+            tc.rollback("s", 1, workspace=w)  # a turn rollback too
         assert {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()} == before
         rewind(w, "2", session_id="s")  # what is held whole still rewinds
         assert (ws / "a.txt").read_bytes() == orig

@@ -33,6 +33,11 @@ def rollback(session_id: str, turn: int, *, force: bool = False,
                  if s.turn >= turn]
         if not snaps:
             raise UsageError(f"session {session_id} has no tool calls in turn {turn} or later")
+        gone = records.evicted_since(place.db, session_id, turn=turn)
+        if gone:  # their files cannot be put back: never roll back the rest and say done
+            raise UsageError(f"cannot roll back turn {turn}: the captures of {len(gone)} tool "
+                             f"call(s) in it or later ({gone[0][0]}, ...) were evicted by the "
+                             "pre-image budget (preimage_cap)")
         files = [s for s in snaps if s.kind == "files"]
         previous = ws.oplog.next_undo()
         outcome = restore_tool_calls(ws, place, session_id, files, force=force,
