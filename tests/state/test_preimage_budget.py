@@ -206,3 +206,20 @@ def test_a_rewind_past_an_evicted_capture_refuses_and_changes_nothing(ws: Path) 
         assert {p.name: p.read_bytes() for p in ws.iterdir() if p.is_file()} == before
         rewind(w, "2", session_id="s")  # what is held whole still rewinds
         assert (ws / "a.txt").read_bytes() == orig
+
+
+def test_a_store_made_before_evictions_were_kept_gets_their_table(ws: Path) -> None:
+    """Every capture that evicts writes to ``tc_evicted``: a store from before it must get
+    the table when it is opened, or its hooks' captures would fail."""
+    import sqlite3
+
+    capture(ws, "s", "c0", 1000)
+    db = sqlite3.connect(store_of(ws) / "toolcalls" / "catalog.db")
+    db.execute("DROP TABLE tc_evicted")
+    db.commit()
+    db.close()
+    with ToolcallStore(store_of(ws)) as t:
+        assert t.set_preimage_cap(300 * KIB)
+    for i in range(4):
+        capture(ws, "s", f"c{i + 1}", 100 * KIB)
+    assert ids(ws, "s") == ["c2", "c3", "c4"]

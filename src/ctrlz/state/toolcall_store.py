@@ -135,9 +135,9 @@ class ToolcallStore:
             fsync_dir(os.fspath(store))  # the new directory's entry, before anything lands in it
         self.catalog = Catalog(os.path.join(self.dir, "catalog.db"))
         algorithm = self.catalog.get_meta("algorithm")
-        if algorithm is None or not _has_turn_key(self.catalog.db):
-            # a new store, or one from before turn keys; another hook may be doing the same
-            # right now, so every step is checked again under the write lock
+        if algorithm is None or not _current(self.catalog.db):
+            # a new store, or one from before turn keys or evictions were kept; another hook
+            # may be doing the same right now, so every step is checked again under the lock
             main = _main_algorithm(os.fspath(store)) if algorithm is None else algorithm
             with self.catalog.transaction():
                 algorithm = self.catalog.get_meta("algorithm")
@@ -217,6 +217,13 @@ def _create_schema(db: sqlite3.Connection) -> None:
             db.execute(statement)
     if not _has_turn_key(db):  # a store made before agents' turn ids were kept
         db.execute("ALTER TABLE tc_sessions ADD COLUMN turn_key TEXT")
+
+
+def _current(db: sqlite3.Connection) -> bool:
+    """Does the schema have its newest table? (:func:`_create_schema` makes every table and
+    column at once, so the newest one stands for all.) One lookup, on every hook's open."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                      "name = 'tc_evicted'").fetchone() is not None
 
 
 def _has_turn_key(db: sqlite3.Connection) -> bool:
