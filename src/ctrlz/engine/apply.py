@@ -40,6 +40,7 @@ from ..state import failpoints, meter
 from ..state.objects import LOOSE_MIN, ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
 from ..types import Skipped, show_path
+from . import aside as aside_
 from .actions import (
     ANCESTOR,
     METADATA_OPS,
@@ -51,6 +52,7 @@ from .actions import (
     RestorePlan,
     restored_mode,
 )
+from .aside import CHANGED
 from .dirs import (
     RENAME_EXCHANGE,
     RENAME_NOREPLACE,
@@ -71,7 +73,6 @@ StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, i
 #: what the capture saw at a virtual path: its stat key and object id, when it trusted them
 Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
 
-CHANGED = "left alone: it changed after the safety snapshot was taken"
 APPEARED = "left alone: something appeared there during the restore"
 KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
 
@@ -256,56 +257,13 @@ class Applier:
             gone = os.stat(aside, dir_fd=fd, follow_symlinks=False)
             if not self._same_inode(s, gone) and not self._unchanged(fd, aside, a.path,
                                                                      a.expect, gone):
-                self._put_back_aside(fd, aside, name, a)
+                self.result.conflicts.append(
+                    Skipped(a.path, aside_.put_back(fd, aside, name, self._prefix)))
                 return
             let_go(fd, aside, gone)
         self.result.applied.append(a)
         self._emptied.add(parent)
         failpoints.hit("restore-remove")
-
-    def _put_back_aside(self, fd: int, aside: bytes, name: bytes, a: Action) -> None:
-        """Someone changed the path while we took it away: give them their name back."""
-        try:
-            renameat2(fd, aside, fd, name, RENAME_NOREPLACE)
-        except Unsupported:
-            os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            os.unlink(aside, dir_fd=fd)
-        except FileExistsError:
-            # a third version appeared meanwhile: keep both, under a name the user will see
-            self._rescue(fd, aside, name, a)
-            return
-        self.result.conflicts.append(Skipped(a.path, CHANGED))
-
-    def _rescue(self, fd: int, aside: bytes, name: bytes, a: Action) -> None:
-        """Keep someone's file that lost its name to another version, under a name the user
-        sees, and say so."""
-        rescued = b"ctrlz-rescued-" + aside[len(self._prefix):] + b"-" + name[:120]
-        os.rename(aside, rescued, src_dir_fd=fd, dst_dir_fd=fd)
-        self.result.conflicts.append(Skipped(a.path, CHANGED + "; its bytes were kept as "
-                                             + show_path(rescued)))
-
-    def _swap_back(self, fd: int, aside: bytes, name: bytes, ours: os.stat_result,
-                   a: Action) -> None:
-        """The inode we swapped out was written after the check: its name goes back to it,
-        and only our own inode (``ours``) is ever deleted. An editor's atomic save may have
-        replaced the name since the swap: that save keeps the name, and the written inode is
-        rescued; one that lands between the check and the swap back ends up aside, and is
-        rescued too."""
-        mine = (ours.st_dev, ours.st_ino)
-        try:
-            now = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            now = None
-        if now is None or (now.st_dev, now.st_ino) != mine:
-            self._put_back_aside(fd, aside, name, a)  # the name is theirs (or free) already
-            return
-        renameat2(fd, aside, fd, name, RENAME_EXCHANGE)  # theirs back in place
-        out = os.stat(aside, dir_fd=fd, follow_symlinks=False)
-        if (out.st_dev, out.st_ino) != mine:
-            self._rescue(fd, aside, name, a)
-            return
-        os.unlink(aside, dir_fd=fd)
-        self.result.conflicts.append(Skipped(a.path, CHANGED))
 
     # -- phase 2: directories, files, links, metadata -----------------------------------------
 
@@ -477,7 +435,8 @@ class Applier:
         after = os.stat(aside, dir_fd=fd, follow_symlinks=False)
         if not self._same_inode(before, after) and not self._unchanged(fd, aside, a.path,
                                                                        a.expect, after):
-            self._swap_back(fd, aside, name, ours, a)
+            self.result.conflicts.append(
+                Skipped(a.path, aside_.swap_back(fd, aside, name, ours, self._prefix)))
             return
         let_go(fd, aside, after)
         self.result.applied.append(a)
