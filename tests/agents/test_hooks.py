@@ -294,6 +294,40 @@ def test_parallel_hooks_all_land(ws: Path) -> None:
         assert recent_hook_errors(w) == []
 
 
+def test_a_rewind_past_a_shell_call_puts_back_ignored_files_later_file_tools_changed(
+        ws: Path) -> None:
+    """The shell call's snapshot does not hold `.env` (ignored), so it cannot say what `.env`
+    was; the Edit after it captured it, and that pre-image goes back. A hand edit after the
+    Edit is left alone and reported."""
+    (ws / ".gitignore").write_text(".env\n*.local\n")
+    (ws / ".env").write_text("KEY=original\n")
+    (ws / "notes.local").write_text("mine\n")
+    h = lambda p: hook("claude", p, ws)  # noqa: E731
+    h(claude("UserPromptSubmit", ws, prompt="configure"))
+    bash = {"command": "touch built.txt"}
+    h(claude("PreToolUse", ws, tool_name="Bash", tool_input=bash, tool_use_id="toolu_1B"))
+    (ws / "built.txt").write_text("built\n")
+    for n, (rel, text) in enumerate([(".env", "KEY=agent\n"), ("new.local", "made\n"),
+                                     ("notes.local", "agent\n")]):
+        tool = "Write" if rel == "new.local" else "Edit"
+        args = {"file_path": str(ws / rel), "content": text}
+        h(claude("PreToolUse", ws, tool_name=tool, tool_input=args, tool_use_id=f"toolu_{n}F"))
+        (ws / rel).write_text(text)
+        h(claude("PostToolUse", ws, tool_name=tool, tool_input=args, tool_use_id=f"toolu_{n}F",
+                 tool_response={"filePath": args["file_path"], "success": True}))
+    (ws / "notes.local").write_text("my hand edit\n")
+
+    out = json.loads(ctrlz("rewind", "toolu_1B", "--json", cwd=ws))
+    assert (ws / ".env").read_text() == "KEY=original\n"
+    assert not (ws / "new.local").exists() and not (ws / "built.txt").exists()
+    assert (ws / "notes.local").read_text() == "my hand edit\n"
+    assert [s["path"] for s in out["skipped"]] == ["notes.local"]
+    ctrlz("undo", cwd=ws)
+    assert (ws / ".env").read_text() == "KEY=agent\n"
+    assert (ws / "new.local").read_text() == "made\n"
+    assert (ws / "built.txt").read_text() == "built\n"
+
+
 def test_rewind_past_a_pruned_shell_snapshot_is_refused(ws: Path) -> None:
     run_claude_session(ws, module=True)
     listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]

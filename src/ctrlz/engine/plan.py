@@ -82,6 +82,42 @@ def snapshot_ignore_reader(read: TreeReader, read_blob: Callable[[bytes], bytes]
     return reader
 
 
+class Coverage:
+    """Which paths a snapshot took in: the rules and ignore files in force when it was taken,
+    less the paths it skipped. A path it did not cover says nothing about the workspace then,
+    so a restore to it never deletes or rewrites that path on its word."""
+
+    def __init__(self, target: Snapshot, read_target: TreeReader,
+                 read_blob: Callable[[bytes], bytes]) -> None:
+        self.target = target
+        self.read_target = read_target
+        self.read_blob = read_blob
+        self.skipped_paths = {s.path for s in target.skipped}
+        self._matchers: dict[bytes, Matcher] = {}
+
+    def _matcher(self, root: bytes) -> Matcher:
+        m = self._matchers.get(root)
+        if m is None:
+            rules_list = self.target.rules.get("roots", [])
+            index = int(root)
+            rules = Rules.from_json(rules_list[index]) if index < len(rules_list) else Rules()
+            root_oid = next((e.oid for e in self.read_target(self.target.root)
+                             if e.name == root), None)
+            reader = snapshot_ignore_reader(self.read_target, self.read_blob, root_oid)
+            m = self._matchers[root] = Matcher(rules, reader)
+        return m
+
+    def covers(self, path: bytes, is_dir: bool) -> bool:
+        """``path``: a store path (``"0/src/a.py"``)."""
+        root, _, rel = path.partition(b"/")
+        probe = path
+        while probe:  # the path, or a directory above it, was skipped when the target was taken
+            if probe in self.skipped_paths:
+                return False
+            probe = probe.rpartition(b"/")[0]
+        return self._matcher(root).covers(rel, is_dir)
+
+
 class Planner:
     """Builds a :class:`RestorePlan`; ``explicit`` names paths that count as covered whatever
     the rules say (the paths a tool call touched, which may be ignored files such as ``.env``)."""
@@ -98,35 +134,14 @@ class Planner:
         self.filters = list(filters) if filters is not None else None
         self.check_disk = check_disk
         self.explicit = frozenset(explicit)
-        self.skipped_paths = {s.path for s in target.skipped}
-        self._matchers: dict[bytes, Matcher] = {}
+        self.coverage = Coverage(target, read_target, read_blob)
         self._disk = DirHandles(self.dest_roots, limit=32) if check_disk else None
         self._stack: list[tuple[Any, ...]] = []
 
     # -- coverage ----------------------------------------------------------------------------
 
-    def _matcher(self, root: bytes) -> Matcher:
-        m = self._matchers.get(root)
-        if m is None:
-            rules_list = self.plan.target.rules.get("roots", [])
-            index = int(root)
-            rules = Rules.from_json(rules_list[index]) if index < len(rules_list) else Rules()
-            root_oid = next((e.oid for e in self.read_target(self.plan.target.root)
-                             if e.name == root), None)
-            reader = snapshot_ignore_reader(self.read_target, self.read_blob, root_oid)
-            m = self._matchers[root] = Matcher(rules, reader)
-        return m
-
     def covers(self, path: bytes, is_dir: bool) -> bool:
-        if path in self.explicit:
-            return True
-        root, _, rel = path.partition(b"/")
-        probe = path
-        while probe:  # the path, or a directory above it, was skipped when the target was taken
-            if probe in self.skipped_paths:
-                return False
-            probe = probe.rpartition(b"/")[0]
-        return self._matcher(root).covers(rel, is_dir)
+        return path in self.explicit or self.coverage.covers(path, is_dir)
 
     def _filter_state(self, path: bytes) -> str:
         if self.filters is None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..types import Skipped, Snapshot
     from .actions import Action, RestorePlan
     from .diff import TreeReader
+    from .plan import Coverage
 
     BodySink = Callable[[bytes, int, Callable[[], bytes], Callable[[int], None]], None]
     #: builds the target from the captured state; returns (root tree id, base snapshot whose
@@ -113,6 +114,18 @@ class TargetContext:
         #: apply step (``read_all()`` returns it, ``write_to(fd)`` streams it)
         self.put_body = put_body
         self.put_blob = put_blob  # a small blob (a link target); returns its id
+        self._coverage: dict[str, Coverage] = {}
+
+    def covers(self, snapshot: Snapshot, vpath: bytes) -> bool:
+        """Whether ``snapshot`` took in the file at ``vpath`` (its rules, its ignore files, its
+        skips): when it did not, its tree says nothing about that path."""
+        from .plan import Coverage
+
+        cov = self._coverage.get(snapshot.id)
+        if cov is None:
+            cov = self._coverage[snapshot.id] = Coverage(snapshot, self.read,
+                                                         self.repo.objects.read)
+        return cov.covers(vpath, False)
 
     def graft(self, base_root: bytes, changes: dict[bytes, Entry | None]) -> bytes:
         from .graft import graft

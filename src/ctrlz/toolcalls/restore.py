@@ -73,27 +73,22 @@ def _key(entry: Entry | None, objects: ObjectStore) -> tuple[str, bytes | None]:
 
 def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                        calls: list[records.SnapRow], *, shell: records.SnapRow | None = None,
+                       beyond: list[records.SnapRow] | None = None,
                        only: set[bytes] | None = None, force: bool = False,
                        kind: str = "toolcall", label: str = "", dry_run: bool = False
                        ) -> Outcome:
     """Restore the pre-images of the file tool calls ``calls`` (in capture order) and, with
-    ``shell``, the whole workspace to the snapshot taken just before that shell call. Call with
-    the workspace store's lock and the tool-call store's lock held, in that order."""
+    ``shell``, the whole workspace to the snapshot taken just before that shell call. ``beyond``:
+    the file tool calls after the shell call, whose pre-images go back on the paths the shell
+    call's snapshot did not take in (an ignored ``.env`` a later Edit changed: that snapshot
+    cannot say what it held, the earliest later pre-image can). Call with the workspace store's
+    lock and the tool-call store's lock held, in that order."""
     from ..session import restores
 
-    images: dict[bytes, Image] = {}
-    expected: dict[bytes, Image | None] = {}
-    # Every state the path went through between these calls: a path found in one of them was
-    # put there by the calls themselves or by an earlier rewind of them (`rewind 2`, then
-    # `rewind 1`), not by a later edit, and its bytes are in the store.
-    passed: dict[bytes, set[tuple[str, bytes | None]]] = {}
-    for snap in calls:
-        for e in records.entries(place.db, snap.seq):
-            if only is not None and e.path not in only:
-                continue
-            images.setdefault(e.path, e.pre)  # the earliest pre-image wins
-            expected[e.path] = expected_now(place, snap, e)  # the last tool call's result
-            passed.setdefault(e.path, set()).add(e.pre.key)
+    images, expected, passed = _earliest(place, calls, only)
+    late, late_expected, late_passed = _earliest(place, beyond or [], only)
+    for rel in images:
+        late.pop(rel, None)  # a path the chosen calls touched: their pre-image wins
     base_snapshot: Snapshot | None = None
     if shell is not None:
         base_snapshot = (ws.repo.catalog.snapshot(shell.ws_snapshot)
@@ -110,16 +105,20 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
         base = base_snapshot or ctx.current
         changes: dict[bytes, Entry | None] = {}
         now_ns = time.time_ns()
-        for rel, pre in images.items():
+        todo = [(rel, pre, expected.get(rel), passed[rel], shell is not None)
+                for rel, pre in images.items()]
+        for rel, pre in late.items():
+            if not ctx.covers(base, ws.vpath(rel)):  # the shell call's snapshot cannot tell
+                todo.append((rel, pre, late_expected.get(rel), late_passed[rel], False))
+        for rel, pre, want, seen, from_base in todo:
             vpath = ws.vpath(rel)
             current = lookup(ctx.read, ctx.current.root, vpath)
             reason = _refusal(pre, current)
             if reason is None and not force:
-                then = lookup(ctx.read, base.root, vpath) if shell is not None else current
-                want = expected.get(rel)
-                known = then is not None or shell is None  # an ignored path: B cannot tell
+                then = lookup(ctx.read, base.root, vpath) if from_base else current
+                known = then is not None or not from_base  # an ignored path: B cannot tell
                 if want is not None and known and (now := _key(then, ws.repo.objects)) != (
-                        want.key) and now not in passed[rel]:
+                        want.key) and now not in seen:
                     reason = ("changed after the tool call (a later edit); use force to "
                               "overwrite")
             if reason is not None:
@@ -137,12 +136,13 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
         return ctx.graft(base.root, changes), base
 
     rels = list(images)
-    explicit = [ws.vpath(r) for r in rels]
+    named = rels + list(late)
+    explicit = [ws.vpath(r) for r in named]
     req = Request(
         kind=kind, build_target=build, explicit=explicit,
         paths=None if shell is not None else explicit, dry_run=dry_run,
         undo={"record": {"kind": kind, "paths": [] if shell is not None else
-                         [r.hex() for r in rels], "explicit": [r.hex() for r in rels],
+                         [r.hex() for r in rels], "explicit": [r.hex() for r in named],
                          "session_id": session_id}},
         label=f"before {kind} {label}".strip())
     if not explicit and shell is None:
@@ -151,6 +151,26 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
         req.paths, req.undo = [], {}
     result = restores.run(ws, req)
     return Outcome(result, dict(skipped), [r for r in rels if r not in skipped])
+
+
+def _earliest(place: Place, calls: list[records.SnapRow], only: set[bytes] | None
+              ) -> tuple[dict[bytes, Image], dict[bytes, Image | None],
+                         dict[bytes, set[tuple[str, bytes | None]]]]:
+    """Per path the calls touched: the earliest pre-image, what the last call left there, and
+    every state the path went through between them (one found there was put by the calls
+    themselves or by an earlier rewind of them, `rewind 2` then `rewind 1`, not by a later
+    edit, and its bytes are in the store)."""
+    images: dict[bytes, Image] = {}
+    expected: dict[bytes, Image | None] = {}
+    passed: dict[bytes, set[tuple[str, bytes | None]]] = {}
+    for snap in calls:
+        for e in records.entries(place.db, snap.seq):
+            if only is not None and e.path not in only:
+                continue
+            images.setdefault(e.path, e.pre)
+            expected[e.path] = expected_now(place, snap, e)
+            passed.setdefault(e.path, set()).add(e.pre.key)
+    return images, expected, passed
 
 
 def _refusal(pre: Image, current: Entry | None) -> str | None:

@@ -7,7 +7,9 @@ snapshot of type ``tool`` taken just before it ran. To rewind to just before too
 1. a ``safety`` snapshot of the workspace is taken (so the rewind itself can be undone);
 2. let B be the first shell call at or after X. If there is one, restore the workspace to B's
    ``tool`` snapshot: that is the state just before B, which undoes B and everything after it,
-   whoever made the change (files the snapshot's rules exclude are left alone, as always);
+   whoever made the change. A path B's snapshot did not take in (excluded or ignored, such as
+   ``.env``) gets the earliest pre-image a file tool call after B captured of it, which undoes
+   the file tools' changes to it; what B itself did to such a path no capture holds;
 3. and put back the pre-images of every file tool call from X up to (not including) B, or to
    the end when there is no B. Per path, the earliest pre-image at or after X wins, which is the
    state of that path just before X; a path whose content changed after those tool calls (a
@@ -128,9 +130,12 @@ def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
                              f"{target}")
         bash = next((s for s in chosen if s.kind == "bash"), None)
         files = [s for s in chosen if s.kind == "files" and (bash is None or s.seq < bash.seq)]
+        beyond = [s for s in chosen if s.kind == "files" and bash is not None
+                  and s.seq > bash.seq]
         result = RewindResult(sid, target, dry_run, [s.snapshot_id for s in chosen],
                               shell_snapshot=bash.ws_snapshot if bash else None)
-        outcome = restore_tool_calls(ws, place, sid, files, shell=bash, force=force,
+        outcome = restore_tool_calls(ws, place, sid, files, shell=bash, beyond=beyond,
+                                     force=force,
                                      kind="rewind", label=f"to {target}", dry_run=dry_run)
         restored = outcome.result
         actions = restored.plan.actions if dry_run else restored.applied
