@@ -32,8 +32,11 @@ def anyio_backend() -> str:
 
 
 def _env(base: Path, **extra: str) -> dict[str, str]:
+    # the SDK starts the server with a minimal environment: PYTHONPATH is passed on so that
+    # the server runs the ctrlz under test (a worktree's, when one is tested)
+    passed = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
     return {"CTRLZ_HOME": str(base / "home"), "XDG_CONFIG_HOME": str(base / "xdg"),
-            "XDG_DATA_HOME": str(base / "xdg-data"), **extra}
+            "XDG_DATA_HOME": str(base / "xdg-data"), **passed, **extra}
 
 
 def _init(ws: Path, env: dict[str, str]) -> None:
@@ -389,3 +392,34 @@ async def test_no_workspace_then_init(tmp_path: Path) -> None:
         _init(ws, env)  # the server picks the workspace up without a restart
         r = await client.call_tool("snapshots_changes", {})
         assert not r.is_error and text(r).startswith("No checkpoints available yet.")
+
+
+async def test_a_server_started_in_a_subdirectory_takes_paths_from_the_workspace_root(
+        tmp_path: Path) -> None:
+    """Every tool's schema says paths are relative to the workspace root: a server whose cwd
+    is ``ws/sub`` (an agent launched in one package of a monorepo) must revert ``ws/a.txt``
+    for ``a.txt``, and never touch ``ws/sub/a.txt``."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    env = _env(tmp_path, CTRLZ_DAEMON="0")
+    (ws / "a.txt").write_text("root a\n")
+    _init(ws, env)
+    async with _server(ws / "sub", env) as client:
+        await ok(client, "snapshots_create", name="base")
+        (ws / "a.txt").write_text("changed by the agent\n")
+        (ws / "sub" / "a.txt").write_text("new work, never snapshotted\n")
+
+        h = await ok(client, "snapshots_history", path="a.txt")
+        assert h["path"] == "a.txt" and h["exists_now"] and h["versions"]
+        data = (await client.call_tool("snapshots_diff", {"path": "a.txt"})).structured_content
+        assert [f["path"] for f in data["files"]] == ["a.txt"]
+        dry = await ok(client, "snapshots_restore", checkpoint="base", paths=["a.txt"],
+                       dry_run=True)
+        assert [a["path"] for a in dry["actions"]] == ["a.txt"]
+
+        r = await ok(client, "snapshots_revert", path="a.txt", checkpoint="base")
+        assert r["path"] == "a.txt" and r["action"] == "restored"
+        assert (ws / "a.txt").read_text() == "root a\n"
+        assert (ws / "sub" / "a.txt").read_text() == "new work, never snapshotted\n"
+        msg = await fails(client, "snapshots_revert", path="../x")
+        assert "../x is outside the workspace" in msg

@@ -20,7 +20,7 @@ from ..session import policy
 from ..toolcalls import rewinds
 from ..types import Snapshot, text_path
 from ..workspace import Workspace
-from .checkpoints import check_path, cp_aliases, pools
+from .checkpoints import cp_aliases, from_root, pools
 from .text import clean
 
 MAX_ACTIONS = 200
@@ -84,7 +84,7 @@ def _undo_hint(safety: Snapshot | None) -> str | None:
 def revert(ws: Workspace, path: str, checkpoint: str | None = None) -> dict[str, Any]:
     """One file or folder back to ``checkpoint`` (default: the newest snapshot that has it;
     if none has it, the newest snapshot, which deletes it)."""
-    check_path(path)
+    path = from_root(ws, path)
     rel = ws.relpath(path)
     if not rel:
         raise UsageError("revert takes a file or folder; use snapshots_restore for the whole "
@@ -112,10 +112,9 @@ def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
             dry_run: bool = False) -> dict[str, Any]:
     """Roll the workspace (or ``paths``) back to ``checkpoint`` in place, after a safety
     snapshot; ``dry_run`` only plans."""
-    for p in paths or ():
-        check_path(p)
+    absolute = [from_root(ws, p) for p in paths or ()]
     snap = policy.resolve_ref(ws, checkpoint)
-    result = ws.rollback(snap.id, list(paths) if paths else None, dry_run=dry_run)
+    result = ws.rollback(snap.id, absolute or None, dry_run=dry_run)
     data = result.to_json()
     actions = [{"op": a["op"], "path": clean(a["path"]), "change": a["change"]}
                for a in data["actions"] if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]

@@ -7,11 +7,13 @@ the newest) is accepted as input and reported as ``cp`` alongside.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
+from ..paths import workspace_relative
 from ..session import policy
 from ..types import Snapshot
 from ..workspace import Workspace
@@ -42,6 +44,20 @@ def check_path(path: str) -> str:
     if "\0" in path:
         raise UsageError("the path contains a NUL byte")
     return path
+
+
+def from_root(ws: Workspace, path: str) -> str:
+    """``path`` as the absolute path it names, taken from the workspace root as every tool's
+    schema says, never from the server's current directory: a server started in a
+    subdirectory (an agent launched in one package of a monorepo) must not revert
+    ``sub/a.txt`` when asked for ``a.txt``. The library resolves relative paths git-style
+    from the cwd, which is right for the CLI only; an absolute path is what it sees, so
+    nothing is left for it to guess. ``../x`` and outside absolute paths are refused here,
+    in the caller's own words."""
+    check_path(path)
+    root = os.fsencode(ws.root)
+    rel = workspace_relative(root, path, root)
+    return os.fsdecode(os.path.join(root, rel) if rel else root)
 
 
 def snap_ref(s: Snapshot, cps: dict[str, str], now: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from ..session.policy import resolve_ref
 from ..state.trees import DIR, SYMLINK
 from ..types import Snapshot, text_path
 from ..workspace import Workspace
-from .checkpoints import age, check_path, cp_aliases, pools, snap_ref
+from .checkpoints import age, cp_aliases, from_root, pools, snap_ref
 from .text import clean
 
 
@@ -132,7 +132,7 @@ def render_changes(data: dict[str, Any]) -> str:
 def history(ws: Workspace, path: str) -> dict[str, Any]:
     """Every snapshot holding ``path`` (from its first appearance), newest first, each with its
     status against the snapshot before it: new / modified / unchanged / deleted / absent."""
-    check_path(path)
+    path = from_root(ws, path)
     rel = ws.relpath(path)
     if not rel:
         raise UsageError("history takes a file or folder path, not the workspace root")
@@ -167,10 +167,9 @@ def history(ws: Workspace, path: str) -> dict[str, Any]:
 def diff(ws: Workspace, path: str | None = None, checkpoint: str | None = None
          ) -> tuple[dict[str, Any], str]:
     """A unified diff from ``checkpoint`` (default: the newest snapshot) to the working tree."""
-    if path is not None:
-        check_path(path)
+    where = from_root(ws, path) if path is not None else None
     snap = resolve_ref(ws, checkpoint) if checkpoint is not None else ws.resolve("latest")
-    d = ws.diff(snap.id, None, [path] if path else None)
+    d = ws.diff(snap.id, None, [where] if where else None)
     text = clean("".join(ws.patches(d)))
     for c in d.changes:
         if c.kind != DIR and c.change_type == PERMISSIONS:
