@@ -477,3 +477,28 @@ def test_a_huge_directory_restores_only_what_changed(ws_dir: Path, count: int) -
     assert len(result.applied) == 11
     assert (big / "000000").read_bytes() == b"0\n" and (big / "000001").exists()
     assert len(os.listdir(big)) == count
+
+
+# -- a file whose place a directory holds ------------------------------------------------------
+
+@pytest.mark.parametrize("paths", [None, ["cfg"]])
+def test_a_file_that_a_kept_directory_stands_in_for_is_reported_not_counted(
+        ws_dir: Path, paths: list[str] | None) -> None:
+    """The snapshot has a file `cfg`; now `cfg/` is a directory that also holds an ignored
+    file, so it cannot be removed. The rollback used to drop the write, count "1 created" and
+    succeed."""
+    make_tree(ws_dir, {".gitignore": "*.log\n", "cfg": "setting=1\n"})
+    ws = Workspace.init(ws_dir)
+    base = ws.snapshot(label="base")
+    (ws_dir / "cfg").unlink()
+    make_tree(ws_dir, {"cfg": {"a.txt": "tracked\n", "run.log": "debug\n"}})
+    with pytest.raises(RestoreIncomplete, match="cfg could not be put in place") as info:
+        ws.rollback(base.id, paths=paths)
+    result = info.value.result
+    assert result.counts()["created"] == 0 and result.counts()["deleted"] == 1
+    assert [c.reason for c in result.conflicts] == [
+        "not restored: a directory stands there holding files the restore leaves alone; "
+        "move them away and run it again"]
+    assert (ws_dir / "cfg" / "run.log").read_text() == "debug\n"
+    ws.undo()
+    assert (ws_dir / "cfg" / "a.txt").read_text() == "tracked\n"

@@ -117,7 +117,7 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
             render.echo(text, err=err)
         render.note("Nothing was changed (dry run).")
         return
-    counts = render.done_summary(res.restore.plan.counts())
+    counts = render.done_summary(res.restore.counts())
     if res.action == "undo":
         render.out(f"Undid {what}: {counts}")
         render.out("Redo with: ctrlz redo")

@@ -45,7 +45,7 @@ def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple
                         f"{render.plan_summary(result.plan.counts())}"),
                 *actions(result), (True, "Nothing was changed (dry run).")]
     out = [(False, f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
-                   f"{render.done_summary(result.plan.counts())}")]
+                   f"{render.done_summary(result.counts())}")]
     out += [(True, f"left alone: {k['path']}: {k['reason']}")
             for k in result.to_json()["skipped"]]
     if result.safety is not None:

@@ -67,9 +67,10 @@ class RestorePlan:
     def actions(self) -> list[Action]:
         return self.removals + self.writes + self.finals
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, actions: list[Action] | None = None) -> dict[str, int]:
+        """Changes by kind, of the whole plan or of ``actions`` (what an apply did)."""
         counts = {CREATED: 0, MODIFIED: 0, DELETED: 0, PERMISSIONS: 0}
-        for a in self.actions:
+        for a in self.actions if actions is None else actions:
             if a.op in (MKDIR, RMDIR, DIRMODE, UTIME) or (a.entry or a.expect) is None:
                 continue  # directories, and mtime-only fixes, are not counted as changes
             counts[a.change] += 1

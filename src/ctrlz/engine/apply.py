@@ -75,6 +75,10 @@ Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
 
 APPEARED = "left alone: something appeared there during the restore"
 KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
+#: the snapshot has a file where a directory stands that could not be removed (it holds files
+#: the restore leaves alone): the file is not written, and the restore says so
+KEPT_IN_THE_WAY = ("not restored: a directory stands there holding files the restore leaves "
+                   "alone; move them away and run it again")
 
 
 def _key(s: os.stat_result) -> StatKey:
@@ -282,8 +286,8 @@ class Applier:
             self.result.applied.append(a)
         elif a.op in METADATA_OPS:
             self._metadata(a, parent, name, entry)
-        elif a.path in self._kept:
-            return  # the directory kept there (reported above) stays; nothing to place
+        elif a.path in self._kept:  # the directory kept there stays: the file is not placed
+            self.result.conflicts.append(Skipped(a.path, KEPT_IN_THE_WAY))
         else:
             fd = self.dirs.get(parent)
             self._note_device(parent, fd)

@@ -53,6 +53,11 @@ class RestoreResult:
     def __repr__(self) -> str:
         return f"RestoreResult({self.to_json(strip_root=False)})"
 
+    def counts(self) -> dict[str, int]:
+        """What a dry run would change, or what the restore did change: a write it had to leave
+        undone is never counted as made."""
+        return self.plan.counts(None if self.dry_run else self.applied)
+
     def to_json(self, strip_root: bool = True) -> dict[str, Any]:
         def p(path: bytes) -> str:
             return show_path(path.partition(b"/")[2] if strip_root else path)
@@ -62,7 +67,7 @@ class RestoreResult:
             "safety_snapshot": self.safety.id if self.safety else None,
             "dry_run": self.dry_run,
             "destination": self.destination,
-            "counts": self.plan.counts(),
+            "counts": self.counts(),
             "actions": [{**a.to_json(), "path": p(a.path)} for a in
                         (self.plan.actions if self.dry_run else self.applied)],
             "skipped": [{"path": p(s.path), "reason": s.reason} for s in self.skipped],

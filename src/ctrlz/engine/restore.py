@@ -45,7 +45,7 @@ from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, show_path
 from . import journal
 from .actions import SYMLINK_OP, WRITE, RestorePlan
-from .apply import Applier, ApplyFailed, Identity
+from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
 from .plan import PARENT_NOT_DIR, Planner
@@ -254,8 +254,10 @@ def _incomplete_message(kind: str, target: Snapshot, result: RestoreResult) -> s
     more = f" and {len(result.conflicts) - 1} more" if len(result.conflicts) > 1 else ""
     undo = (f"; `ctrlz undo` puts back the state before it (safety snapshot {result.safety.id})"
             if result.safety is not None else "")
+    what = ("could not be put in place" if first.reason == KEPT_IN_THE_WAY else
+            "changed while it ran")
     return (f"{kind} to {target.id} is incomplete: "
-            f"{show_path(first.path.partition(b'/')[2])}{more} changed while it ran and "
+            f"{show_path(first.path.partition(b'/')[2])}{more} {what} and "
             f"{'was' if not more else 'were'} left as they are ({first.reason}){undo}")
 
 
