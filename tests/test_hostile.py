@@ -130,6 +130,32 @@ def test_full_store_disk_is_a_clear_error_and_loses_nothing(ws_dir: Path, small_
     assert ws.verify().ok and ws.verify().orphans == 0
 
 
+def test_removing_snapshots_on_a_store_a_failed_snapshot_filled_works(ws_dir: Path,
+                                                                      small_disk: Path) -> None:
+    """A snapshot that ran out of space leaves its pack for the next writer to sweep; `ctrlz rm`,
+    what a user runs to make room, used to fail with "the store's catalog is unreadable:
+    cannot rollback - no transaction is active" (SQLite had rolled back by itself)."""
+    make_tree(ws_dir, {"small.txt": "small"})
+    env = {**os.environ, "CTRLZ_HOME": str(small_disk / "home"), "CTRLZ_DAEMON": "0"}
+    ctrlz = str(Path(sys.executable).parent / "ctrlz")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([ctrlz, *args], cwd=ws_dir, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    assert run("init").returncode == 0 and run("snapshot", "-m", "base").returncode == 0
+    for n in range(1, 20):
+        (ws_dir / "big.bin").write_bytes(os.urandom(600_000))
+        failed = run("snapshot", "-m", f"r{n}")
+        if failed.returncode:
+            break
+    assert failed.returncode == 6 and "no space left" in failed.stderr
+    removed = run("rm", "r1", "r2")
+    assert removed.returncode == 0, removed.stderr
+    assert "unreadable" not in removed.stderr
+    assert run("verify").returncode == 0
+
+
 def open_packs(under: Path) -> list[str]:
     """Packs under ``under`` this process holds open (other tests' readers may cache theirs)."""
     found = []

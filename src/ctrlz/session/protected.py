@@ -325,6 +325,7 @@ class ProtectedWorkspace:
     def remove(self, refs: Sequence[str]) -> list[Snapshot]:
         with self.repo.lock:
             gone = [self.resolve(r) for r in refs]
+            self.repo.recover()  # a failed snapshot's pack may be what filled the disk
             with self.repo.catalog.transaction():
                 for s in gone:
                     self.repo.catalog.delete_snapshot(s.id)
@@ -453,6 +454,7 @@ class ProtectedWorkspace:
                 now_ns=time.time_ns(), protected=self.oplog.referenced())
             plan.dry_run = dry_run
             if not dry_run:
+                self.repo.recover()
                 plan.execute(self.repo)
                 if keep is None and older_than_seconds is None:
                     capped = retention.enforce_byte_cap(self.repo, self.policy,
