@@ -115,3 +115,25 @@ def test_workspace_deleted_under_the_service(svc: Service) -> None:
     assert svc.ok("GET", f"/v1/workspaces/{other}/snapshots") == []
     svc.ok("POST", f"/v1/workspaces/{other}/snapshots", {})
     assert svc.gw("GET", "/status").status_code == 200
+
+
+def test_a_workspace_whose_root_became_a_symlink_to_another_is_refused_not_acted_on(
+        svc: Service) -> None:
+    """``mv X X.old && ln -s Y X``: X's id must not reach Y (opening X follows the link to
+    Y's store), neither for a read nor for a rollback."""
+    x_root, x = svc.workspace("swapped-x", {"x.txt": "x\n"})
+    y_root, y = svc.workspace("swapped-y", {"y.txt": "y1\n"})
+    svc.ok("POST", f"/v1/workspaces/{y}/snapshots", {"label": "y-base"})
+    (y_root / "y.txt").write_text("y2, newer work\n")
+    x_root.rename(x_root.with_name("swapped-x.old"))
+    x_root.symlink_to(y_root)
+
+    r = svc.api("POST", f"/v1/workspaces/{x}/rollback", {"snapshot": "0"})
+    assert r.status_code == 404, r.text
+    msg = r.json()["message"]
+    assert "now opens as" in msg and str(y_root) in msg and "\n" not in msg
+    assert (y_root / "y.txt").read_text() == "y2, newer work\n"
+    assert svc.api("GET", f"/v1/workspaces/{x}/snapshots").status_code == 404
+    w = next(w for w in svc.ok("GET", "/v1/workspaces") if w["id"] == x)
+    assert w["status"] is None and "now opens as" in w["problem"]
+    assert [s["label"] for s in svc.ok("GET", f"/v1/workspaces/{y}/snapshots")] == ["y-base"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SnapshotNotFound, UsageError
-from .routing import Call, Param, endpoint
+from .routing import Call, Param, endpoint, open_known
 
 #: a file larger than this on either side is summarised, not diffed line by line
 PATCH_MAX_BYTES = 1 << 20
@@ -36,15 +36,13 @@ def _watcher(call: Call, ws_id: str) -> dict[str, Any] | None:
 
 def overview(call: Call, known: Any) -> dict[str, Any]:
     """One workspace for the overview: who it is, its watcher, and its status at a glance."""
-    from ..workspace import Workspace
-
     out = known.to_json() | {"watcher": _watcher(call, known.id)}
     if not known.present:
         out["status"] = None
         out["problem"] = f"the workspace {known.root} is gone (its store is kept)"
         return out
     try:
-        with Workspace.open(known.root, home=call.state.home) as ws:
+        with open_known(known, call.state.home) as ws:
             out["status"] = ws.status().to_json()
     except Exception as exc:  # one broken store must not hide the others  # noqa: BLE001
         from .routing import error_body

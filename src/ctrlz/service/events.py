@@ -172,15 +172,15 @@ class _Seen:
 Marks = dict[str, tuple[bool, str | None]]  # snapshot id -> (pinned, label)
 
 
-def _look(root: str, home: Path, before: Marks, primed: bool
+def _look(known: Any, home: Path, before: Marks, primed: bool
           ) -> tuple[Marks, dict[str, dict[str, Any]], list[Any], list[dict[str, Any]]]:
     """(every snapshot's marks, the records of the new and changed ones, operations, tool
     calls) of a workspace; runs in a worker thread. ``before`` is what the poller last saw;
     before the first look (not ``primed``) no record is needed, nothing being published."""
     from ..toolcalls import rewinds
-    from ..workspace import Workspace
+    from .routing import open_known
 
-    with Workspace.open(root, home=home) as ws:
+    with open_known(known, home) as ws:
         catalog = ws.repo.catalog
         marks: Marks = {row[0]: (bool(row[3]), row[2]) for row in catalog.summaries()}
         records: dict[str, dict[str, Any]] = {}
@@ -225,7 +225,7 @@ class Poller:
             if sig == seen.signature:
                 continue
             try:
-                found = await asyncio.to_thread(_look, w.root, self.home,
+                found = await asyncio.to_thread(_look, w, self.home,
                                                 dict(seen.snapshots), seen.primed)
             except Exception:  # noqa: BLE001 - a store mid-way or gone: try again next time
                 continue

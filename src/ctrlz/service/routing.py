@@ -25,6 +25,8 @@ from starlette.routing import Route
 from .. import errors
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..session.registry import KnownWorkspace
     from ..workspace import Workspace
     from .context import ServiceState
@@ -144,13 +146,7 @@ class Call:
 
     def workspace(self) -> Workspace:
         """The workspace of ``{ws}``, opened for this call and closed after it."""
-        from ..workspace import Workspace
-
-        known = self.known()
-        if not os.path.isdir(known.root):
-            raise errors.WorkspaceError(f"the workspace {known.root} is gone (its store "
-                                        f"{known.store} is kept)")
-        return self._stack.enter_context(Workspace.open(known.root, home=self.state.home))
+        return self._stack.enter_context(open_known(self.known(), self.state.home))
 
     def path(self, value: str) -> str:
         """An API path argument checked (no ``..``, not absolute) and made absolute, so the
@@ -162,6 +158,26 @@ class Call:
 
     def close(self) -> None:
         self._stack.close()
+
+
+def open_known(known: KnownWorkspace, home: Path) -> Workspace:
+    """The workspace ``known`` names, opened; refused (404) when its root is gone, or when
+    it now opens as another workspace (:func:`ctrlz.session.registry.check_opened`): every
+    route and the event poller open workspaces here, so none can act on one it did not
+    name."""
+    from ..session.registry import check_opened
+    from ..workspace import Workspace
+
+    if not os.path.isdir(known.root):
+        raise errors.WorkspaceError(f"the workspace {known.root} is gone (its store "
+                                    f"{known.store} is kept)")
+    ws = Workspace.open(known.root, home=home)
+    try:
+        check_opened(known, ws.root, ws.store_path)
+    except BaseException:
+        ws.close()
+        raise
+    return ws
 
 
 # -- answering ----------------------------------------------------------------------------------

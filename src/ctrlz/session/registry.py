@@ -144,6 +144,21 @@ def find(ref: str, home: Path | None = None) -> KnownWorkspace:
                          "`ctrlz init` in it)")
 
 
+def check_opened(known: KnownWorkspace, root: str | os.PathLike[str],
+                 store: str | os.PathLike[str]) -> None:
+    """Refuse a workspace opened for ``known`` that is another one: a root replaced by a
+    symlink (``mv app app.old && ln -s app-v2 app``) opens, symlinks followed, as the
+    workspace it points to, and a request naming ``app`` by its id would act on
+    ``app-v2``, outside the per-workspace lock kept for ``app-v2``'s id. Such a request is
+    refused rather than sent to the store its id does not name."""
+    if os.fspath(root) == known.root and os.path.realpath(store) == os.path.realpath(
+            known.store):
+        return
+    raise WorkspaceError(f"the workspace {known.root} ({known.id}) now opens as {os.fspath(root)}"
+                         " (its root was moved or replaced by a symlink); register the new "
+                         "root if it is to be protected")
+
+
 def register(path: str | os.PathLike[str], home: Path | None = None) -> KnownWorkspace:
     """Protect ``path`` (``ctrlz init``, idempotent) and have the service watch it."""
     from .protected import ProtectedWorkspace
