@@ -156,9 +156,13 @@ def _progress(as_json: bool):  # type: ignore[no-untyped-def]
 @click.command("push")
 @click.argument("name", required=False)
 @click.argument("snaps", nargs=-1, metavar="[SNAP...]")
+@click.option("--repair", is_flag=True,
+              help="Download and check every object the push relies on, and upload again "
+                   "any whose remote copy is damaged (after `verify --remote` found damage).")
 @render.json_option
 @pass_state
-def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bool) -> None:
+def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], repair: bool,
+             as_json: bool) -> None:
     """Upload snapshots to a remote (default: every snapshot it does not have yet).
 
     NAME defaults to remote.auto_push, then `origin`, then the only remote. Packs are
@@ -170,6 +174,7 @@ def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
       ctrlz push
       ctrlz push origin latest
       ctrlz push origin baseline snap_k3x9abcd --json
+      ctrlz push --repair       # after `ctrlz verify --remote` reported damage
     """
     from ..session import remotes
 
@@ -178,7 +183,7 @@ def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
     if bar is not None:
         bar.start()
     try:
-        report = remotes.push_snapshots(ws, name, snaps, progress=progress)
+        report = remotes.push_snapshots(ws, name, snaps, progress=progress, repair=repair)
     finally:
         if bar is not None:
             bar.stop()
@@ -189,6 +194,9 @@ def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
     render.out(f"pushed {n} snapshot{'s' if n != 1 else ''} to {report.remote}: "
                f"{report.objects} objects in {report.packs} packs "
                f"({render.size(report.bytes)}); {report.reused} objects were there already")
+    if repair:
+        render.note(f"{report.repaired} damaged remote "
+                    f"cop{'ies were' if report.repaired != 1 else 'y was'} replaced")
     if report.already:
         k = len(report.already)
         render.note(f"{k} snapshot{'s' if k != 1 else ''} {'were' if k != 1 else 'was'} "

@@ -23,7 +23,7 @@ from ..errors import CorruptObject, RemoteError
 from ..state.archive import ArchiveReader, ArchiveWriter
 from ..state.portable import from_record, to_record
 from ..state.repository import Repository
-from ..state.transfer import ObjectSink, commit_received, open_stored, receiving
+from ..state.transfer import ObjectSink, commit_received, open_checked, receiving
 from ..state.trees import HEADER, Entry, decode_tree
 from ..types import Snapshot
 from .reach import needed_objects, reachable
@@ -72,7 +72,7 @@ def export_archive(repo: Repository, snaps: Sequence[Snapshot], out: BinaryIO,
                 "objects": len(order), **(extra or {})}
     writer = ArchiveWriter(out, repo.algorithm, manifest)
     for oid in order:
-        size, codec, length, chunks = open_stored(repo.objects, oid)
+        size, codec, length, chunks = open_checked(repo.objects, oid)
         writer.add(oid, size, codec, length, chunks)
     writer.close()
     return ExportReport([s.id for s in snaps], since.id if since else None, writer.objects,

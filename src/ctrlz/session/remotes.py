@@ -241,7 +241,8 @@ def _rows(c: sqlite3.Connection, sql: str) -> list[tuple[Any, ...]]:
 
 def push_snapshots(ws: ProtectedWorkspace, name: str | None = None,
                    refs: Sequence[str] = (), *, bandwidth: int = 0,
-                   progress: Callable[[int], None] | None = None) -> PushReport:
+                   progress: Callable[[int], None] | None = None,
+                   repair: bool = False) -> PushReport:
     from ..engine.remote.push import push
 
     spec = default_remote(ws, name)
@@ -252,7 +253,8 @@ def push_snapshots(ws: ProtectedWorkspace, name: str | None = None,
     ws.repo.objects.want_cuts()  # a remote added before stores cut big files from now on
     wid, wname = identity(ws)
     report = push(ws.repo, remote, wid, wname, chosen, origins(ws, chosen),
-                  _cache(ws, spec.name), known=_known(ws, spec.name), progress=progress)
+                  _cache(ws, spec.name), known=_known(ws, spec.name), progress=progress,
+                  repair=repair)
     report.remote = spec.name
     with registry(ws) as reg:
         reg.mark_pushed(spec.name, report.pushed + report.already)

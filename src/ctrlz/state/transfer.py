@@ -79,6 +79,66 @@ def _open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterato
     return size, codec, length, _file_chunks(f, length, oid)
 
 
+def open_checked(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterator[bytes]]:
+    """:func:`open_stored` for sending (a push, an export): the bytes are checked against
+    ``oid`` before the last of them leaves, so a damaged local object (bit rot, a bad block)
+    is never uploaded or exported as if it were good; the receiver would refuse it, and a
+    remote would keep the damaged copy as the one every later push relies on.
+
+    An object held in one piece (a packed one, a small loose one) is checked at once, and
+    checked again after a fresh lookup if it fails, as :meth:`ObjectStore.read` does (gc may
+    have moved it). A larger one is checked as it streams: its last chunk is held back until
+    the whole object hashed to its id, so a stream that fails stops short of it. Raises
+    :class:`CorruptObject` naming the object."""
+    for attempt in (0, 1):
+        size, codec, length, chunks = open_stored(store, oid)
+        if length > CHUNK:
+            return size, codec, length, _checked(store, oid, size, codec, chunks)
+        stored = b"".join(chunks)
+        try:
+            for _ in _checked(store, oid, size, codec, iter((stored,))):
+                pass
+        except CorruptObject:
+            if attempt:
+                raise
+            store.close()  # forget cached pack descriptors and names, then look again
+            continue
+        return size, codec, length, iter((stored,))
+    raise AssertionError("unreachable")
+
+
+def _checked(store: ObjectStore, oid: bytes, size: int, codec: int,
+             chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` (stored bytes) as they are, hashed on the way; the last one is yielded
+    only once the whole object matched ``oid`` (a clone: the seal it starts with)."""
+    hasher = store.new_hasher()
+    dec = FrameDecoder() if codec == ZSTD else None
+    head = len(oid) if codec == CLONE else 0  # a clone is sent as seal + raw bytes
+    seal = b""
+    total = 0
+    held: bytes | None = None
+    try:
+        for chunk in chunks:
+            if held is not None:
+                yield held
+            held = body = chunk
+            if len(seal) < head:
+                take = head - len(seal)
+                seal, body = seal + body[:take], body[take:]
+            raw = dec.decompress(body) if dec is not None else body
+            hasher.update(raw)
+            total += len(raw)
+    except zstandard.ZstdError:
+        total = -1  # cannot be decompressed: damaged, as below
+    if codec not in (RAW, ZSTD, CLONE) or total != size \
+            or hasher.digest() != (seal if codec == CLONE else oid):
+        raise CorruptObject(f"object {oid.hex()[:16]} in the local store is damaged (its "
+                            "bytes do not match its id), so it was not sent; run "
+                            "`ctrlz verify`")
+    if held is not None:
+        yield held
+
+
 def _file_chunks(f: BinaryIO, length: int, oid: bytes) -> Iterator[bytes]:
     with f:
         left = length

@@ -19,6 +19,7 @@ from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored
 from ...state.trees import Entry, decode_tree
 from .chunklists import read_lists
 from .refs import entries
+from .repair import checked, good_copy
 from .walk import walk_levels
 
 
@@ -96,8 +97,14 @@ def remote_tree_fetcher(remote: RemoteRepo, index: RemoteIndex, errors: list[str
             wanted.append((oid, loc))
         for oid, loc, stored in _fetch_tolerant(remote, wanted, errors):
             try:
-                got[oid] = decode_tree(check_stored(remote.digest, oid, loc.size, loc.codec,
-                                                   stored))
+                try:
+                    data = check_stored(remote.digest, oid, loc.size, loc.codec, stored)
+                except RemoteError:
+                    alt = good_copy(remote, index, oid, loc, checked(remote))
+                    if alt is None:
+                        raise
+                    data = alt[2]
+                got[oid] = decode_tree(data)
             except (RemoteError, CorruptObject) as exc:
                 msg = f"tree {oid.hex()[:16]} in {pack_key(loc.pack)}: {exc}"
                 if errors is None:
@@ -159,8 +166,11 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
         try:
             check_stored(remote.digest, oid, loc.size, loc.codec, stored)
         except RemoteError as exc:
-            report.errors.append(f"{pack_key(loc.pack)}: {exc}")
-            continue
+            alt = good_copy(remote, index, oid, loc, checked(remote))
+            if alt is None:
+                report.errors.append(f"{pack_key(loc.pack)}: {exc}")
+                continue
+            live_packs.add(alt[0].pack)
         report.objects += 1
         report.bytes += loc.size
         if progress:
@@ -197,7 +207,11 @@ def _verify_chunked(remote: RemoteRepo, index: RemoteIndex,
             try:
                 got[cid] = check_stored(remote.digest, cid, cloc.size, cloc.codec, stored)
             except RemoteError as exc:
-                report.errors.append(f"{pack_key(cloc.pack)}: {exc}")
+                alt = good_copy(remote, index, cid, cloc, checked(remote))
+                if alt is None:
+                    report.errors.append(f"{pack_key(cloc.pack)}: {exc}")
+                else:
+                    got[cid] = alt[2]
         if missing or len(got) != len(wanted):
             continue
         hasher = remote.new_hasher()

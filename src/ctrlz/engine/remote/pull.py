@@ -30,6 +30,7 @@ from ...state.transfer import ObjectSink, commit_received, receiving
 from ...state.trees import Entry, decode_tree
 from ...types import Snapshot
 from .chunklists import read_lists
+from .repair import checked, good_copy
 from .walk import walk_levels
 
 
@@ -57,7 +58,8 @@ def locate(index: RemoteIndex, oid: bytes, remote: RemoteRepo, what: str) -> Loc
 
 def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]], sink: ObjectSink,
                   accept: Callable[[bytes, Location, bytes, Any], None],
-                  raw: bool = True, write_loose: bool = False) -> None:
+                  raw: bool = True, write_loose: bool = False,
+                  index: RemoteIndex | None = None) -> None:
     """Fetch objects, check each against its id on the download threads
     (:meth:`ObjectSink.check`), and hand it to ``accept`` with its raw bytes (``raw``; else
     only a clone's, which staging needs: a 2 GB clone keeps one form of each file in memory,
@@ -66,7 +68,10 @@ def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]], sink
     ``write_loose``: an object stored loose (large, or a clone) is also written to its temp
     file there (:meth:`ObjectSink.write_loose`), and ``accept`` gets that file's
     ``(path, length)`` instead of bytes: a clone's disk writes then run beside its downloads,
-    not one after another on this thread."""
+    not one after another on this thread.
+
+    ``index``: an object whose copy is damaged is read from another copy, if one checks out
+    (``push --repair`` uploads one: :mod:`.repair`)."""
 
     def check(oid: bytes, loc: Location, stored: bytes) -> Any:
         try:
@@ -84,6 +89,11 @@ def fetch_checked(remote: RemoteRepo, wanted: list[tuple[bytes, Location]], sink
         # down) before the caller's clean-up sweeps the store
         for oid, loc, stored, data in fetched:
             if isinstance(data, CorruptObject) or data is None:
+                alt = good_copy(remote, index, oid, loc, check) if index is not None else None
+                if alt is not None:
+                    loc, stored, data = alt
+                    accept(oid, loc, stored, data)
+                    continue
                 raise RemoteError(f"{remote.url}: {data} in {pack_key(loc.pack)}; the remote "
                                   "copy is damaged (run `ctrlz verify --remote`); nothing was "
                                   "pulled")
@@ -155,7 +165,7 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
             if progress:
                 progress(len(stored))
 
-        fetch_checked(remote, wanted, sink, accept)
+        fetch_checked(remote, wanted, sink, accept, index=index)
         return got
 
     # a tree the store already has is complete below it: not entered
@@ -176,7 +186,7 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
         if progress:
             progress(len(stored))
 
-    fetch_checked(remote, wanted, sink, accept_blob, raw=False, write_loose=True)
+    fetch_checked(remote, wanted, sink, accept_blob, raw=False, write_loose=True, index=index)
 
 
 def _committed(repo: Repository, oid: bytes) -> bool:
@@ -209,9 +219,13 @@ def fetch_chunked(remote: RemoteRepo, index: RemoteIndex, sink: ObjectSink,
             try:
                 data = check_stored(remote.digest, cid, loc.size, loc.codec, stored)
             except RemoteError as exc:
-                raise RemoteError(f"{remote.url}: chunk {exc} in {pack_key(loc.pack)}; the "
-                                  "remote copy is damaged (run `ctrlz verify --remote`); "
-                                  "nothing was pulled") from None
+                alt = good_copy(remote, index, cid, loc, checked(remote))
+                if alt is not None:
+                    data = alt[2]
+                else:
+                    raise RemoteError(f"{remote.url}: chunk {exc} in {pack_key(loc.pack)}; "
+                                      "the remote copy is damaged (run `ctrlz verify "
+                                      "--remote`); nothing was pulled") from None
             for path, offset, n in places[cid]:
                 if n != len(data):
                     raise RemoteError(f"{remote.url}: chunk {cid.hex()[:16]} in "

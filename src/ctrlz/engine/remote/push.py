@@ -48,11 +48,12 @@ from ...state.remote.repo import (
     pack_key,
 )
 from ...state.repository import Repository
-from ...state.transfer import open_stored
+from ...state.transfer import open_checked
 from ...types import Snapshot
 from ..reach import Needed, needed_objects
 from .chunklists import chunked_among, read_lists
 from .refs import add_entries, entries, update_ref
+from .repair import damaged_copies
 
 T = TypeVar("T")
 
@@ -69,13 +70,15 @@ class PushReport:
     bytes: int = 0  # bytes uploaded (packs and indexes)
     trees_walked: int = 0  # trees read to find what the remote lacks
     trees_known: int = 0  # trees not entered: known complete on the remote from earlier pushes
+    repaired: int = 0  # objects whose remote copy was damaged, sent again (``repair``)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "push", "remote": self.remote, "workspace": self.workspace,
                 "pushed": self.pushed, "already_there": self.already,
                 "objects_uploaded": self.objects, "objects_reused": self.reused,
                 "packs": self.packs, "bytes_uploaded": self.bytes,
-                "trees_walked": self.trees_walked, "trees_known": self.trees_known}
+                "trees_walked": self.trees_walked, "trees_known": self.trees_known,
+                "objects_repaired": self.repaired}
 
 
 class _Uploader:
@@ -127,7 +130,7 @@ class _Uploader:
                         raise AssertionError("chunked blobs out of order")
                     items = self._chunked(oid, data, cut)
                 else:
-                    raw, codec, _length, chunks = open_stored(self.repo.objects, oid)
+                    raw, codec, _length, chunks = open_checked(self.repo.objects, oid)
                     items = [(oid, raw, codec, b"".join(chunks))]
                 for item in items:
                     batch.append(item)
@@ -280,10 +283,14 @@ class _Uploader:
 def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
          snaps: Sequence[Snapshot], origins: dict[str, dict[str, Any]], cache: Path | None,
          *, known: Path | None = None, workers: int = 4,
-         progress: Callable[[int], None] | None = None) -> PushReport:
+         progress: Callable[[int], None] | None = None, repair: bool = False) -> PushReport:
     """Push ``snaps`` (oldest first) to ``remote`` under ``workspace``'s ref. ``known`` is
     the file of trees known to be complete on this remote (:mod:`ctrlz.state.remote.known`):
-    read to skip them, and extended once the ref is written."""
+    read to skip them, and extended once the ref is written.
+
+    ``repair``: every object the push would rely on, for all of ``snaps`` (pushed before or
+    not), is downloaded and checked, and one whose copy is damaged is sent again
+    (:mod:`.repair`); the known-complete cache is not trusted for that walk."""
     report = PushReport(remote.url, workspace)
     if remote.algorithm != repo.algorithm:
         raise RemoteError(f"{remote.url} holds {remote.algorithm} object ids and this store "
@@ -298,24 +305,36 @@ def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
         there = {e["id"] for e in entries(doc)}
         report.already = [s.id for s in snaps if s.id in there]
         todo = [s for s in snaps if s.id not in there]
-        if not todo:
+        if not todo and not repair:
             pool.shutdown(wait=True, cancel_futures=True)
             return report
         # the gc state is read before any pack is relied on: the pusher's half of the rule
         condemned, checked = gc_f.result()
         index = index_f.result()
     index.avoid(condemned)  # a copy gc keeps (a repacked pack's objects) over one it drops
-    cached = load_known(known, remote.identity) if known is not None else KnownTrees()
-    plan = _Plan(repo, remote, index, [s.root for s in todo], cached, condemned)
+    cached = load_known(known, remote.identity) if known is not None and not repair \
+        else KnownTrees()
+    plan = _Plan(repo, remote, index, [s.root for s in (snaps if repair else todo)], cached,
+                 condemned)
     uploader = _Uploader(repo, remote, index, report, workers, progress, cache, has=plan.has)
     try:
         plan.walk()
-        uploader.upload(plan.needed.blobs, DATA)
-        uploader.upload(plan.needed.trees, TREE)
+        if repair:
+            plan.damaged = damaged_copies(remote, index, plan.relied)
+            report.repaired = len(plan.damaged)
+            if plan.damaged:
+                plan.walk()  # the damaged copies are not relied on now: they are sent
+        # a repair's pack must not be the damaged pack's name again, byte for byte: an
+        # upload of an existing name is skipped (create-only, content-addressed)
+        salt = os.urandom(8) if report.repaired else bytes(8)
+        uploader.upload(plan.needed.blobs, DATA, salt)
+        uploader.upload(plan.needed.trees, TREE, salt)
         uploader.finish()
         report.reused = plan.reused()  # chunks too: an upload relies on those already there
         checked = _recheck(remote, plan, uploader, condemned, checked)
         new = [{**to_record(s), "origin": origins.get(s.id, {})} for s in todo]
+        if not new:  # a repair of snapshots the ref names already: their objects are sent
+            return report
 
         def before_write() -> None:
             nonlocal checked
@@ -353,11 +372,12 @@ class _Plan:
         self.needed = Needed()
         self.checked: set[bytes] = set()  # chunked blobs whose chunks were relied on
         self.parent_of: dict[bytes, bytes] = {}  # chunk -> a chunked blob it belongs to
+        self.damaged: set[bytes] = set()  # objects whose remote copy is bad (``repair``)
 
     def has(self, oid: bytes) -> bool:
         """Does the remote hold ``oid`` in a pack gc keeps? If so, this push relies on it."""
         loc = self.index.objects.get(oid)
-        if loc is None or loc.pack in self.condemned:
+        if loc is None or loc.pack in self.condemned or oid in self.damaged:
             return False
         self.relied.setdefault(loc.pack, set()).add(oid)
         return True

@@ -1,0 +1,94 @@
+"""Damaged objects are never sent: a push or an export checks each object against its id
+before it leaves, and `push --repair` replaces a remote copy found damaged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..conftest import tree_state
+from .conftest import ctrlz, make_ws
+
+
+def _store(home: Path) -> Path:
+    (store,) = (home / "workspaces").iterdir()
+    return store
+
+
+def _flip(path: Path, needle: bytes) -> None:
+    """Flip one bit inside ``needle`` where it sits (raw) in ``path``: bit rot."""
+    data = bytearray(path.read_bytes())
+    at = data.find(needle)
+    assert at >= 0, path
+    data[at + 5] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def _damage_raw(store: Path, needle: bytes) -> None:
+    for p in store.rglob("*"):
+        if p.is_file() and needle in p.read_bytes():
+            _flip(p, needle)
+            return
+    raise AssertionError("object not found raw in the store")
+
+
+def test_a_damaged_packed_object_is_neither_pushed_nor_exported(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    precious = os.urandom(400)  # incompressible: stored raw in a pack
+    ws = make_ws(tmp_path / "ws", {"precious.bin": precious, "a.txt": "a\n"}, home)
+    ctrlz("snapshot", "-m", "base", cwd=ws, home=home)
+    ctrlz("remote", "add", "origin", f"file://{tmp_path}/rem", cwd=ws, home=home)
+    _damage_raw(_store(home), precious)
+    r = ctrlz("push", cwd=ws, home=home, ok=False)
+    assert "in the local store is damaged" in r.err and "ctrlz verify" in r.err
+    assert ctrlz("list", "--remote", "origin", "--json", cwd=ws, home=home,
+                 ok=None).out.count("snap_") == 0
+    arc = tmp_path / "a.ctrlz"
+    r = ctrlz("export", "latest", "-o", str(arc), cwd=ws, home=home, ok=False)
+    assert "in the local store is damaged" in r.err and not arc.exists()
+
+
+def test_a_damaged_large_loose_object_is_not_exported(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    big = os.urandom(6 << 20)  # loose, stored raw, sent in more than one piece
+    ws = make_ws(tmp_path / "ws", {"big.bin": big}, home)
+    ctrlz("snapshot", "-m", "base", cwd=ws, home=home)
+    _damage_raw(_store(home), big[: 1 << 16])
+    arc = tmp_path / "a.ctrlz"
+    r = ctrlz("export", "latest", "-o", str(arc), cwd=ws, home=home, ok=False)
+    assert "in the local store is damaged" in r.err and not arc.exists()
+    r = ctrlz("export", "latest", "-o", "-", cwd=ws, home=home, ok=False)
+    assert "in the local store is damaged" in r.err
+    assert len(r.out) < len(big)  # the stream stopped short of the whole object
+
+
+def test_push_repair_replaces_a_damaged_remote_copy_with_a_healthy_one(tmp_path: Path) -> None:
+    precious = os.urandom(400)
+    rem = f"file://{tmp_path}/rem"
+    home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
+    a = make_ws(tmp_path / "a", {"precious.bin": precious}, home_a)
+    ctrlz("snapshot", "-m", "a", cwd=a, home=home_a)
+    ctrlz("remote", "add", "origin", rem, cwd=a, home=home_a)
+    ctrlz("push", cwd=a, home=home_a)
+    _damage_raw(tmp_path / "rem" / "data", precious)  # the remote's copy rots
+    r = ctrlz("verify", "--remote", "origin", cwd=a, home=home_a, ok=None)
+    assert r.code != 0
+    # a healthy machine holding the same file: a plain push relies on the remote's copy
+    b = make_ws(tmp_path / "b", {"precious.bin": precious}, home_b)
+    ctrlz("snapshot", "-m", "b", cwd=b, home=home_b)
+    ctrlz("remote", "add", "origin", rem, cwd=b, home=home_b)
+    ctrlz("push", cwd=b, home=home_b)
+    r = ctrlz("clone", rem, str(tmp_path / "c1"), "--workspace", "b", cwd=tmp_path,
+              home=tmp_path / "home-c1", ok=False)
+    assert "damaged" in r.err
+    # --repair downloads what it relies on, finds the damaged copy and uploads a good one
+    out = ctrlz("push", "--repair", "--json", cwd=b, home=home_b).json()
+    assert out["objects_repaired"] == 1
+    ctrlz("verify", "--remote", "origin", cwd=b, home=home_b)
+    ctrlz("clone", rem, str(tmp_path / "c2"), "--workspace", "b", cwd=tmp_path,
+          home=tmp_path / "home-c2")
+    assert tree_state(tmp_path / "c2") == tree_state(b)
+    # a's snapshot reaches the same object: it is whole again for every workspace
+    ctrlz("clone", rem, str(tmp_path / "c3"), "--workspace", "a", cwd=tmp_path,
+          home=tmp_path / "home-c3")
+    assert (tmp_path / "c3" / "precious.bin").read_bytes() == precious
