@@ -737,6 +737,44 @@ def test_a_file_hook_is_answered_while_the_daemon_is_busy(
     assert hook_errors(ws, ws.root.parent / "home") == []
 
 
+@pytest.mark.parametrize("door", [True, False], ids=["native-door", "python-hook"])
+def test_a_hook_the_daemon_answers_too_late_is_done_by_the_hook_and_dropped_by_the_daemon(
+        ws: Workspace, door: bool) -> None:
+    """A daemon that takes a Bash call's hook and then stalls (here SIGSTOP) was waited for
+    300 s, while an agent kills a hook after 30 s and runs the tool anyway; woken later, the
+    daemon recorded the snapshot it took then, after `rm -rf src`, as the state before the
+    call, and `ctrlz rewind` put nothing back. Now the hook gives up on the daemon in time
+    and takes the snapshot itself, and the daemon drops the request it comes to too late."""
+    if door and not is_native(HOOK):
+        pytest.skip("ctrlz-hook is not the native door here")
+    status = ctrlz("daemon", "status", "--json", cwd=ws.root)
+    pid = json.loads(status.stdout)["pid"]
+    bash = claude(ws, "s-late", "PreToolUse", tool_name="Bash", tool_use_id="toolu_rm",
+                  tool_input={"command": "rm -rf src"})
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run = subprocess.run([HOOK, "claude"], input=json.dumps(bash).encode(), cwd=ws.root,
+                             capture_output=True, timeout=29,  # the agent's limit is 30 s
+                             env={**os.environ, "CTRLZ_DOOR_TRACE": "1",
+                                  **({} if door else {"CTRLZ_DOOR": "0"})})
+        assert run.returncode == 0 and errors(run) == b"", run.stderr
+        assert not served(run)
+        shutil.rmtree(ws.root / "src")  # the agent runs the tool
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    log = ws.store_path / "daemon.log"
+    for _ in range(600):  # the woken daemon reads the request it was sent
+        if "dropped a hook" in (log.read_text() if log.exists() else ""):
+            break
+        time.sleep(0.1)
+    assert "dropped a hook" in log.read_text()
+    assert [c["kind"] for c in calls(ws, "s-late")] == ["bash"]
+    rewound = ctrlz("rewind", "toolu_rm", "--session", "s-late", cwd=ws.root)
+    assert rewound.returncode == 0, rewound.stderr
+    assert (ws.root / "src" / "a.py").read_text() == "a = 1\n"
+    assert hook_errors(ws, ws.root.parent / "home") == []
+
+
 def test_a_hook_whose_interpreter_is_gone_never_fails_the_agent(tmp_path: Path) -> None:
     """The Python hook cannot run: a one-line warning on stderr, exit 0 (a non-zero hook
     would fail, or under Copilot CLI deny, the agent's tool call)."""

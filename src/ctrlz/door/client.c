@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "door.h"
@@ -41,6 +42,15 @@
 #define DOOR_VERSION 1
 #define CONNECT_TIMEOUT_S 2
 #define REPLY_TIMEOUT_S 300       /* as ctrlz.session.daemon_client.REPLY_TIMEOUT_S */
+/* A hook waits this long for the daemon, then does its work itself: an agent kills a hook
+ * after 30 s (the timeout `ctrlz install` writes) and runs the tool anyway. The daemon starts
+ * no hook work after HOOK_START_BY_S (the request's "start_by_ns", on CLOCK_MONOTONIC, which
+ * every process of the machine shares): work it starts in time holds the locks the hook's own
+ * process then waits for, so whichever captures first captures before the tool runs, and work
+ * it would start later, with the tool perhaps run, it drops. As
+ * ctrlz.session.daemon_client.HOOK_REPLY_TIMEOUT_S and HOOK_START_BY_S. */
+#define HOOK_REPLY_TIMEOUT_S 10
+#define HOOK_START_BY_S 8
 #define REPLY_MAX (256u << 20)    /* a reply longer than this is no answer */
 
 /* what the Python CLI runs: the console script's three lines, with argv[0] put back */
@@ -79,6 +89,15 @@ static int build_request(buf *b, int argc, char **argv, const buf *stdin_data, c
     if (stdin_data && (buf_str(b, ", \"stdin\": ") ||
                        json_bytes(b, stdin_data->data ? stdin_data->data : "", stdin_data->len)))
         return -1;
+    if (stdin_data) {
+        struct timespec now;
+        char start_by[48];
+        if (clock_gettime(CLOCK_MONOTONIC, &now)) return -1;
+        snprintf(start_by, sizeof start_by, ", \"start_by_ns\": %lld",
+                 (long long)now.tv_sec * 1000000000LL + now.tv_nsec +
+                     HOOK_START_BY_S * 1000000000LL);
+        if (buf_str(b, start_by)) return -1;
+    }
     if (buf_str(b, ", \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
         buf_str(b, ", \"tty_err\": ") || buf_str(b, isatty(2) ? "true" : "false") ||
         buf_str(b, ", \"cwd\": ") || json_str(b, cwd) || buf_str(b, ", \"root\": ") ||
@@ -209,7 +228,8 @@ static int door(int argc, char **argv, int once, const buf *hook) {
     signals_set = 1;
     fd = connect_daemon(store);
     if (fd < 0) goto out;
-    struct timeval tv = {once ? 0 : REPLY_TIMEOUT_S, 0};  /* a restore takes what it takes */
+    /* a restore takes what it takes; a hook must leave time to do its work itself */
+    struct timeval tv = {once ? 0 : hook ? HOOK_REPLY_TIMEOUT_S : REPLY_TIMEOUT_S, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (write_all(fd, request.data, request.len)) {
         trace("the daemon took no request: %s", strerror(errno));
@@ -223,6 +243,10 @@ static int door(int argc, char **argv, int once, const buf *hook) {
         if (got < 0) {
             snprintf(lost, sizeof lost, "[Errno %d] %s", errno, strerror(errno));
             trace("no answer: %s", lost);
+            /* the hook's own process must not wait for this daemon a second time: the agent
+             * gives a hook 30 s (ctrlz.toolcalls.shell.workspace_snapshot reads this) */
+            if (hook && (errno == EAGAIN || errno == EWOULDBLOCK))
+                setenv("CTRLZ_HOOK_DAEMON_LATE", "1", 1);
             break;
         }
         if (got == 0) break;

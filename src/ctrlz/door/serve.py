@@ -40,6 +40,7 @@ from ..cli import listing, render, rolling, taking
 from ..config import load_config
 from ..errors import CtrlzError
 from ..locator import home_dir, locate
+from ..session import daemon_client
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -189,13 +190,15 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     if journal.pending(daemon.ws.store_path):
         raise _Declined("a restore's journal is there")
 
+    start_by = message.get("start_by_ns")
+
     def take_snapshot(label: str) -> str:
         from ..session.serial import DaemonStopping
 
         try:  # on the serving thread, after the requests before it: the daemon's own state
             reply = daemon.serial.run(lambda: daemon.snapshot({
                 "op": "snapshot", "type": "tool", "label": label, "pinned": False,
-                "session_id": None, "config": settings}))
+                "session_id": None, "config": settings, "start_by_ns": start_by}))
         except DaemonStopping as exc:
             raise Declined(str(exc)) from None
         if reply.get("ok") is not True:
@@ -204,6 +207,11 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
 
     ctx.take_snapshot = take_snapshot
     daemon.last_request = time.monotonic()  # an agent at work keeps its daemon
+    if daemon_client.too_late(message):  # see daemon_client.HOOK_START_BY_S
+        import logging
+
+        logging.getLogger("ctrlz.daemon").warning("dropped a hook: its caller stopped waiting")
+        raise _Declined("the hook stopped waiting; it does its work itself")
     try:
         handle_recorded(payload, (argv + [""])[2], ctx)
     except Declined as exc:

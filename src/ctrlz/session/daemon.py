@@ -54,6 +54,7 @@ from ..sources.watch import Watcher
 from ..state.exclude import Matcher
 from ..state.statcache import StatCache
 from ..state.trees import encode_tree
+from . import daemon_client
 from .protected import ProtectedWorkspace
 from .serial import Serial
 
@@ -245,6 +246,9 @@ class Daemon:
         label = message.get("label")
         session_id = message.get("session_id")
         with repo.lock:
+            if daemon_client.too_late(message):  # the hook is doing it itself, or was killed
+                log.warning("dropped a hook's snapshot: its caller stopped waiting")
+                return {"ok": False, "error": "the hook stopped waiting for this snapshot"}
             interrupted = self._interrupted()
             if interrupted is not None:
                 return interrupted

@@ -47,6 +47,16 @@ REPLY_TIMEOUT_S = 300.0
 #: waits for that lock cannot answer until its wait times out; rather than stall, the caller
 #: scans fully (the answer, if it comes late, is then never confirmed; see ``hand_out_dirty``).
 DIRTY_TIMEOUT_S = 3.0
+#: A hook's request: an agent kills a hook after 30 s (the timeout `ctrlz install` writes)
+#: and runs the tool anyway, so a hook waits this long for the daemon and then does its work
+#: itself; and the daemon starts no work for it after ``start_by_ns`` (its request's field,
+#: :data:`HOOK_START_BY_S` after it was sent, on the monotonic clock every process of the
+#: machine shares). Work the daemon starts in time holds the locks the hook's own process then
+#: waits for, so it captures before the tool runs; work it would start later, when the tool may
+#: have run, it drops (it used to record that as the state before the tool call). As the
+#: native door's HOOK_REPLY_TIMEOUT_S and HOOK_START_BY_S (door/client.c).
+HOOK_REPLY_TIMEOUT_S = 10.0
+HOOK_START_BY_S = 8.0
 #: A request with no reply timeout still wakes this often (see :func:`read_message`).
 _TICK_S = 0.5
 
@@ -188,12 +198,28 @@ def _unix_socket() -> socket.socket:
 
 def snapshot(store: StrPath, *, type: str, label: str | None = None,
              session_id: str | None = None, pinned: bool = False,
-             config: dict[str, Any] | None = None) -> dict[str, Any]:
+             config: dict[str, Any] | None = None, hook: bool = False) -> dict[str, Any]:
     """Ask the daemon for a snapshot; returns its reply (``snapshot``: id, number, root, ...;
     ``scan``: ``dirty`` or ``full``; ``dirty_dirs``). ``config``: the caller's settings,
-    which the daemon refuses to serve unless they are the ones it runs with."""
-    return request(store, {"op": "snapshot", "type": type, "label": label,
-                           "session_id": session_id, "pinned": pinned, "config": config})
+    which the daemon refuses to serve unless they are the ones it runs with. ``hook``: a
+    hook's snapshot, with a hook's deadlines (:data:`HOOK_REPLY_TIMEOUT_S`)."""
+    message: dict[str, Any] = {"op": "snapshot", "type": type, "label": label,
+                               "session_id": session_id, "pinned": pinned, "config": config}
+    if not hook:
+        return request(store, message)
+    message["start_by_ns"] = start_by()
+    return request(store, message, timeout=HOOK_REPLY_TIMEOUT_S)
+
+
+def start_by() -> int:
+    """A hook request's ``start_by_ns``."""
+    return time.monotonic_ns() + int(HOOK_START_BY_S * 1e9)
+
+
+def too_late(message: dict[str, Any]) -> bool:
+    """Whether a hook's request came to be served after its caller stopped waiting."""
+    start_by_ns = message.get("start_by_ns")
+    return isinstance(start_by_ns, int) and time.monotonic_ns() > start_by_ns
 
 
 def restore(store: StrPath, body: dict[str, Any],

@@ -12,6 +12,7 @@ setting is off). Both produce the same snapshot.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..session import daemon_client
@@ -30,7 +31,10 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
     ``workspace`` is a :class:`ctrlz.Workspace` or anything with ``root`` and ``store_path``."""
     store = Path(workspace.store_path)
     try:
-        reply = daemon_client.snapshot(store, type="tool", label=label, session_id=session_id)
+        if os.environ.get("CTRLZ_HOOK_DAEMON_LATE"):  # the native door waited for it already
+            raise daemon_client.DaemonUnavailable("the daemon did not answer the hook in time")
+        reply = daemon_client.snapshot(store, type="tool", label=label, session_id=session_id,
+                                       hook=True)
         return str(reply["snapshot"]["id"])
     except (daemon_client.DaemonUnavailable, KeyError, TypeError):
         pass
@@ -38,10 +42,12 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
 
     ws = (workspace if isinstance(workspace, ProtectedWorkspace)
           else ProtectedWorkspace.open(workspace.root))
+    asked, ws.use_daemon = ws.use_daemon, False  # it was asked above: not a second time
     try:
         snap = ws.snapshot(type="tool", label=label, session_id=session_id)
         daemon_client.autostart(ws.root, ws.store_path, ws.config["daemon"])
     finally:
+        ws.use_daemon = asked
         if ws is not workspace:
             ws.close()
     return snap.id
