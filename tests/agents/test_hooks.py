@@ -328,6 +328,48 @@ def test_a_rewind_past_a_shell_call_puts_back_ignored_files_later_file_tools_cha
     assert (ws / "built.txt").read_text() == "built\n"
 
 
+@pytest.mark.parametrize("tool", ["Edit", "Write"])
+def test_a_hand_edit_after_a_denied_tool_call_is_left_alone_by_a_rewind(ws: Path,
+                                                                        tool: str) -> None:
+    """Claude Code runs PreToolUse before its permission prompt: a denied (or interrupted)
+    call has a pre-image and no post-tool event. A file the user then wrote by hand was
+    overwritten by `ctrlz rewind`, or deleted when the denied call was a Write of a new file,
+    with exit 0 and nothing listed; now it is left alone and listed."""
+    rel = "README.md" if tool == "Edit" else "design.md"
+    h = lambda p: hook("claude", p, ws)  # noqa: E731
+    h(claude("UserPromptSubmit", ws, prompt="go"))
+    denied = {"file_path": str(ws / rel), "old_string": "#", "new_string": "##",
+              "content": "agent draft\n"}
+    h(claude("PreToolUse", ws, tool_name=tool, tool_input=denied, tool_use_id="toolu_no"))
+    edit = {"file_path": str(ws / "src" / "app.py"), "old_string": "hello",
+            "new_string": "bye"}
+    h(claude("PreToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id="toolu_ok"))
+    (ws / "src" / "app.py").write_text("print('bye')\n")
+    h(claude("PostToolUse", ws, tool_name="Edit", tool_input=edit, tool_use_id="toolu_ok",
+             tool_response={"filePath": edit["file_path"], "success": True}))
+    (ws / rel).write_text("the user's own words\n")
+
+    out = json.loads(ctrlz("rewind", "1", "--json", cwd=ws))
+    assert (ws / rel).read_text() == "the user's own words\n"
+    assert [s["path"] for s in out["skipped"]] == [rel]
+    assert "no record says by whom" in out["skipped"][0]["reason"]
+    assert (ws / "src" / "app.py").read_text() == INITIAL["src/app.py"]
+    ctrlz("undo", cwd=ws)
+    forced = json.loads(ctrlz("rewind", "1", "--force", "--json", cwd=ws))
+    assert forced["skipped"] == []
+    assert not (ws / rel).exists() if tool == "Write" else (
+        (ws / rel).read_text() == INITIAL["README.md"])
+
+
+def test_a_denied_tool_call_that_changed_nothing_is_rewound_quietly(ws: Path) -> None:
+    h = lambda p: hook("claude", p, ws)  # noqa: E731
+    h(claude("UserPromptSubmit", ws, prompt="go"))
+    denied = {"file_path": str(ws / "README.md"), "old_string": "#", "new_string": "##"}
+    h(claude("PreToolUse", ws, tool_name="Edit", tool_input=denied, tool_use_id="toolu_no"))
+    out = json.loads(ctrlz("rewind", "1", "--json", cwd=ws))
+    assert out["skipped"] == [] and (ws / "README.md").read_text() == INITIAL["README.md"]
+
+
 def test_rewind_past_a_pruned_shell_snapshot_is_refused(ws: Path) -> None:
     run_claude_session(ws, module=True)
     listing = json.loads(ctrlz("rewind", "--list", "--json", cwd=ws))["tool_calls"]

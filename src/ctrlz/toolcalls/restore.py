@@ -10,7 +10,9 @@ So a tool-call restore obeys the same safety contract and is undone by the same 
 
 "Changed after the tool call" compares content (kind and object id), never size or mtime: the
 path's state now with what the last chosen tool call left there (its recorded post-image, or the
-next tool call's pre-image).
+next tool call's pre-image). With neither (a call the user denied or interrupted, whose
+post-tool event never came), a path that holds anything but a state the calls went through is
+left alone too: it may be the user's own edit.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ if TYPE_CHECKING:
     from ..types import Snapshot
 
 _IMAGE_KIND = {TREE_FILE: FILE, TREE_SYMLINK: SYMLINK, TREE_DIR: DIR}
+CHANGED_AFTER = "changed after the tool call (a later edit); use force to overwrite"
+#: no post-tool event came (the call was denied or interrupted, or its hook did not run) and no
+#: later call captured the path: what is there now may be the user's, so it is not overwritten
+UNKNOWN_AFTER = ("changed since the tool call, and no record says by whom (the call was denied "
+                 "or interrupted, or its post-tool hook did not run); use force to overwrite")
 
 
 @dataclass
@@ -117,10 +124,13 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
             if reason is None and not force:
                 then = lookup(ctx.read, base.root, vpath) if from_base else current
                 known = then is not None or not from_base  # an ignored path: B cannot tell
-                if want is not None and known and (now := _key(then, ws.repo.objects)) != (
-                        want.key) and now not in seen:
-                    reason = ("changed after the tool call (a later edit); use force to "
-                              "overwrite")
+                now = _key(then, ws.repo.objects) if known else None
+                if now is None or now in seen:
+                    pass  # what the calls themselves went through, or B cannot tell
+                elif want is None:
+                    reason = UNKNOWN_AFTER
+                elif now != want.key:
+                    reason = CHANGED_AFTER
             if reason is not None:
                 skipped[rel] = reason
                 if shell is not None:
