@@ -264,6 +264,25 @@ def test_register_unregister_and_watcher(svc: Service, tmp_path: Path) -> None:
     assert listed[ws]["registered"] is False  # still known: its store is there
 
 
+def test_a_directory_inside_the_store_home_is_refused_as_a_workspace(svc: Service) -> None:
+    """A store (or anything under ``$CTRLZ_HOME``) protected as a workspace would have its
+    rollbacks rewrite another workspace's catalog: the API and ``ctrlz init`` both refuse."""
+    _, ws = svc.workspace("owner-of-a-store")
+    store = svc.home / "workspaces" / ws
+    before = {w["id"] for w in svc.ok("GET", "/v1/workspaces")}
+    for inside in (store, store / "packs", svc.home / "workspaces"):
+        if not inside.is_dir():
+            continue
+        r = svc.api("POST", "/v1/workspaces", {"path": str(inside)})
+        assert r.status_code == 400, r.text
+        msg = r.json()["message"]
+        assert "inside the ctrlz store home" in msg and "\n" not in msg
+        cli = svc.ctrlz("init", str(inside), ok=False)
+        assert cli.returncode != 0 and "inside the ctrlz store home" in cli.stderr
+        assert len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+    assert {w["id"] for w in svc.ok("GET", "/v1/workspaces")} == before
+
+
 def test_timeline_rows_and_pages(svc: Service) -> None:
     """The compact timeline and the paged list name the same snapshots as the full list, in
     the same order; a page starts after the ``before`` it was given."""

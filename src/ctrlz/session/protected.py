@@ -69,6 +69,17 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
+def _refuse_root_in_home(root: Path, home: Path) -> None:
+    """A directory inside the store home (a store, its objects) is never a workspace: one
+    protected there has its "restores" rewrite another workspace's catalog and packs under
+    that workspace's feet, unseen by its verify. Every protecting and opening goes through
+    here (``ctrlz init``, ``POST /v1/workspaces``, the faces' opens); one made before this
+    check cannot be opened either."""
+    if _inside(root, home):
+        raise UsageError(f"{root} is inside the ctrlz store home {home}, which holds stores, "
+                         "not workspaces; protect a directory outside it")
+
+
 class ProtectedWorkspace:
     """A workspace ctrlz protects, opened: root, store, configuration, snapshot policy."""
 
@@ -145,6 +156,7 @@ class ProtectedWorkspace:
             raise UsageError(f"{root} is not a directory")
         root = root.resolve()
         home = Path(home or default_home()).expanduser()
+        _refuse_root_in_home(root, home)
         store = store_path_for(root, home)
         if _inside(home, root) or _inside(store, root):
             raise WorkspaceError(
@@ -185,6 +197,7 @@ class ProtectedWorkspace:
                                      "catalog.db is missing or not a file")
             raise WorkspaceError(f"{Path(start).expanduser().resolve()} is not inside a protected "
                                  "workspace; run `ctrlz init` there first")
+        _refuse_root_in_home(root, home)
         return cls(root, store_path_for(root, home), config or load_config(root), home)
 
     def close(self) -> None:
