@@ -81,6 +81,40 @@ def test_unreadable_files_are_reported_not_fatal(ws_dir: Path, tmp_path: Path) -
     assert (ws_dir / "secret.txt").exists() and (ws_dir / "sub" / "x").exists()
 
 
+def test_a_read_only_directory_a_rollback_put_back_does_not_stop_its_undo(
+        ws_dir: Path) -> None:
+    """Directory modes are set last, after every write; so the undo of a rollback that made
+    `docs` read-only again (as the snapshot had it) could not write `docs/b` back, and said
+    "run `ctrlz undo` again to finish it" on every try."""
+    make_tree(ws_dir, {"docs": {"a": "a\n"}})
+    os.chmod(ws_dir / "docs", 0o555)
+    code = """if True:
+        import os, sys
+        from ctrlz import Workspace
+        root = sys.argv[1]
+        ws = Workspace.init(root)
+        base = ws.snapshot(label="base")
+        os.chmod(f"{root}/docs", 0o755)
+        open(f"{root}/docs/b", "w").write("USERWORK\\n")
+        open(f"{root}/docs/a", "w").write("a2\\n")
+        ws.rollback(base.id)
+        assert oct(os.stat(f"{root}/docs").st_mode & 0o777) == "0o555"
+        assert not os.path.exists(f"{root}/docs/b")
+        ws.undo()
+        print(open(f"{root}/docs/b").read().strip(), open(f"{root}/docs/a").read().strip(),
+              oct(os.stat(f"{root}/docs").st_mode & 0o777))
+        ws.rollback(base.id)  # and a rollback into a read-only directory, as it is now
+        print(sorted(os.listdir(f"{root}/docs")), oct(os.stat(f"{root}/docs").st_mode & 0o777))
+    """
+    try:
+        proc = subprocess.run([*_without_dac_override(), sys.executable, "-c", code,
+                               str(ws_dir)], capture_output=True, text=True)
+    finally:
+        os.chmod(ws_dir / "docs", 0o755)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["USERWORK a2 0o755", "['a'] 0o555"]
+
+
 def test_file_growing_while_read_is_skipped_with_a_report(ws_dir: Path) -> None:
     make_tree(ws_dir, {"steady.txt": "s"})
     stop = threading.Event()

@@ -156,6 +156,7 @@ class Applier:
                 self._current = action
                 if action.path not in self._blocked:
                     self._dirmode(action)
+            self.dirs.narrow({a.path for a in self.plan.finals if a.path not in self._blocked})
             failpoints.hit("restore-before-sync")
             if self.fsync_each:  # each file and its directory were fsynced as they landed
                 emptied = []
@@ -231,7 +232,7 @@ class Applier:
 
     def _remove(self, a: Action) -> None:
         parent, name = self._split(a.path)
-        fd = self.dirs.get(parent)
+        fd = self.dirs.writable(parent)
         self._note_device(parent, fd)
         assert a.expect is not None
         try:
@@ -276,7 +277,7 @@ class Applier:
         entry = a.entry
         assert entry is not None
         if a.op == MKDIR:
-            fd = self.dirs.get(parent)
+            fd = self.dirs.writable(parent)
             try:
                 os.mkdir(name, 0o700, dir_fd=fd)
             except FileExistsError:
@@ -289,7 +290,7 @@ class Applier:
         elif a.path in self._kept:  # the directory kept there stays: the file is not placed
             self.result.conflicts.append(Skipped(a.path, KEPT_IN_THE_WAY))
         else:
-            fd = self.dirs.get(parent)
+            fd = self.dirs.writable(parent)
             self._note_device(parent, fd)
             tmp = self._temp()
             if a.op == WRITE:

@@ -97,6 +97,38 @@ class DirHandles:
         self.roots = roots
         self.limit = max(4, limit)
         self._fds: OrderedDict[bytes, int] = OrderedDict()
+        #: directories :meth:`writable` opened up, with the mode each had
+        self.widened: dict[bytes, int] = {}
+        self._checked: set[bytes] = set()
+
+    def writable(self, vdir: bytes) -> int:
+        """:meth:`get`, for a directory the caller is about to create, rename or remove names
+        in: one whose owner (this process's user) may not write or search it now gets ``u+wx``
+        until :meth:`narrow`. A restore writes files first and directory modes last, so a
+        directory the target, or the state being put back, has read-only (``chmod 555 docs``)
+        could never be written into: the rollback, or its undo, failed the same way on every
+        try. A crash in between leaves the directory with ``u+wx``, a mode the next restore
+        corrects; never a file lost."""
+        fd = self.get(vdir)
+        if vdir not in self._checked:
+            self._checked.add(vdir)
+            s = os.fstat(fd)
+            if s.st_uid == os.geteuid() and s.st_mode & 0o300 != 0o300:
+                os.fchmod(fd, st.S_IMODE(s.st_mode) | 0o300)
+                self.widened[vdir] = st.S_IMODE(s.st_mode)
+        return fd
+
+    def narrow(self, keep: set[bytes]) -> None:
+        """Give each directory :meth:`writable` opened up its mode back, but those in
+        ``keep`` (the restore has set their mode since) and those gone."""
+        for vdir, mode in self.widened.items():
+            if vdir in keep:
+                continue
+            try:
+                os.fchmod(self.get(vdir), mode)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+        self.widened.clear()
 
     def get(self, vdir: bytes) -> int:
         fd = self._fds.get(vdir)
