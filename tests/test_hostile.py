@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz import RestoreError, StoreFull, StoreLocked, Workspace
+from ctrlz import RestoreError, StoreFull, StoreLocked, UsageError, Workspace
 from ctrlz.state.lock import StoreLock
 from tests.conftest import is_root, make_tree, mounted, tree_state
 
@@ -346,3 +346,24 @@ def test_running_out_of_descriptors_fails_a_snapshot_and_never_skips_files(
             pytest.fail(f"{detail} instead of the limit's message")
     assert [k for k, _ in res["outcomes"]].count("limit") > 0  # the limit was really met
     assert res["verify"] and res["last"] == []
+
+
+def test_a_path_past_path_max_that_is_there_is_not_refused_as_naming_nothing(
+        ws_dir: Path) -> None:
+    """`os.path.lexists` says False past PATH_MAX, so a rollback of such a path was refused
+    as "in neither SNAP nor the working tree"."""
+    ws = Workspace.init(ws_dir)
+    fd = os.open(ws_dir, os.O_RDONLY)
+    for _ in range(1500):  # 6,000 bytes of path: past PATH_MAX (4096)
+        os.mkdir("ddd", dir_fd=fd)
+        nxt = os.open("ddd", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    os.close(fd)
+    base = ws.snapshot(label="base")
+    deep = "/".join(["ddd"] * 1500)
+    ws.rollback(base.id, paths=[deep])  # what the snapshot could not reach stays, reported
+    with pytest.raises(UsageError, match="in neither"):
+        ws.rollback(base.id, paths=[deep + "/nothing"])
+    subprocess.run(["rm", "-rf", str(ws_dir / "ddd")], check=True)

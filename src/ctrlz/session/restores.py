@@ -11,6 +11,7 @@ stack of the store: rollbacks, reverts, rewinds and tool-call restores all push 
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,9 +122,33 @@ def _check_paths_exist(ws: ProtectedWorkspace, target: Snapshot, rels: list[byte
 
     for rel in rels:
         if rel and ws._entry_at(target, rel) is None \
-                and not os.path.lexists(os.path.join(os.fsencode(ws.root), rel)):
+                and not _on_disk(os.fsencode(ws.root), rel):
             raise UsageError(f"{show_path(rel)}: in neither {target.id} nor the working tree; "
                              f"see `ctrlz diff {target.id} --name-status`")
+
+
+def _on_disk(root: bytes, rel: bytes) -> bool:
+    """``os.path.lexists``, for a path of any depth: past ``PATH_MAX`` it said False for a
+    path that is there, and the request was refused as naming nothing."""
+    try:
+        os.lstat(os.path.join(root, rel))
+        return True
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
+    *parents, name = rel.split(b"/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parents:  # one name at a time, as lexists follows links on the way
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+        return True
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    finally:
+        os.close(fd)
 
 
 def rollback_request(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes], kind: str,
