@@ -71,8 +71,10 @@ def gc_cmd(state: State, remote: str | None, dry_run: bool, as_json: bool) -> No
     if as_json:
         render.emit_json({"type": "gc", **report.to_json()})
         return
+    strays = (f"; and {report.strays_removed} files a failed or killed write had left"
+              if report.strays_removed else "")
     render.out(f"removed {report.removed_objects} objects ({render.size(report.removed_bytes)}),"
-               f" kept {report.kept_objects}, repacked {report.repacked_packs} packs")
+               f" kept {report.kept_objects}, repacked {report.repacked_packs} packs{strays}")
 
 
 @click.command("verify")
