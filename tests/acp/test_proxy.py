@@ -4,8 +4,10 @@ runs the terminal commands for real, in a temporary workspace."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -297,6 +299,60 @@ async def test_client_garbage_is_answered_not_forwarded(ws: Path, tmp_path: Path
         assert await proc.wait() == 0
     text = log.read_text()
     assert "Traceback" not in text and "the client sent a line that is not JSON" in text
+
+
+@contextlib.asynccontextmanager
+async def _raw_proxy(ws: Path, log: Path) -> AsyncIterator[Callable[[bytes], Awaitable[dict]]]:
+    """The proxy and the scripted agent, driven line by line: yields ``exchange(line)``,
+    which sends one line and returns the next message the proxy writes; at the end, the
+    proxy must exit 0 once its input closes, without a traceback."""
+    import asyncio
+    import json
+
+    from .editor import AGENT, CTRLZ, proxy_env
+
+    with open(log, "wb") as err:
+        proc = await asyncio.create_subprocess_exec(
+            CTRLZ, "acp", "--", sys.executable, AGENT, cwd=ws, env={**os.environ, **proxy_env()},
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err)
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        async def exchange(line: bytes) -> dict:
+            stdin.write(line + b"\n")
+            await stdin.drain()
+            return json.loads(await asyncio.wait_for(stdout.readline(), 60))
+
+        yield exchange
+        reply = await exchange(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                           "params": {"protocolVersion": 1}}).encode())
+        assert reply["id"] == 1 and "restoreToolCall" in \
+            reply["result"]["agentCapabilities"]["sessionCapabilities"]
+        stdin.close()
+        assert await proc.wait() == 0
+    assert "Traceback" not in log.read_text()
+
+
+async def test_a_deeply_nested_line_is_answered_and_the_session_goes_on(
+        ws: Path, tmp_path: Path) -> None:
+    """A line nested 5,000 levels deep (json's decoder raises RecursionError) gets a parse
+    error, where it ended the session silently with exit 0."""
+    async with _raw_proxy(ws, tmp_path / "stderr.txt") as exchange:
+        reply = await exchange(b"[" * 5000 + b"]" * 5000)
+        assert reply["id"] is None and reply["error"]["code"] == -32700
+        assert "nested too deeply" in reply["error"]["message"]
+
+
+async def test_a_ctrlz_method_with_a_lone_surrogate_is_answered_by_ctrlz_not_forwarded(
+        ws: Path, tmp_path: Path) -> None:
+    """A ctrlz method whose params hold a lone surrogate (which no UTF-8 can carry) is
+    answered by ctrlz, the surrogate escaped in its message, where the failed answer sent
+    the request on to the agent."""
+    async with _raw_proxy(ws, tmp_path / "stderr.txt") as exchange:
+        reply = await exchange(b'{"jsonrpc": "2.0", "id": 7, "method": "session/rollback", '
+                               b'"params": {"sessionId": "\\ud800"}}')
+        assert reply["id"] == 7 and reply["error"]["code"] == -32602
+        assert reply["error"]["message"].startswith("unknown session \ud800")
 
 
 async def test_sigterm_goes_on_to_the_agent(ws: Path) -> None:

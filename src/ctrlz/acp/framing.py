@@ -35,6 +35,11 @@ class Line:
         except ValueError as exc:
             self.problem = f"not JSON ({exc})"
             return
+        except RecursionError:
+            # a line nested thousands of levels deep: json's decoder gives up with a
+            # RecursionError, which must be this line's problem, not the end of the session
+            self.problem = "not JSON ctrlz can read (nested too deeply)"
+            return
         if isinstance(value, dict):
             self.message = value
         else:
@@ -73,6 +78,18 @@ class Inbound:
             return b"".join(chunks)
 
 
+def encode(message: dict[str, Any]) -> bytes:
+    """A message as one line. Names that are not UTF-8 (surrogate escapes) go out as their
+    bytes; text no encoding can carry (a lone surrogate such as ``\\ud800``, which a peer
+    may send and ctrlz may quote back in an error) goes out as a ``\\uXXXX`` escape, so
+    that every message ctrlz writes can be written."""
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return data.encode("utf-8", "surrogateescape") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+
+
 class Outbound:
     """Whole lines to a peer; after the peer is gone, writes are dropped (and ``closed``)."""
 
@@ -83,8 +100,7 @@ class Outbound:
         self.closed = False
 
     async def send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-        await self.write(data.encode("utf-8", "surrogateescape") + b"\n")
+        await self.write(encode(message))
 
     async def write(self, raw: bytes) -> None:
         async with self._lock:

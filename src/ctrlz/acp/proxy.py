@@ -89,6 +89,13 @@ class Relay:
             try:
                 await self.from_client(line)
             except Exception as exc:  # noqa: BLE001 - a bug here must not end the conversation
+                msg = line.message
+                if msg is not None and rpc.kind_of(msg) == rpc.REQUEST \
+                        and method_of(msg["method"]) is not None:
+                    # ctrlz's own methods never reach the agent, which does not know them:
+                    # the client gets the error (Outbound.send can write any message)
+                    await self.client_out.send(rpc.error_for(msg["id"], exc))
+                    continue
                 _bug("a client message", exc)
                 await self.agent_in.write(line.raw)
 
