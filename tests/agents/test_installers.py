@@ -380,3 +380,42 @@ def test_every_agent_installs_twice_as_once_and_uninstalls_to_nothing(
     assert tree(project, home) == once
     run("uninstall", agent, cwd=project)
     assert tree(project, home) == before
+
+
+CODEX_INLINE = {
+    "project": (".codex/config.toml", 'mcp_servers = { other = { command = "x" } }\n',
+                "mcp_servers as an inline table"),
+    "user": (".codex/config.toml", 'model = "m"\nhooks = { state = {} }\n',
+             "hooks as an inline table"),
+}
+
+
+@pytest.mark.parametrize("where", CODEX_INLINE)
+def test_a_codex_config_whose_table_is_inline_is_refused_and_no_file_is_written(
+        where: str, project: Path, home: Path) -> None:
+    """TOML allows no [mcp_servers.ctrlz] or [hooks.state."…"] section after an inline
+    mcp_servers / hooks table: appending one made a file Codex cannot load."""
+    rel, text, said = CODEX_INLINE[where]
+    config = (project if where == "project" else home) / rel
+    config.parent.mkdir()
+    config.write_text(text)
+    proc = run("install", "codex", cwd=project, ok=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert said in proc.stderr and "nothing was changed" in proc.stderr
+    assert config.read_text() == text
+
+
+def test_uninstall_keeps_a_codex_section_the_user_wrote_keys_under(project: Path,
+                                                                  home: Path) -> None:
+    """Taking our [mcp_servers.ctrlz] block out would move a key the user added below it into
+    the table before it; the block stays, and is listed."""
+    config = project / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('model = "m"\n')
+    run("install", "codex", cwd=project)
+    config.write_text(config.read_text() + "startup_timeout_sec = 20\n")
+    out = run("uninstall", "codex", cwd=project)
+    assert "[mcp_servers.ctrlz] was changed since; left as it is" in out.stderr
+    data = tomllib.loads(config.read_text())
+    assert data == {"model": "m", "mcp_servers": {"ctrlz": {
+        "command": "ctrlz", "args": ["mcp"], "startup_timeout_sec": 20}}}

@@ -3,7 +3,8 @@
 Each install merges into the agent's files (see :mod:`ctrlz.installers.specs` for which, and
 why), shows the diff, and records exactly what it added in ``$CTRLZ_HOME/installs.json``;
 uninstall removes exactly that, so what the user had before (other hooks, other servers,
-comments, formatting) survives both, byte for byte. Installing twice changes nothing.
+comments, formatting) survives both, byte for byte. Installing twice changes nothing. Each
+file's new text is checked (:mod:`ctrlz.installers.verify`) before it is written.
 ``dry_run`` computes the same diffs and writes nothing. :func:`detect` finds the agents present
 on this machine or in this project, for ``ctrlz install --detect``.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from . import checks, codex_trust, edits
+from . import checks, codex_trust, edits, verify
 from .specs import AGENT_NAMES, AGENTS, Target, hook_command, targets
 
 __all__ = ["AGENT_NAMES", "InstallResult", "detect", "install", "uninstall"]
@@ -163,7 +164,8 @@ def _apply(target: Target, old: str | None, texts: dict[Path, str | None],
         config = edits.parse_toml(target.path, old or "")
         blocks, notes = [], []
         for name, entry in target.servers.items():
-            if name in (config.get("mcp_servers") or {}):
+            servers = config.get("mcp_servers")
+            if isinstance(servers, dict) and name in servers:
                 notes.append(f"kept the existing MCP server {name!r}")
             else:
                 blocks.append(edits.toml_server_block(name, entry))
@@ -176,10 +178,14 @@ def _apply(target: Target, old: str | None, texts: dict[Path, str | None],
             blocks += more
             notes += trust_notes
         new, added = edits.append_toml(old or "", blocks)
-        return (new if added else old), {"toml": added}, notes
+        if not added:
+            return old, {"toml": added}, notes
+        verify.toml_append(target.path, old or "", new, blocks)
+        return new, {"toml": added}, notes
     new, record, notes = edits.apply_json(target.path, old or "", target)
     if not record["hooks"] and not record["servers"] and not record["top"]:
         return old, record, notes
+    verify.json_apply(target.path, old, new, record, target)
     return new, record, notes
 
 
@@ -260,14 +266,21 @@ def _undo(target: Target, old: str | None, record: dict[str, Any],
             return None, []
         return old, ["changed since ctrlz wrote it; left as it is"]
     if target.fmt == "toml":
+        edits.parse_toml(target.path, old)  # refuses a file that is not TOML
         added = record.get("toml", [])
         new, notes = edits.undo_toml(old, [added] if isinstance(added, str) else added)
         if target.trust_for is not None and shifted.get(target.trust_for):
-            new = codex_trust.rekey(new, target.trust_for, shifted[target.trust_for])
+            moved = codex_trust.rekey(new, target.trust_for, shifted[target.trust_for])
+            if verify.toml_valid(moved):
+                new = moved
+            else:  # a trust key the user's hook moves to is taken (ours, changed and kept)
+                notes.append("the trust entries of hooks after ctrlz's could not be moved with "
+                             "them; trust those hooks again in Codex with /hooks")
         if record.get("created_file") and not new.strip():
             return None, notes
         return new, notes
     new, notes = edits.undo_json(target.path, old, record, target)
+    verify.json_text(target.path, old, new)
     if record.get("created_file") and not edits.load(target.path, new):
         return None, notes  # we created the file and it holds nothing else
     return new, notes

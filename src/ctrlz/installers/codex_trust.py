@@ -65,7 +65,9 @@ def block(trust_key: str, trusted_hash: str) -> str:
 def trust_blocks(hooks_text: str, hooks_path: Path, commands: set[str],
                  config: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(blocks to append, notes) trusting the handlers whose command is in ``commands``."""
-    state = (config.get("hooks") or {}).get("state") or {}
+    hooks = config.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    state = state if isinstance(state, dict) else {}  # not a table: the append check says so
     blocks, notes = [], []
     for event, g, h, handler, matcher in positions(hooks_text):
         if handler.get("command") not in commands:

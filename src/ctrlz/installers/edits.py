@@ -149,12 +149,20 @@ def append_toml(text: str, blocks: list[str]) -> tuple[str, list[str]]:
 
 
 def undo_toml(text: str, added: list[str]) -> tuple[str, list[str]]:
+    """(text without the pieces :func:`append_toml` added, notes). A piece is taken out only
+    when that removes exactly its tables: keys the user wrote below it since would otherwise
+    move into the table before it."""
+    from . import verify
+
     notes = []
     for piece in reversed(added):
         if piece and piece in text:
             i = text.rindex(piece)
-            text = text[:i] + text[i + len(piece):]
-        elif piece.strip():
+            without = text[:i] + text[i + len(piece):]
+            if verify.toml_removal(text, without, piece):
+                text = without
+                continue
+        if piece.strip():
             header = next((ln for ln in piece.splitlines() if ln.startswith("[")), piece.strip())
             notes.append(f"{header} was changed since; left as it is")
     return text, notes
