@@ -137,3 +137,40 @@ def test_a_workspace_whose_root_became_a_symlink_to_another_is_refused_not_acted
     w = next(w for w in svc.ok("GET", "/v1/workspaces") if w["id"] == x)
     assert w["status"] is None and "now opens as" in w["problem"]
     assert [s["label"] for s in svc.ok("GET", f"/v1/workspaces/{y}/snapshots")] == ["y-base"]
+
+
+def test_a_workspace_whose_store_another_process_holds_does_not_freeze_the_service(
+        svc: Service) -> None:
+    """45 changes queued behind a store lock another process holds (a long CLI command)
+    parked every worker thread of the service, and every other request hung: they wait
+    their turn without a worker now, and the service and other workspaces keep answering."""
+    import fcntl
+    import threading
+
+    _, busy = svc.workspace("busy", {"a.txt": "a\n"})
+    _, calm = svc.workspace("calm", {"b.txt": "b\n"})
+    answers: list[int] = []
+    fd = os.open(svc.home / "workspaces" / busy / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # stands for a long command on "busy"
+
+        def change() -> None:
+            r = svc.api("POST", f"/v1/workspaces/{busy}/snapshots", {"type": "auto"},
+                        timeout=120)
+            answers.append(r.status_code)
+
+        queued = [threading.Thread(target=change, daemon=True) for _ in range(45)]
+        for t in queued:
+            t.start()
+        # let them reach the service (the check below cannot pass wrongly if they have not)
+        threading.Event().wait(2)
+        assert svc.api("GET", "/v1/service", timeout=20).status_code == 200
+        assert svc.api("GET", f"/v1/workspaces/{calm}/snapshots", timeout=20).status_code \
+            == 200
+        assert svc.api("POST", f"/v1/workspaces/{calm}/snapshots", {},
+                       timeout=20).status_code == 201
+    finally:
+        os.close(fd)  # the "command" ends: the queued changes go through, one at a time
+    for t in queued:
+        t.join(120)
+    assert sorted(set(answers)) == [201] and len(answers) == 45

@@ -268,17 +268,31 @@ async def read_body(request: Request) -> dict[str, Any]:
     return data
 
 
-def _run(ep: Endpoint, request: Request, body: dict[str, Any], state: ServiceState) -> Any:
-    call = Call(request, body, state)
+def _run(ep: Endpoint, call: Call) -> Any:
     try:
-        if ep.changes:
-            with state.workspace_lock(call.known().id):
-                result = ep.handler(call)
-            state.changed(call.known().id)
-            return result
         return ep.handler(call)
     finally:
         call.close()
+
+
+async def _call(ep: Endpoint, request: Request, body: dict[str, Any], state: ServiceState
+                ) -> Any:
+    """Run a route in a worker thread. A change first waits for its workspace's turn on the
+    event loop (:meth:`ServiceState.workspace_lock`), holding no worker while it waits: a
+    workspace whose store another process holds delays only its own changes (each of them,
+    in its turn, gets 423 when the store lock does not come within its timeout)."""
+    call = Call(request, body, state)
+    if not ep.changes:
+        return await run_in_threadpool(_run, ep, call)
+    try:
+        ws_id = (await run_in_threadpool(call.known)).id
+    except BaseException:
+        call.close()
+        raise
+    async with state.workspace_lock(ws_id):
+        result = await run_in_threadpool(_run, ep, call)
+    state.changed(ws_id)
+    return result
 
 
 def routes(state: ServiceState) -> list[Route]:
@@ -288,7 +302,7 @@ def routes(state: ServiceState) -> list[Route]:
         async def handle(request: Request, ep: Endpoint = ep) -> Response:
             try:
                 body = await read_body(request) if request.method != "GET" else {}
-                result = await run_in_threadpool(_run, ep, request, body, state)
+                result = await _call(ep, request, body, state)
             except BodyTooLarge:
                 raise  # the app answers 413 (see app.py)
             except Exception as exc:  # every error is answered as JSON  # noqa: BLE001
