@@ -27,6 +27,7 @@ from ..state.transfer import ObjectSink, commit_received, open_checked, receivin
 from ..state.trees import HEADER, Entry, decode_tree
 from ..types import Snapshot
 from .reach import needed_objects, reachable
+from .verify import size_problem, top_tree_problem
 
 #: objects at least this big are streamed to a temp file on import; smaller ones are read
 #: whole, so that trees (a directory of 40,000 entries is ~5 MiB) can be decoded and checked
@@ -95,9 +96,11 @@ def import_archive(repo: Repository, src: BinaryIO, name: str) -> ImportReport:
             raise RemoteError(f"{name} is damaged: {exc}") from None
         report = ImportReport()
         with receiving(repo) as sink:
-            trees = _stage_objects(reader, sink, name, int(manifest.get("objects", -1)))
+            sizes: dict[bytes, int] = {}
+            trees = _stage_objects(reader, sink, name, int(manifest.get("objects", -1)), sizes)
             fresh = _new_snapshots(repo, snaps, name, report)
             _check_complete(repo, fresh, trees, sink, manifest, name)
+            _check_restorable(repo, fresh, trees, sizes, name)
             commit_received(repo, sink, fresh)
         report.imported = [s.id for s in fresh]
         report.objects, report.bytes = sink.added, sink.bytes
@@ -107,12 +110,14 @@ def import_archive(repo: Repository, src: BinaryIO, name: str) -> ImportReport:
 
 
 def _stage_objects(reader: ArchiveReader, sink: ObjectSink, name: str,
-                   expected: int) -> dict[bytes, list[Entry]]:
-    """Check and stage every object; returns the trees among them, decoded."""
+                   expected: int, sizes: dict[bytes, int]) -> dict[bytes, list[Entry]]:
+    """Check and stage every object (its size goes to ``sizes``); returns the trees among
+    them, decoded."""
     trees: dict[bytes, list[Entry]] = {}
     count = 0
     for oid, size, codec, length, chunks in reader.objects():
         count += 1
+        sizes[oid] = size
         try:
             if size >= STREAM_MIN:
                 sink.add_stream(oid, size, codec, length, chunks)
@@ -170,3 +175,36 @@ def _check_complete(repo: Repository, snaps: list[Snapshot], staged: dict[bytes,
         raise RemoteError(f"{name} needs object {lacking[0].hex()[:16]} (and "
                           f"{len(lacking) - 1} more) that neither it nor this store holds; "
                           f"{hint}; nothing was imported")
+
+
+def _check_restorable(repo: Repository, snaps: list[Snapshot],
+                      staged: dict[bytes, list[Entry]], sizes: dict[bytes, int],
+                      name: str) -> None:
+    """Every new snapshot can be restored: its top tree names only root directories, and
+    each file entry's size is its object's (a restore would fail on either only after it had
+    changed the workspace). Runs after :func:`_check_complete`: every tree is at hand."""
+
+    def size_of(oid: bytes) -> int | None:
+        if oid in sizes:
+            return sizes[oid]
+        row = repo.catalog.lookup(oid)
+        return row[4] if row is not None else None
+
+    def read(oid: bytes) -> list[Entry]:
+        entries = staged.get(oid)
+        if entries is None:
+            entries = repo.tree(oid)
+        for e in entries:
+            problem = size_problem(e, size_of(e.oid))
+            if problem is not None:
+                raise RemoteError(f"{name} is damaged: {problem}; nothing was imported")
+        return entries
+
+    for s in snaps:
+        problem = top_tree_problem(staged.get(s.root) or repo.tree(s.root))
+        if problem is not None:
+            raise RemoteError(f"{name} is damaged: snapshot {s.id}: {problem}; nothing was "
+                              "imported")
+    # trees already in the store were checked when they came; only new ones are entered
+    needed_objects(read, [s.root for s in snaps],
+                   complete=lambda oid: oid not in staged)

@@ -22,6 +22,7 @@ import os
 import stat as st
 from collections.abc import Callable, Collection, Sequence
 
+from ..errors import CorruptObject
 from ..state.exclude import Matcher, Rules
 from ..state.trees import DIR, FILE, SYMLINK, Entry
 from ..types import Skipped, Snapshot
@@ -172,6 +173,12 @@ class Planner:
             current = ({e.name: e for e in self.read_current(current_top)}
                        if current_top is not None else {})
             for t in reversed(self.read_target(target_top)):
+                if t.kind != DIR or not t.name.isdigit():
+                    # a top tree names root directories only; anything else is a damaged
+                    # (or crafted) snapshot, not a bare ValueError half way through a plan
+                    raise CorruptObject(f"snapshot {self.plan.target.id}'s top tree is "
+                                        "damaged (it names no root directories); run "
+                                        "`ctrlz verify`")
                 state = self._filter_state(t.name)
                 if int(t.name) >= len(self.dest_roots) or state == "out":
                     continue

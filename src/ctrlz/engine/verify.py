@@ -21,7 +21,7 @@ from ..errors import CtrlzError
 from ..state import meter
 from ..state.repository import Repository
 from ..state.sweep import stray_files
-from ..state.trees import DIR, Entry, decode_tree
+from ..state.trees import DIR, FILE, Entry, decode_tree
 
 
 @dataclass
@@ -45,9 +45,33 @@ class VerifyReport:
                 **({"orphans_note": self.orphans_note} if self.orphans_note else {})}
 
 
+def top_tree_problem(entries: list[Entry]) -> str | None:
+    """Why a snapshot's top tree cannot be one (``None``: it can). Every entry of a top tree
+    is a tracked root's directory, named by its index (``0``, ``1``...): a restore plans root
+    by root from those names, and a top tree of ordinary entries (a crafted archive) must be
+    refused where it arrives, not met by a restore half way through a workspace."""
+    for e in entries:
+        if e.kind != DIR or not e.name.isdigit() or str(int(e.name)).encode() != e.name:
+            return (f"its top tree holds {e.name.decode('utf-8', 'replace')!r} where only "
+                    "root directories (0, 1, ...) may be")
+    return None
+
+
+def size_problem(e: Entry, size: int | None) -> str | None:
+    """Why file entry ``e`` disagrees with its object's ``size`` (``None``: it agrees, or the
+    size is unknown). A restore writes the object and then checks the file against the
+    entry, so a mismatch fails only after it has changed the workspace: it is refused on
+    arrival (import, pull) and reported by verify instead."""
+    if e.kind != FILE or size is None or size == e.size:
+        return None
+    return (f"file entry {e.name.decode('utf-8', 'replace')!r} says {e.size} bytes and its "
+            f"object {e.oid.hex()[:16]} holds {size}")
+
+
 def verify_store(repo: Repository, progress: Callable[[int], None] | None = None) -> VerifyReport:
     report = VerifyReport()
     seen: set[bytes] = set()
+    sizes: dict[bytes, int] = {}  # blob -> its size, as re-hashed
     objects = repo.objects
     bar = meter.current()
     if bar is not None:  # every object is read once: its count and logical bytes are the work
@@ -104,14 +128,33 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
                 sub = open_tree(e.oid, child)
                 if sub is not None:
                     stack.append((iter(sub), child))
-            elif e.oid not in seen:
-                _check_stream(repo, e.oid, child, report, seen, progress, bar)
+                continue
+            if e.oid not in seen:
+                size = _check_stream(repo, e.oid, child, report, seen, progress, bar)
+                if size is not None:
+                    sizes[e.oid] = size
+            problem = size_problem(e, sizes.get(e.oid))
+            if problem is not None:
+                report.errors.append(f"{base}: {problem}")
 
     for snap in repo.catalog.snapshots():
         report.snapshots += 1
+        _check_top(repo, snap.root, snap.id, report)
         walk_tree(snap.root, snap.id)
     _count_orphans(repo, report)
     return report
+
+
+def _check_top(repo: Repository, root: bytes, where: str, report: VerifyReport) -> None:
+    """The top tree's shape (:func:`top_tree_problem`); a top tree that cannot be read is
+    reported by the walk."""
+    try:
+        entries = decode_tree(repo.objects.read(root))
+    except CtrlzError:
+        return
+    problem = top_tree_problem(entries)
+    if problem is not None:
+        report.errors.append(f"{where}: {problem}")
 
 
 def _count_orphans(repo: Repository, report: VerifyReport) -> None:
@@ -135,8 +178,9 @@ def _count_orphans(repo: Repository, report: VerifyReport) -> None:
 
 def _check_stream(repo: Repository, oid: bytes, where: str, report: VerifyReport,
                   seen: set[bytes], progress: Callable[[int], None] | None,
-                  bar: meter.Meter | None) -> None:
-    """Re-hash one blob without holding a large object in memory."""
+                  bar: meter.Meter | None) -> int | None:
+    """Re-hash one blob without holding a large object in memory; its size, or ``None``
+    when it is damaged (reported)."""
     hasher = repo.objects.new_hasher()
     size = 0
     try:
@@ -149,12 +193,13 @@ def _check_stream(repo: Repository, oid: bytes, where: str, report: VerifyReport
                 bar.bytes += len(chunk)
     except CtrlzError as exc:
         report.errors.append(f"{where}: {exc}")
-        return
+        return None
     if not repo.objects.content_matches(oid, hasher.digest()):  # a clone: its seal
         report.errors.append(f"{where}: object {oid.hex()[:16]} does not match its id")
-        return
+        return None
     seen.add(oid)
     report.objects += 1
     report.bytes += size
     if bar is not None:
         bar.files += 1
+    return size

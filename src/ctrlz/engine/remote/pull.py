@@ -27,8 +27,9 @@ from ...state.remote.chunks import CHUNKED
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
 from ...state.repository import Repository
 from ...state.transfer import ObjectSink, commit_received, receiving
-from ...state.trees import Entry, decode_tree
+from ...state.trees import FILE, Entry, decode_tree
 from ...types import Snapshot
+from ..verify import size_problem, top_tree_problem
 from .chunklists import read_lists
 from .repair import checked, good_copy
 from .walk import walk_levels
@@ -145,6 +146,7 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
                snaps: list[Snapshot], progress: Callable[[int], None] | None) -> None:
     names = {s.root: s.id for s in snaps}
     staged: dict[bytes, list[Entry]] = {}
+    files: dict[bytes, Entry] = {}  # a file entry of each blob the fetched trees name
 
     def fetch_trees(level: list[bytes]) -> dict[bytes, list[Entry]]:
         got: dict[bytes, list[Entry]] = {}
@@ -162,6 +164,14 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
             except CorruptObject as exc:
                 raise RemoteError(f"{remote.url}: {exc} in {pack_key(loc.pack)}; nothing was "
                                   "pulled") from None
+            problem = top_tree_problem(got[oid]) if oid in names else None
+            if problem is not None:
+                raise RemoteError(f"{remote.url}: snapshot {names[oid]}: {problem}; it "
+                                  "cannot be restored, so nothing was pulled")
+            for e in got[oid]:
+                seen = files.setdefault(e.oid, e) if e.kind == FILE else e
+                if seen.size != e.size:
+                    _wrong_size(remote, e, seen.size)
             if progress:
                 progress(len(stored))
 
@@ -173,6 +183,13 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
                                 enter=lambda oid: not _committed(repo, oid))
     wanted = [(oid, locate(index, oid, remote, "a snapshot")) for oid in blobs
               if not sink.has(oid)]
+    for oid, loc in wanted:  # the sizes the fetched objects are checked against
+        if oid in files and files[oid].size != loc.size:
+            _wrong_size(remote, files[oid], loc.size)
+    for oid, e in files.items():
+        row = repo.catalog.lookup(oid)  # a blob this store holds already
+        if row is not None and row[4] != e.size:
+            _wrong_size(remote, e, row[4])
     chunked = [(oid, loc) for oid, loc in wanted if loc.codec == CHUNKED]
     if chunked:
         wanted = [(oid, loc) for oid, loc in wanted if loc.codec != CHUNKED]
@@ -187,6 +204,11 @@ def _fetch_all(repo: Repository, remote: RemoteRepo, index: RemoteIndex, sink: O
             progress(len(stored))
 
     fetch_checked(remote, wanted, sink, accept_blob, raw=False, write_loose=True, index=index)
+
+
+def _wrong_size(remote: RemoteRepo, e: Entry, size: int) -> None:
+    raise RemoteError(f"{remote.url}: {size_problem(e, size)}; a restore of it would fail, "
+                      "so nothing was pulled")
 
 
 def _committed(repo: Repository, oid: bytes) -> bool:
