@@ -391,10 +391,15 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     remote's workspace, and the newest (or ``snapshot``) restored into it."""
     from ..engine.remote.pull import pull
     from ..engine.restore import restore_into
+    from ..locator import default_home, has_store, store_path_for
 
     target = Path(dest).expanduser()
+    store = store_path_for(target.resolve(), Path(default_home()).expanduser())
+    half = _clear_half_clone(store)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise UsageError(f"{target} exists and is not an empty directory")
+        raise UsageError(f"{target} exists and is not an empty directory" +
+                         ("; it holds what an interrupted clone had restored: remove it and "
+                          "run the clone again" if half else ""))
     spec = RemoteSpec(name, check_url(url), options.get("endpoint_url"), options.get("region"),
                       options.get("profile"), bool(options.get("encrypt")),
                       options.get("key_file"), options.get("key_env"))
@@ -415,11 +420,11 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     if not found:
         raise RemoteError(f"{remote.url}: workspace {wid} has no snapshots")
     chosen = _pick(found, snapshot, spec.name) if snapshot else found[-1]
-    from ..locator import default_home, has_store, store_path_for
-
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
-    fresh = not has_store(store_path_for(target.resolve(), Path(default_home()).expanduser()))
+    fresh = not has_store(store)
+    if fresh:
+        _mark_cloning(store, url)
     ws = ProtectedWorkspace.init(target)
     try:
         with registry(ws) as reg:
@@ -433,6 +438,8 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
             reg.set_origins({e["id"]: e.get("origin") or {} for e in found})
             reg.set_pushed(name, [e["id"] for e in found])
         restored = restore_into(ws.repo, len(ws.roots), ws.resolve(chosen["id"]), ws.root)
+        if fresh:
+            (ws.store_path / CLONING).unlink(missing_ok=True)  # a whole clone from now on
     except BaseException:
         # what this call made goes with it, so that the same clone can simply be run again
         # (a failed one used to leave a store with the remote registered: "a remote named
@@ -449,6 +456,33 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
                 pass
         raise
     return ws, report, restored
+
+
+#: a file in a store that a clone is making: written before the store exists, removed once the
+#: clone is whole. A clone killed (``kill -9``, a power cut) cannot clean up after itself, and
+#: its store (with the remote registered) would make every re-run fail ("a remote named
+#: 'origin' exists already"); the next clone of the same directory finds the mark and starts
+#: over.
+CLONING = "cloning"
+
+
+def _mark_cloning(store: Path, url: str) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / CLONING, "w") as f:
+        f.write(url + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _clear_half_clone(store: Path) -> bool:
+    """Remove the store an interrupted clone left at ``store`` (its mark says so); whether
+    there was one."""
+    if not (store / CLONING).exists():
+        return False
+    import shutil
+
+    shutil.rmtree(store, ignore_errors=True)
+    return True
 
 
 def _by_name(remote: RemoteRepo, spaces: list[str], name: str) -> list[str]:
