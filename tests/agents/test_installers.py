@@ -399,10 +399,52 @@ def test_a_codex_config_whose_table_is_inline_is_refused_and_no_file_is_written(
     config = (project if where == "project" else home) / rel
     config.parent.mkdir()
     config.write_text(text)
+    before = tree(project, home)
     proc = run("install", "codex", cwd=project, ok=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert said in proc.stderr and "nothing was changed" in proc.stderr
-    assert config.read_text() == text
+    assert tree(project, home) == before  # hooks.json and the other config.toml too
+    assert not (Path(os.environ["CTRLZ_HOME"]) / "installs.json").exists()
+
+
+def test_an_install_refused_for_one_file_writes_none_of_the_others(project: Path,
+                                                                   home: Path) -> None:
+    (home / ".claude.json").write_text('{"numStartups": 3,\n')  # a truncated state file
+    before = tree(project, home)
+    proc = run("install", "claude", cwd=project, ok=False)
+    assert proc.returncode == 2 and "is not JSON" in proc.stderr
+    assert tree(project, home) == before  # no .claude/settings.local.json
+    assert not (Path(os.environ["CTRLZ_HOME"]) / "installs.json").exists()
+
+
+def test_an_install_whose_write_fails_midway_puts_back_the_files_it_wrote(
+        project: Path, home: Path) -> None:
+    """~/.claude.json, the last file, cannot be written (a file-size limit: EFBIG, as a full
+    disk gives ENOSPC) after .claude/settings.local.json was: that one is taken back."""
+    import resource
+    import signal
+
+    big = {"numStartups": 3, "cachedChangelog": "x" * 256 * 1024}  # it grows large in use
+    write_json(home / ".claude.json", big)
+    run("init", cwd=project)
+    before = tree(project, home)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (128 * 1024, 128 * 1024))
+
+    env = os.environ | {"PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.run([CTRLZ, "install", "claude"], cwd=project, capture_output=True,
+                          text=True, timeout=60, env=env, preexec_fn=limit)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"cannot write {home / '.claude.json'}" in proc.stderr
+    assert "nothing was changed" in proc.stderr
+    assert tree(project, home) == before  # no .claude/settings.local.json, no .claude/
+    manifest = Path(os.environ["CTRLZ_HOME"]) / "installs.json"
+    assert json.loads(manifest.read_text()) == {}
+    run("install", "claude", cwd=project)  # without the limit, all of it goes in
+    run("uninstall", "claude", cwd=project)
+    assert tree(project, home) == before
 
 
 def test_uninstall_keeps_a_codex_section_the_user_wrote_keys_under(project: Path,

@@ -3,8 +3,9 @@
 Each install merges into the agent's files (see :mod:`ctrlz.installers.specs` for which, and
 why), shows the diff, and records exactly what it added in ``$CTRLZ_HOME/installs.json``;
 uninstall removes exactly that, so what the user had before (other hooks, other servers,
-comments, formatting) survives both, byte for byte. Installing twice changes nothing. Each
-file's new text is checked (:mod:`ctrlz.installers.verify`) before it is written.
+comments, formatting) survives both, byte for byte. Installing twice changes nothing. Every
+file's new text is computed and checked (:mod:`ctrlz.installers.verify`) before any is written,
+so a refused file leaves all of them as they were.
 ``dry_run`` computes the same diffs and writes nothing. :func:`detect` finds the agents present
 on this machine or in this project, for ``ctrlz install --detect``.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import CtrlzError, UsageError
 from . import checks, codex_trust, edits, verify
 from .specs import AGENT_NAMES, AGENTS, Target, hook_command, targets
 
@@ -98,10 +99,26 @@ def _key(target: Target, agent: str) -> str:
     return f"{target.path}#{agent}"
 
 
+@dataclass
+class _Write:
+    """One file an install or uninstall changes: its text before and after, and the manifest
+    entry that goes with it (None: the entry is removed)."""
+
+    path: Path
+    old: str | None
+    new: str | None
+    key: str
+    record: dict[str, Any] | None
+    made_dirs: list[str] = field(default_factory=list)
+
+
 def install(agent: str, scope: str = "project", dry_run: bool = False,
             project: str | os.PathLike[str] | None = None,
             home: Path | None = None) -> InstallResult:
-    """Register ctrlz's hooks and MCP server for ``agent`` in its project or user files."""
+    """Register ctrlz's hooks and MCP server for ``agent`` in its project or user files.
+
+    Every file's new text is computed and checked (it parses, and holds what was meant) before
+    any is written, so a file that must be refused leaves all of them as they were."""
     _check(agent, scope)
     root, home = Path(project or ".").resolve(), home or _home()
     result = InstallResult("install", agent, scope, dry_run)
@@ -109,6 +126,8 @@ def install(agent: str, scope: str = "project", dry_run: bool = False,
     planned = targets(agent, scope, root, home)
     texts: dict[Path, str | None] = {}  # each file as this install leaves it (dry run too)
     ours = {hook_command(agent)}
+    writes: list[_Write] = []
+    made: set[str] = set()  # directories an earlier file of this install creates
     for target in planned:
         old = _read(target.path)
         new, record, notes = _apply(target, old, texts, ours)
@@ -116,7 +135,7 @@ def install(agent: str, scope: str = "project", dry_run: bool = False,
         result.notes += [f"{target.path}: {n}" for n in notes]
         result.files.append(FileChange(str(target.path), edits.unified(target.path, old, new),
                                        created=old is None and new is not None))
-        if dry_run or new == old:
+        if new == old:
             continue
         key = _key(target, agent)
         record |= {"agent": agent, "scope": scope, "path": str(target.path),
@@ -131,13 +150,75 @@ def install(agent: str, scope: str = "project", dry_run: bool = False,
             for part in ("servers", "top"):
                 record[part] = previous.get(part, {}) | record.get(part, {})
             record["created_file"] = previous.get("created_file", False)
+        dirs = []
         if old is None:  # the directories this install makes, so uninstall can take them
-            record["created_dirs"] = [str(d) for d in _missing_dirs(target.path.parent)]
-        manifest[key] = record
-        _save_manifest(manifest)  # first: a crash between the two leaves a record uninstall
-        edits.write_text(target.path, new)  # can act on, never an entry nobody recorded
+            dirs = [str(d) for d in _missing_dirs(target.path.parent) if str(d) not in made]
+            record["created_dirs"] = dirs
+            made.update(dirs)
+        writes.append(_Write(target.path, old, new, key, record, dirs))
+    if not dry_run:
+        _write_all(writes, manifest)
     result.notes += checks.notes(agent, scope, root, home, planned)
     return result
+
+
+def _write_all(writes: list[_Write], manifest: dict[str, Any]) -> None:
+    """Write every file of an install, each after its manifest entry (a crash between the two
+    leaves a record uninstall can act on, never an edit nobody recorded). When one fails (a full
+    disk), the files already written are put back and their entries taken out again, so the
+    install did nothing; one that cannot be put back keeps its entry, for ``ctrlz uninstall``."""
+    before = {w.key: manifest.get(w.key) for w in writes}
+    done: list[_Write] = []
+    where = _manifest_path()
+    try:
+        for w in writes:
+            assert w.record is not None
+            manifest[w.key] = w.record
+            where = _manifest_path()
+            _save_manifest(manifest)
+            where = w.path
+            edits.write_text(w.path, w.new)
+            done.append(w)
+    except (OSError, CtrlzError) as exc:
+        stuck = _put_back(done)
+        for w in writes:
+            if w not in stuck:
+                if before[w.key] is None:
+                    manifest.pop(w.key, None)
+                else:
+                    manifest[w.key] = before[w.key]
+        try:
+            _save_manifest(manifest)
+        except (OSError, CtrlzError):
+            pass  # the saved one records more than was written: uninstall skips what is absent
+        what = str(exc) if isinstance(exc, CtrlzError) else (
+            f"cannot write {where}: {exc.strerror or exc}")
+        if stuck:
+            left = ", ".join(str(s.path) for s in stuck)
+            tail = (f"; {left} could not be put back (`ctrlz uninstall` takes ctrlz's part "
+                    "out of it)")
+        else:
+            tail = "; nothing was changed"
+        raise type(exc)(what + tail) if isinstance(exc, CtrlzError) else CtrlzError(
+            what + tail) from exc
+
+
+def _put_back(done: list[_Write]) -> list[_Write]:
+    """Give the written files back their old text (a created one goes, with the folders made
+    for it); the ones that could not be."""
+    stuck = []
+    for w in reversed(done):
+        try:
+            edits.write_text(w.path, w.old)
+        except (OSError, CtrlzError):
+            stuck.append(w)
+            continue
+        for d in w.made_dirs:  # deepest first; only if empty
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+    return stuck
 
 
 def _missing_dirs(path: Path) -> list[Path]:
@@ -200,27 +281,35 @@ def uninstall(agent: str, scope: str = "project", dry_run: bool = False,
     manifest = _load_manifest()
     shifted: dict[Path, list[tuple[str, int, int]]] = {}
     found = _records(manifest, agent, scope, root)
-    made_dirs: list[str] = []
     if not found:
         result.notes.append(f"nothing of ctrlz's is recorded for {agent} ({scope})")
-    for key, record in found:
+    texts: dict[Path, str | None] = {}  # each file as the records before left it
+    writes: list[_Write] = []
+    for key, record in found:  # every file's new text first: one that is refused stops all
         target = _target_of(record, key)
-        old = _read(target.path)
+        old = texts[target.path] if target.path in texts else _read(target.path)
         new, notes = _undo(target, old, record, shifted)
+        texts[target.path] = new
         result.notes += [f"{target.path}: {n}" for n in notes]
         if target.fmt == "json" and old is not None and agent == "codex":
             shifted[target.path] = codex_trust.moves(old, new or "")
         result.files.append(FileChange(str(target.path), edits.unified(target.path, old, new),
                                        removed=old is not None and new is None))
-        if dry_run:
-            continue
-        if new != old:
-            edits.write_text(target.path, new)
-        if new is None:
-            made_dirs += record.get("created_dirs", [])
-        del manifest[key]
+        writes.append(_Write(target.path, old, new, key, None,
+                             record.get("created_dirs", []) if new is None else []))
+    if dry_run:
+        return result
+    for w in writes:  # a failure stops here: the records of the files not yet done stay
+        if w.new != w.old:
+            try:
+                edits.write_text(w.path, w.new)
+            except OSError as exc:
+                raise CtrlzError(f"cannot write {w.path}: {exc.strerror or exc}; run the "
+                                 "command again once that is fixed") from exc
+        del manifest[w.key]
         _save_manifest(manifest)
-    for d in sorted(set(made_dirs), key=len, reverse=True):  # deepest first; only if empty
+    made_dirs = {d for w in writes for d in w.made_dirs}
+    for d in sorted(made_dirs, key=len, reverse=True):  # deepest first; only if empty
         try:
             os.rmdir(d)
         except OSError:
