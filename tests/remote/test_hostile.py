@@ -55,3 +55,63 @@ def test_bad_input_is_one_line_each(tmp_path: Path) -> None:
     # non-UTF-8 bytes in a snapshot reference and a path
     r = ctrlz("export", "\udcff", "-o", "-", cwd=ws, home=home, ok=False)
     assert r.code == 4
+
+
+def _crafted(path: Path, records: list[dict[str, object]], objects: object = None) -> None:
+    """An archive written by ctrlz's own writer, with a crafted manifest."""
+    import time
+
+    from ctrlz.state.archive import ArchiveWriter
+    from ctrlz.state.hashing import digest_function
+    from ctrlz.state.trees import DIR, FILE, Entry, encode_tree
+
+    h = digest_function("blake3")
+    blob = b"one\n"
+    t = encode_tree([Entry(b"a", FILE, 0o644, len(blob), 0, h(blob))])
+    top = encode_tree([Entry(b"0", DIR, 0o755, 0, 0, h(t))])
+    objs = [(h(blob), blob), (h(t), t), (h(top), top)]
+    for r in records:
+        r.setdefault("root", h(top).hex())
+    with open(path, "wb") as out:
+        w = ArchiveWriter(out, "blake3", {"created_ns": time.time_ns(), "since": None,
+                                          "snapshots": records,
+                                          "objects": len(objs) if objects is None else objects})
+        for oid, data in objs:
+            w.add(oid, len(data), 0, len(data), iter([data]))
+        w.close()
+
+
+def _rec(sid: str, **kw: object) -> dict[str, object]:
+    import time
+
+    return {"id": sid, "parent": None, "type": "manual", "label": "crafted", "pinned": False,
+            "created_ns": time.time_ns(), "files": 1, "dirs": 0, "symlinks": 0, "bytes": 4,
+            "rules": {}, "skipped": [], "roots": [], **kw}
+
+
+def test_a_hostile_archive_manifest_is_refused_as_damaged_in_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ws = make_ws(tmp_path / "ws", {"x": "x\n"}, home)
+    cases = {
+        "dup": ([_rec("snap_dupdup01"), _rec("snap_dupdup01", label="other")], None),
+        "count": ([_rec("snap_count001")], "abc"),
+        "big_ns": ([_rec("snap_bigns001", created_ns=10**40)], None),
+        "escape": ([_rec("snap_x\n\x1b[31mRED")], None),
+    }
+    for case, (records, objects) in cases.items():
+        arc = tmp_path / f"{case}.ctrlz"
+        _crafted(arc, records, objects)
+        r = ctrlz("import", str(arc), cwd=ws, home=home, ok=False)
+        assert r.code == 8 and "is damaged" in r.err, (case, r.err)
+        assert "\x1b" not in r.err + r.out
+    assert "snap_" not in ctrlz("list", cwd=ws, home=home).out
+
+
+def test_a_failed_import_to_a_new_directory_leaves_no_store_behind(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    arc = tmp_path / "bad.ctrlz"
+    arc.write_bytes(b"CTZARCH1 not really")
+    ctrlz("import", str(arc), "--to", str(tmp_path / "dest"), cwd=tmp_path, home=home,
+          ok=False)
+    assert not (tmp_path / "dest").exists()
+    assert not (home / "workspaces").exists() or not any((home / "workspaces").iterdir())

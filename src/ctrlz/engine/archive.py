@@ -92,12 +92,19 @@ def import_archive(repo: Repository, src: BinaryIO, name: str) -> ImportReport:
                               f"hash = \"{manifest.get('algorithm')}\"")
         try:
             snaps = [from_record(r) for r in manifest.get("snapshots", [])]
-        except CorruptObject as exc:
+        except (CorruptObject, TypeError) as exc:
             raise RemoteError(f"{name} is damaged: {exc}") from None
+        if len({s.id for s in snaps}) != len(snaps):
+            raise RemoteError(f"{name} is damaged: it names one snapshot id twice; nothing "
+                              "was imported")
+        count = manifest.get("objects", -1)
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise RemoteError(f"{name} is damaged: its object count is not a number; nothing "
+                              "was imported")
         report = ImportReport()
         with receiving(repo) as sink:
             sizes: dict[bytes, int] = {}
-            trees = _stage_objects(reader, sink, name, int(manifest.get("objects", -1)), sizes)
+            trees = _stage_objects(reader, sink, name, count, sizes)
             fresh = _new_snapshots(repo, snaps, name, report)
             _check_complete(repo, fresh, trees, sink, manifest, name)
             _check_restorable(repo, fresh, trees, sizes, name)

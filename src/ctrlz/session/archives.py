@@ -79,9 +79,12 @@ def import_to(file: str, dest: str) -> tuple[ProtectedWorkspace, ImportReport, A
     target = Path(dest).expanduser()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
+    from ..locator import default_home, has_store, store_path_for
+
     src, name = _open(file)
     made = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
+    fresh = not has_store(store_path_for(target.resolve(), Path(default_home()).expanduser()))
     ws = ProtectedWorkspace.init(target)
     try:
         try:
@@ -93,7 +96,13 @@ def import_to(file: str, dest: str) -> tuple[ProtectedWorkspace, ImportReport, A
             raise RemoteError(f"{name} holds no snapshot")
         restored = restore_into(ws.repo, len(ws.roots), ws.resolve(report.newest.id), ws.root)
     except BaseException:
+        # the store this call made goes too (as a failed clone's does): left behind, a later
+        # import --to DIR would import into it, beside whatever the failed one left
         ws.close()
+        if fresh:
+            import shutil
+
+            shutil.rmtree(ws.store_path, ignore_errors=True)
         if made:
             try:
                 target.rmdir()  # nothing was restored into it

@@ -30,11 +30,28 @@ def to_record(s: Snapshot) -> dict[str, Any]:
             "skipped": [[k.path.hex(), k.reason] for k in s.skipped], "roots": list(s.roots)}
 
 
+#: what an id may hold after ``snap_``: ids are made of letters and digits
+#: (``engine.snapshot.new_snapshot_id``); ``_`` and ``-`` are allowed for ids made elsewhere.
+#: Nothing else: an id is printed as it is, and a newline or a terminal escape in one (a
+#: crafted archive or ref) would forge output
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_INT_KEYS = ("created_ns", "files", "dirs", "symlinks", "bytes", "added_bytes", "size_delta",
+             "created", "modified", "deleted")
+
+
+def valid_id(sid: object) -> bool:
+    return (isinstance(sid, str) and sid.startswith("snap_") and 5 < len(sid) <= 69
+            and all(c in _ID_CHARS for c in sid[5:]))
+
+
 def from_record(d: Any, number: int | None = None) -> Snapshot:
     """A :class:`Snapshot` from a record; a malformed record is corruption, never guessed."""
     try:
-        if not isinstance(d, dict) or not str(d["id"]).startswith("snap_"):
-            raise ValueError("not a snapshot record")
+        if not isinstance(d, dict) or not valid_id(d.get("id")):
+            raise ValueError("not a snapshot record, or an id that is not a snapshot id")
+        for key in _INT_KEYS:  # the catalog keeps them as SQLite's 64-bit integers
+            if key in d and not -(1 << 63) <= int(d[key]) < (1 << 63):
+                raise ValueError(f"{key} is out of range")
         root = bytes.fromhex(d["root"])
         if len(root) != 32:
             raise ValueError("bad root")
