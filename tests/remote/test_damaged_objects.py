@@ -92,3 +92,21 @@ def test_push_repair_replaces_a_damaged_remote_copy_with_a_healthy_one(tmp_path:
     ctrlz("clone", rem, str(tmp_path / "c3"), "--workspace", "a", cwd=tmp_path,
           home=tmp_path / "home-c3")
     assert (tmp_path / "c3" / "precious.bin").read_bytes() == precious
+
+
+def test_verify_remote_calls_no_pack_reclaimable_when_a_tree_is_damaged(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ws = make_ws(tmp_path / "ws", {"a.txt": "hello\n", "d/c.txt": "deep\n"}, home)
+    ctrlz("snapshot", cwd=ws, home=home)
+    ctrlz("remote", "add", "origin", f"file://{tmp_path}/rem", cwd=ws, home=home)
+    ctrlz("push", "--json", cwd=ws, home=home)
+    packs = sorted((tmp_path / "rem" / "data").rglob("*"), key=lambda p: p.stat().st_size)
+    tree_pack = [p for p in packs if p.is_file()][-1]  # the trees are the largest pack
+    data = bytearray(tree_pack.read_bytes())
+    data[-2] ^= 1
+    tree_pack.write_bytes(bytes(data))
+    r = ctrlz("verify", "--remote", "origin", "--json", cwd=ws, home=home, ok=None)
+    out = r.json()
+    assert not out["ok"] and out["unreferenced_packs"] is None
+    r = ctrlz("verify", "--remote", "origin", cwd=ws, home=home, ok=None)
+    assert "reclaimable" not in r.out and "not counted" in r.out

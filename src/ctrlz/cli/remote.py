@@ -333,7 +333,10 @@ def verify_remote(state: State, name: str, as_json: bool) -> None:
         render.out(f"checked {report.snapshots} snapshots of {report.workspaces} workspaces on "
                    f"{report.remote}: {report.objects} objects ({render.size(report.bytes)}) "
                    f"in {report.packs} packs")
-        if report.unreferenced_packs:
+        if report.unreferenced_packs is None:
+            render.out("packs no snapshot reaches: not counted (a damaged or missing tree "
+                       "hides what lies below it)")
+        elif report.unreferenced_packs:
             render.out(f"{report.unreferenced_packs} packs no snapshot reaches (reclaimable "
                        f"with `ctrlz gc --remote {report.remote}`)")
         for e in report.errors:

@@ -31,7 +31,9 @@ class RemoteVerifyReport:
     packs: int = 0
     objects: int = 0
     bytes: int = 0
-    unreferenced_packs: int = 0
+    #: packs no snapshot reaches; ``None`` when the walk could not be completed (a tree was
+    #: missing or damaged): what lies below it is unknown, so no pack may be called garbage
+    unreferenced_packs: int | None = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -148,6 +150,7 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
     report.snapshots = len(roots)
     trees, blobs = walk_levels([r for _, r in roots],
                                remote_tree_fetcher(remote, index, report.errors))
+    walk_complete = not report.errors
     live_packs: set[bytes] = set()
     wanted = []
     chunked = []
@@ -176,7 +179,8 @@ def verify_remote(remote: RemoteRepo, index: RemoteIndex,
         if progress:
             progress(loc.size)
     _verify_chunked(remote, index, chunked, report, live_packs, progress)
-    report.unreferenced_packs = len((set(listing) | index.dangling) - live_packs)
+    report.unreferenced_packs = len((set(listing) | index.dangling) - live_packs) \
+        if walk_complete else None
     return report
 
 
