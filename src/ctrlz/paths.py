@@ -37,8 +37,15 @@ def plain_relative(path: str | bytes) -> bytes:
     """A path handed over a network API, which has no current directory to be relative to:
     it must already be workspace-relative, so an absolute path, a ``..`` component, a NUL
     byte or an empty path is refused outright (``a..b.txt`` is a fine name). ``.`` parts
-    and repeated slashes are dropped; ``""`` and ``"."`` are refused too (name a path)."""
-    raw = os.fsencode(path)
+    and repeated slashes are dropped; ``""`` and ``"."`` are refused too (name a path).
+    Text that names no bytes (a lone surrogate from JSON's ``\\ud800``) is refused too."""
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "backslashreplace").decode("utf-8") \
+            if isinstance(path, str) else repr(path)
+        raise UsageError(f"the path {shown} is not text a file name can hold (a lone "
+                         "surrogate); give it in UTF-8") from None
     if b"\0" in raw:
         raise UsageError("a path cannot contain a NUL byte")
     if raw.startswith(b"/"):

@@ -176,6 +176,38 @@ def test_errors_are_json(svc: Service) -> None:
     assert r.status_code == 409 and r.json()["error"] == "AmbiguousSnapshot"
 
 
+def test_bad_client_input_is_a_400_usage_error_never_a_500(svc: Service) -> None:
+    """A body nested too deeply for json, a lone surrogate (JSON's ``\\ud800``, which names
+    no bytes) in a path or a label, and a fractional or boolean count were answered 500
+    "a bug in ctrlz", or silently truncated (``keep: 1.9`` kept 1)."""
+    _, ws = svc.workspace("bad-input", {"a.txt": "a\n"})
+    base = f"/v1/workspaces/{ws}"
+    for i in range(3):
+        svc.ok("POST", f"{base}/snapshots", {"label": f"s{i}"})
+    lone = b'"\\ud800"'
+    cases = [
+        ("/rollback", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        ("/rollback", b'{"snapshot": "s1", "dry_run": true, "paths": [' + lone + b"]}",
+         "lone surrogate"),
+        ("/revert", b'{"path": ' + lone + b"}", "lone surrogate"),
+        ("/snapshots", b'{"label": ' + lone + b"}", "not UTF-8"),
+        ("/prune", b'{"keep": 1.9, "dry_run": true}', "whole number"),
+        ("/prune", b'{"keep": true, "dry_run": true}', "whole number"),
+        ("/prune", b'{"keep": "1_0", "dry_run": true}', "whole number"),
+    ]
+    for route, body, said in cases:
+        r = svc.api("POST", base + route, content=body,
+                    headers={"content-type": "application/json"})
+        assert r.status_code == 400, (route, body[:60], r.text)
+        err = r.json()
+        assert err["error"] == "UsageError" and said in err["message"], err
+        assert "\n" not in err["message"]
+    assert len(svc.ok("GET", f"{base}/snapshots")) == 3
+    kept = svc.ok("POST", f"{base}/prune", {"keep": 2, "dry_run": True})
+    assert len(kept["dropped"]) == 1
+    assert "Traceback" not in (svc.base / "service.log").read_text()
+
+
 def test_sessions_trace_events_toolcalls_rewind(svc: Service) -> None:
     root, ws = svc.workspace("agent", {"src/app.py": "x = 1\n", "notes.md": "n\n"})
     base = f"/v1/workspaces/{ws}"

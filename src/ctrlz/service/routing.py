@@ -127,11 +127,15 @@ class Call:
         raw = self.body.get(name) if name in self.body else self.request.query_params.get(name)
         if raw is None:
             return None
-        try:
+        # a JSON integer, or a query parameter of ASCII digits: int() would also take 1.9
+        # (as 1, silently), true, "1_0" and " 7 "
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            value = raw
+        elif isinstance(raw, str) and raw.isascii() and raw.isdigit():
             value = int(raw)
-        except (TypeError, ValueError):
-            raise errors.UsageError(f"{name} must be a whole number") from None
-        if value < 0 or isinstance(raw, bool):
+        else:
+            raise errors.UsageError(f"{name} must be a whole number >= 0")
+        if value < 0:
             raise errors.UsageError(f"{name} must be a whole number >= 0")
         return value
 
@@ -263,6 +267,9 @@ async def read_body(request: Request) -> dict[str, Any]:
         data = json.loads(raw)
     except ValueError as exc:
         raise errors.UsageError(f"the body is not valid JSON: {exc}") from None
+    except RecursionError:  # json's decoder gives up on thousands of nested levels
+        raise errors.UsageError("the body is JSON nested too deeply; an API body is one "
+                                "object of a few fields") from None
     if not isinstance(data, dict):
         raise errors.UsageError("the body must be a JSON object")
     return data

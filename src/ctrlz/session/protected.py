@@ -497,7 +497,11 @@ def check_label(label: str | None) -> str | None:
         try:
             label.encode("utf-8")
         except UnicodeEncodeError:
-            shown = label.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+            try:
+                raw = label.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"), no byte at all
+                raw = label.encode("utf-8", "backslashreplace")
+            shown = raw.decode("ascii", "backslashreplace")
             raise UsageError(f"the label {shown} is not UTF-8 text; give it in UTF-8") \
                 from None
     return label
