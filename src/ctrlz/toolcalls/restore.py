@@ -10,9 +10,11 @@ So a tool-call restore obeys the same safety contract and is undone by the same 
 
 "Changed after the tool call" compares content (kind and object id), never size or mtime: the
 path's state now with what the last chosen tool call left there (its recorded post-image, or the
-next tool call's pre-image). With neither (a call the user denied or interrupted, whose
-post-tool event never came), a path that holds anything but a state the calls went through is
-left alone too: it may be the user's own edit.
+next tool call's pre-image). With neither, for a call that has ended (a later call of its
+session began: the user denied or interrupted it, and its post-tool event never came), a path
+that holds anything but a state the calls went through is left alone too: it may be the user's
+own edit. The newest call of a session may still be running, its post-tool event to come: what
+its path holds is taken as what it left, as before.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ if TYPE_CHECKING:
 
 _IMAGE_KIND = {TREE_FILE: FILE, TREE_SYMLINK: SYMLINK, TREE_DIR: DIR}
 CHANGED_AFTER = "changed after the tool call (a later edit); use force to overwrite"
-#: no post-tool event came (the call was denied or interrupted, or its hook did not run) and no
-#: later call captured the path: what is there now may be the user's, so it is not overwritten
+#: no post-tool event came though a later call began (the call was denied or interrupted, or
+#: its hook did not run) and no later call captured the path: what is there now may be the
+#: user's, so it is not overwritten
 UNKNOWN_AFTER = ("changed since the tool call, and no record says by whom (the call was denied "
                  "or interrupted, or its post-tool hook did not run); use force to overwrite")
 
@@ -92,8 +95,12 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
     lock and the tool-call store's lock held, in that order."""
     from ..session import restores
 
-    images, expected, passed = _earliest(place, calls, only)
-    late, late_expected, late_passed = _earliest(place, beyond or [], only)
+    images, expected, passed, last = _earliest(place, calls, only)
+    late, late_expected, late_passed, late_last = _earliest(place, beyond or [], only)
+    last.update(late_last)
+    # a call with a later one in its session has ended; with no post-tool record it was denied
+    # or interrupted (or its hook failed), and what its path holds now may be the user's
+    newest = max((s.seq for s in records.snapshots(place.db, session_id)), default=0)
     for rel in images:
         late.pop(rel, None)  # a path the chosen calls touched: their pre-image wins
     base_snapshot: Snapshot | None = None
@@ -128,7 +135,10 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                 if now is None or now in seen:
                     pass  # what the calls themselves went through, or B cannot tell
                 elif want is None:
-                    reason = UNKNOWN_AFTER
+                    # the shell call's snapshot is the record of what the calls left; the
+                    # newest call may still be running, its post-tool event to come
+                    ended = last[rel] < newest
+                    reason = UNKNOWN_AFTER if ended and not from_base else None
                 elif now != want.key:
                     reason = CHANGED_AFTER
             if reason is not None:
@@ -165,14 +175,15 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
 
 def _earliest(place: Place, calls: list[records.SnapRow], only: set[bytes] | None
               ) -> tuple[dict[bytes, Image], dict[bytes, Image | None],
-                         dict[bytes, set[tuple[str, bytes | None]]]]:
-    """Per path the calls touched: the earliest pre-image, what the last call left there, and
+                         dict[bytes, set[tuple[str, bytes | None]]], dict[bytes, int]]:
+    """Per path the calls touched: the earliest pre-image, what the last call left there,
     every state the path went through between them (one found there was put by the calls
     themselves or by an earlier rewind of them, `rewind 2` then `rewind 1`, not by a later
-    edit, and its bytes are in the store)."""
+    edit, and its bytes are in the store), and the last call's place in the session."""
     images: dict[bytes, Image] = {}
     expected: dict[bytes, Image | None] = {}
     passed: dict[bytes, set[tuple[str, bytes | None]]] = {}
+    last: dict[bytes, int] = {}
     for snap in calls:
         for e in records.entries(place.db, snap.seq):
             if only is not None and e.path not in only:
@@ -180,7 +191,8 @@ def _earliest(place: Place, calls: list[records.SnapRow], only: set[bytes] | Non
             images.setdefault(e.path, e.pre)
             expected[e.path] = expected_now(place, snap, e)
             passed.setdefault(e.path, set()).add(e.pre.key)
-    return images, expected, passed
+            last[e.path] = snap.seq
+    return images, expected, passed, last
 
 
 def _refusal(pre: Image, current: Entry | None) -> str | None:
