@@ -96,7 +96,7 @@ def revert(ws: Workspace, path: str, checkpoint: str | None = None) -> dict[str,
     if ref is None and not ws.snapshots():
         ws.resolve("latest")  # the "no snapshots yet" error
     result = ws.revert(path, ref)
-    counts = result.plan.counts()
+    counts = result.counts()
     present = ws.entry_at(result.target.id, path) is not None
     action = ("unchanged" if not any(counts.values())
               else "restored" if present else "deleted")
