@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SnapshotNotFound, UsageError
-from .routing import Call, Param, endpoint, open_known
+from .opening import open_known
+from .routing import Call, Param, endpoint
 
 #: a file larger than this on either side is summarised, not diffed line by line
 PATCH_MAX_BYTES = 1 << 20

@@ -178,7 +178,7 @@ def _look(known: Any, home: Path, before: Marks, primed: bool
     calls) of a workspace; runs in a worker thread. ``before`` is what the poller last saw;
     before the first look (not ``primed``) no record is needed, nothing being published."""
     from ..toolcalls import rewinds
-    from .routing import open_known
+    from .opening import open_known
 
     with open_known(known, home) as ws:
         catalog = ws.repo.catalog

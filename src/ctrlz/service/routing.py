@@ -23,9 +23,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .. import errors
+from .opening import open_known
 
 if TYPE_CHECKING:
-    from pathlib import Path
 
     from ..session.registry import KnownWorkspace
     from ..workspace import Workspace
@@ -162,26 +162,6 @@ class Call:
 
     def close(self) -> None:
         self._stack.close()
-
-
-def open_known(known: KnownWorkspace, home: Path) -> Workspace:
-    """The workspace ``known`` names, opened; refused (404) when its root is gone, or when
-    it now opens as another workspace (:func:`ctrlz.session.registry.check_opened`): every
-    route and the event poller open workspaces here, so none can act on one it did not
-    name."""
-    from ..session.registry import check_opened
-    from ..workspace import Workspace
-
-    if not os.path.isdir(known.root):
-        raise errors.WorkspaceError(f"the workspace {known.root} is gone (its store "
-                                    f"{known.store} is kept)")
-    ws = Workspace.open(known.root, home=home)
-    try:
-        check_opened(known, ws.root, ws.store_path)
-    except BaseException:
-        ws.close()
-        raise
-    return ws
 
 
 # -- answering ----------------------------------------------------------------------------------
