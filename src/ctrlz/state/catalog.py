@@ -15,7 +15,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 
 from .. import jsontext
-from ..errors import StoreError, StoreFull
+from ..errors import StoreError
+from .transaction import Transaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -223,8 +224,8 @@ class Catalog:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def transaction(self) -> _Transaction:
-        return _Transaction(self.db, self._on_end)
+    def transaction(self) -> Transaction:
+        return Transaction(self.db, self._on_end)
 
     def on_end(self, fn: Callable[[bool], None]) -> None:
         """Call ``fn(committed)`` when the transaction in progress ends: for what may only
@@ -463,54 +464,3 @@ def _retry_locked(step: Callable[[], object], deadline_s: float = 30.0) -> None:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.1)
-
-
-def _full(err: sqlite3.Error) -> bool:
-    return "full" in str(err).lower()
-
-
-def _store_full(err: sqlite3.Error) -> StoreFull:
-    return StoreFull(f"the store's disk is full ({err}); free some space (`ctrlz gc` also "
-                     "removes what a failed snapshot left)")
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
-
-    def __init__(self, db: sqlite3.Connection, on_end: list[Callable[[bool], None]]) -> None:
-        self.db = db
-        self.on_end = on_end
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
-        return self.db
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if exc is not None:
-            self._rollback()
-            if isinstance(exc, sqlite3.OperationalError) and _full(exc):
-                raise _store_full(exc) from exc
-            return
-        try:
-            self.db.execute("COMMIT")
-        except sqlite3.OperationalError as err:
-            self._rollback()
-            if _full(err):
-                raise _store_full(err) from err
-            raise StoreError(f"could not commit to the catalog: {err}") from err
-        self._ended(True)
-
-    def _rollback(self) -> None:
-        """Roll back, unless SQLite already did: on a full disk it ends the transaction itself,
-        and a second ROLLBACK raised "no transaction is active" over the real error (which a
-        face then showed as an unreadable catalog)."""
-        try:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-        finally:
-            self._ended(False)
-
-    def _ended(self, committed: bool) -> None:
-        todo, self.on_end[:] = list(self.on_end), []
-        for fn in todo:
-            fn(committed)
