@@ -333,20 +333,20 @@ NOBODY = 65534
 
 def test_rollback_into_a_read_only_folder(tmp_path: Path) -> None:
     """As an unprivileged user (as root: uid 65534 through setpriv), a restore that must write
-    into a read-only folder fails with EACCES."""
-    if is_root():
-        if shutil.which("setpriv") is None:
-            pytest.skip("needs setpriv to drop root")
-        base = Path(tempfile.mkdtemp(prefix="ctrlz-eacces-"))  # tmp_path is root's alone
-        os.chmod(base, 0o755)
-        # the Python CLI itself, not the `ctrlz` door: setpriv keeps root's capabilities up
-        # to its own exec, which reaches an interpreter under root's 0700 home; a second
-        # exec, the door's, would run as a plain uid 65534 and could not
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                  sys.executable, "-P", "-c",
-                  "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"]
-    else:
-        base, prefix = tmp_path, []
+    into a read-only folder of another user fails with EACCES. (One of the user's own is opened
+    up while the restore writes in it: see test_hostile.py's read-only directory test.)"""
+    if not is_root():
+        pytest.skip("needs root, to give the folder to another user")
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to drop root")
+    base = Path(tempfile.mkdtemp(prefix="ctrlz-eacces-"))  # tmp_path is root's alone
+    os.chmod(base, 0o755)
+    # the Python CLI itself, not the `ctrlz` door: setpriv keeps root's capabilities up to its
+    # own exec, which reaches an interpreter under root's 0700 home; a second exec, the
+    # door's, would run as a plain uid 65534 and could not
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+              sys.executable, "-P", "-c",
+              "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"]
     try:
         root, home = base / "ws", base / "home"
         make_tree(root, {"ro": {"a.txt": "a\n", "b.txt": "b\n"},
@@ -361,10 +361,10 @@ def test_rollback_into_a_read_only_folder(tmp_path: Path) -> None:
         os.chmod(root / "ro", 0o555)
         env = {**os.environ, "CTRLZ_HOME": str(home), "HOME": str(base),
                "XDG_CONFIG_HOME": str(base / "config"), "XDG_DATA_HOME": str(base / "data")}
-        if prefix:
-            for dirpath, dirnames, filenames in os.walk(base):
-                for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-                    os.lchown(name, NOBODY, NOBODY)
+        for dirpath, dirnames, filenames in os.walk(base):
+            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                os.lchown(name, NOBODY, NOBODY)
+        os.lchown(root / "ro", 0, 0)  # root's: the restore may not open it up
         before = tree_state(root)
 
         def cli(*args: str) -> subprocess.CompletedProcess:
@@ -384,5 +384,4 @@ def test_rollback_into_a_read_only_folder(tmp_path: Path) -> None:
     finally:
         if (base / "ws" / "ro").exists():
             os.chmod(base / "ws" / "ro", 0o755)
-        if base != tmp_path:
-            shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
