@@ -331,7 +331,7 @@ def test_rollback_that_does_not_fit_on_the_disk(small_fs: Path, ctrlz_home: Path
 NOBODY = 65534
 
 
-def test_rollback_into_a_read_only_folder(tmp_path: Path) -> None:
+def test_rollback_into_a_read_only_folder() -> None:
     """As an unprivileged user (as root: uid 65534 through setpriv), a restore that must write
     into a read-only folder of another user fails with EACCES. (One of the user's own is opened
     up while the restore writes in it: see test_hostile.py's read-only directory test.)"""
