@@ -186,6 +186,7 @@ def test_removing_snapshots_on_a_store_a_failed_snapshot_filled_works(
         if failed.returncode:
             break
     assert failed.returncode == 6 and "no space left" in failed.stderr
+    assert "left files in the store" in run("status").stdout  # it said "Health: ok"
     if first == "gc":
         collected = run("gc")
         assert collected.returncode == 0, collected.stderr
@@ -194,6 +195,7 @@ def test_removing_snapshots_on_a_store_a_failed_snapshot_filled_works(
     assert removed.returncode == 0, removed.stderr
     assert "unreadable" not in removed.stderr
     assert run("verify").returncode == 0
+    assert "left files in the store" not in run("status").stdout
 
 
 def open_packs(under: Path) -> list[str]:

@@ -212,6 +212,17 @@ class Workspace(ProtectedWorkspace):
             versions.pop(0)  # absent before it first appeared: not a version
         return History(rel, versions)
 
+    def _write_left_files(self) -> bool:
+        """The store's "writing" marker is up while nobody writes: a writer died or gave up
+        (a full disk) and its files wait for the next sweep, taking space meanwhile."""
+        objects, lock = self.repo.objects, self.repo.lock
+        if not objects.may_have_strays() or lock.held or not lock.try_acquire():
+            return False  # a writer at work has it up, rightly
+        try:
+            return objects.may_have_strays()
+        finally:
+            lock.release()
+
     def status(self) -> Status:
         """What is protected and excluded, skipped files, last snapshot, store size, health."""
         import time
@@ -233,6 +244,9 @@ class Workspace(ProtectedWorkspace):
             problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
         if not self.root.is_dir():
             problems.append(f"the workspace {self.root} is missing")
+        if self._write_left_files():
+            problems.append("a write that failed or was killed left files in the store; the "
+                            "next snapshot, or `ctrlz gc`, removes them")
         from .toolcalls.hook_log import recent_hook_errors
 
         day_ago = time.time_ns() - 86_400 * 10**9
