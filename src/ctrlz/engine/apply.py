@@ -74,7 +74,8 @@ StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, i
 Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
 
 APPEARED = "left alone: something appeared there during the restore"
-KEPT_NOT_EMPTY = "kept: it holds files the snapshot does not cover"
+KEPT_NOT_EMPTY = ("kept: it holds files the restore leaves alone (not covered, or new since "
+                  "the capture)")
 #: the snapshot has a file where a directory stands that could not be removed (it holds files
 #: the restore leaves alone): the file is not written, and the restore says so
 KEPT_IN_THE_WAY = ("not restored: a directory stands there holding files the restore leaves "
