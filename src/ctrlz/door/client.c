@@ -241,11 +241,12 @@ static int door(int argc, char **argv, int once, const buf *hook) {
         ssize_t got = read(fd, answer.data + answer.len, 65536);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            snprintf(lost, sizeof lost, "[Errno %d] %s", errno, strerror(errno));
+            int err = errno;
+            snprintf(lost, sizeof lost, "[Errno %d] %s", err, strerror(err));
             trace("no answer: %s", lost);
             /* the hook's own process must not wait for this daemon a second time: the agent
              * gives a hook 30 s (ctrlz.toolcalls.shell.workspace_snapshot reads this) */
-            if (hook && (errno == EAGAIN || errno == EWOULDBLOCK))
+            if (hook && (err == EAGAIN || err == EWOULDBLOCK))
                 setenv("CTRLZ_HOOK_DAEMON_LATE", "1", 1);
             break;
         }
