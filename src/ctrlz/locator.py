@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import ConfigError, WorkspaceError
+from .errors import ConfigError, UsageError, WorkspaceError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -173,3 +173,23 @@ def stores(home: str | None = None) -> list[str]:
     except OSError:
         return []
     return [os.path.join(base, n) for n in names if has_store(os.path.join(base, n))]
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` is ``root`` or below it, links resolved."""
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def refuse_root_in_home(root: Path, home: Path) -> None:
+    """A directory inside the store home (a store, its objects) is never a workspace: one
+    protected there has its "restores" rewrite another workspace's catalog and packs under
+    that workspace's feet, unseen by its verify. Every protecting and opening goes through
+    here (``ctrlz init``, ``POST /v1/workspaces``, the faces' opens); one made before this
+    check cannot be opened either."""
+    if inside(root, home):
+        raise UsageError(f"{root} is inside the ctrlz store home {home}, which holds stores, "
+                         "not workspaces; protect a directory outside it")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..config import Config, load_config
 from ..errors import StoreError, UsageError, WorkspaceError
-from ..locator import default_home, has_store, store_path_for
+from ..locator import default_home, has_store, inside, refuse_root_in_home, store_path_for
 from ..paths import workspace_relative
 from ..state.trees import DIR, Entry
 
@@ -59,25 +59,6 @@ def recover(ws: ProtectedWorkspace) -> list[str]:
 def keep_restores_in_process() -> None:
     """For a long-lived process: every restore it runs, it runs itself."""
     ProtectedWorkspace.restore_by_daemon = False
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
-
-
-def _refuse_root_in_home(root: Path, home: Path) -> None:
-    """A directory inside the store home (a store, its objects) is never a workspace: one
-    protected there has its "restores" rewrite another workspace's catalog and packs under
-    that workspace's feet, unseen by its verify. Every protecting and opening goes through
-    here (``ctrlz init``, ``POST /v1/workspaces``, the faces' opens); one made before this
-    check cannot be opened either."""
-    if _inside(root, home):
-        raise UsageError(f"{root} is inside the ctrlz store home {home}, which holds stores, "
-                         "not workspaces; protect a directory outside it")
 
 
 class ProtectedWorkspace:
@@ -156,9 +137,9 @@ class ProtectedWorkspace:
             raise UsageError(f"{root} is not a directory")
         root = root.resolve()
         home = Path(home or default_home()).expanduser()
-        _refuse_root_in_home(root, home)
+        refuse_root_in_home(root, home)
         store = store_path_for(root, home)
-        if _inside(home, root) or _inside(store, root):
+        if inside(home, root) or inside(store, root):
             raise WorkspaceError(
                 f"the ctrlz store ({store}) would be inside the workspace {root}; set CTRLZ_HOME "
                 "to a directory outside it")
@@ -197,7 +178,7 @@ class ProtectedWorkspace:
                                      "catalog.db is missing or not a file")
             raise WorkspaceError(f"{Path(start).expanduser().resolve()} is not inside a protected "
                                  "workspace; run `ctrlz init` there first")
-        _refuse_root_in_home(root, home)
+        refuse_root_in_home(root, home)
         return cls(root, store_path_for(root, home), config or load_config(root), home)
 
     def close(self) -> None:

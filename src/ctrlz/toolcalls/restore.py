@@ -97,12 +97,12 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
 
     images, expected, passed, last = _earliest(place, calls, only)
     late, late_expected, late_passed, late_last = _earliest(place, beyond or [], only)
-    last.update(late_last)
     # a call with a later one in its session has ended; with no post-tool record it was denied
     # or interrupted (or its hook failed), and what its path holds now may be the user's
     newest = max((s.seq for s in records.snapshots(place.db, session_id)), default=0)
     for rel in images:
         late.pop(rel, None)  # a path the chosen calls touched: their pre-image wins
+    last.update((rel, late_last[rel]) for rel in late)
     base_snapshot: Snapshot | None = None
     if shell is not None:
         base_snapshot = (ws.repo.catalog.snapshot(shell.ws_snapshot)
