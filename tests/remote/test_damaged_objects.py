@@ -110,3 +110,27 @@ def test_verify_remote_calls_no_pack_reclaimable_when_a_tree_is_damaged(tmp_path
     assert not out["ok"] and out["unreferenced_packs"] is None
     r = ctrlz("verify", "--remote", "origin", cwd=ws, home=home, ok=None)
     assert "reclaimable" not in r.out and "not counted" in r.out
+
+
+def test_a_workspace_name_that_begins_another_workspace_id_is_refused_as_ambiguous(
+        tmp_path: Path) -> None:
+    """``clone --workspace NAME`` once took NAME as an id prefix first: a workspace whose id
+    began with the other's name was cloned instead, with exit 0."""
+    rem = f"file://{tmp_path}/rem"
+    a = make_ws(tmp_path / "a", {"a.txt": "a\n"}, tmp_path / "home-a")
+    ctrlz("snapshot", cwd=a, home=tmp_path / "home-a")
+    ctrlz("remote", "add", "origin", rem, cwd=a, home=tmp_path / "home-a")
+    ctrlz("push", cwd=a, home=tmp_path / "home-a")
+    [a_id] = [p.name for p in (tmp_path / "rem" / "refs").iterdir() if p.name[0] != "."]
+    name = a_id[:4]  # a workspace named like the start of a's id
+    b = make_ws(tmp_path / name, {"b.txt": "b\n"}, tmp_path / "home-b")
+    ctrlz("snapshot", cwd=b, home=tmp_path / "home-b")
+    ctrlz("remote", "add", "origin", rem, cwd=b, home=tmp_path / "home-b")
+    ctrlz("push", cwd=b, home=tmp_path / "home-b")
+    r = ctrlz("clone", rem, str(tmp_path / "c"), "--workspace", name, cwd=tmp_path,
+              home=tmp_path / "home-c", ok=False)
+    assert f"--workspace '{name}' matches 2 workspaces" in r.err
+    assert not (tmp_path / "c").exists()
+    ctrlz("clone", rem, str(tmp_path / "c"), "--workspace", a_id, cwd=tmp_path,
+          home=tmp_path / "home-c")
+    assert (tmp_path / "c" / "a.txt").read_text() == "a\n"

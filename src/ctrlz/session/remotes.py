@@ -406,14 +406,18 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     remote = open_remote(spec)
     spaces = remote.workspaces()
     if workspace is not None:
-        spaces = [w for w in spaces if w == workspace or w.startswith(workspace)] or \
-            _by_name(remote, spaces, workspace)
+        # its exact id; else every workspace whose id starts with it or whose name it is
+        # (a name that is also the start of another's id is ambiguous: refused below)
+        spaces = [workspace] if workspace in spaces else list(dict.fromkeys(
+            [w for w in spaces if w.startswith(workspace)] + _by_name(remote, spaces, workspace)))
     if not spaces:
         raise RemoteError(f"{remote.url} holds no workspace" +
                           (f" matching {workspace!r}" if workspace else ""))
     if len(spaces) > 1:
-        raise UsageError(f"{remote.url} holds {len(spaces)} workspaces; choose one with "
-                         f"--workspace ({', '.join(_label(remote, w) for w in spaces)})")
+        what = f"--workspace {workspace!r} matches" if workspace else f"{remote.url} holds"
+        raise UsageError(f"{what} {len(spaces)} workspaces "
+                         f"({', '.join(_label(remote, w) for w in spaces)}); "
+                         "choose one with --workspace ID")
     wid = spaces[0]
     doc, _ = remote.read_ref(wid)
     found = entries(doc)
