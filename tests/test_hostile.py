@@ -377,3 +377,15 @@ def test_a_path_past_path_max_that_is_there_is_not_refused_as_naming_nothing(
             ws.rollback(base.id, paths=[deep + "/nothing"])
     finally:  # pytest's own clean-up of old temp directories recurses, and would fail
         subprocess.run(["rm", "-rf", str(ws_dir / "ddd")], check=True)
+
+
+def test_a_path_through_a_loop_of_links_is_refused_as_naming_nothing(ws_dir: Path) -> None:
+    """A path under a symlink that points at itself is no path in the working tree (as
+    `os.path.lexists` says); the PATH_MAX fix above had taken its ELOOP for "it is there",
+    and the rollback of nothing then said success. Found by the stateful test."""
+    ws = Workspace.init(ws_dir)
+    base = ws.snapshot(label="base")
+    os.symlink("a", ws_dir / "a")
+    with pytest.raises(UsageError, match="in neither"):
+        ws.rollback(base.id, paths=["a/a"])
+    assert os.readlink(ws_dir / "a") == "a"

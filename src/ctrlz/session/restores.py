@@ -135,7 +135,7 @@ def _on_disk(root: bytes, rel: bytes) -> bool:
         return True
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:
-            return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
+            return False  # as lexists: a loop of links (ELOOP) is not a path that is there
     *parents, name = rel.split(b"/")
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -145,7 +145,7 @@ def _on_disk(root: bytes, rel: bytes) -> bool:
             fd = nxt
         os.stat(name, dir_fd=fd, follow_symlinks=False)
         return True
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:
         return False
     finally:
         os.close(fd)
