@@ -182,9 +182,11 @@ class Workspace(ProtectedWorkspace):
         return verify_store(self.repo)
 
     def gc(self) -> GcReport:
+        """Drop what no snapshot reaches, repack, and compress the large objects a snapshot
+        stored uncompressed because the disk was faster than the compressor."""
         from .engine.gc import collect_garbage
 
-        return collect_garbage(self.repo)
+        return collect_garbage(self.repo, compact=True)
 
     # -- reading history -----------------------------------------------------------------------
 

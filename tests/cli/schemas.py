@@ -99,7 +99,8 @@ CONFIG = obj({"type": {"const": "config"}, "user_file": {"type": "string"},
                   {"value": {}, "source": {"type": "string"}})}})
 RM = obj({"type": {"const": "rm"}, "removed": {"type": "array", "items": SNAP_ID}})
 GC = obj({"removed_objects": INT, "removed_bytes": INT,
-          "repacked_packs": INT, "kept_objects": INT, "strays_removed": INT})
+          "repacked_packs": INT, "kept_objects": INT, "strays_removed": INT,
+          "compressed_objects": INT, "compressed_saved_bytes": INT})
 PRUNE = obj({"type": {"const": "prune"}, "dry_run": {"type": "boolean"},
              "dropped": {"type": "array", "items": obj({
                  "id": SNAP_ID, "type": {"type": "string"}, "label": STR_OR_NULL,

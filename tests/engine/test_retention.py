@@ -231,9 +231,9 @@ def test_over_store_cap_the_store_is_brought_under_its_floor_in_one_pass(
     collections = []
     original = retention.collect_garbage
 
-    def counting(repo):  # noqa: ANN001, ANN202
+    def counting(repo, **how):  # noqa: ANN001, ANN003, ANN202
         collections.append(1)
-        return original(repo)
+        return original(repo, **how)
 
     retention.collect_garbage = counting
     try:

@@ -55,6 +55,9 @@ def prune_cmd(state: State, keep: int | None, older_than: str | None, dry_run: b
 def gc_cmd(state: State, remote: str | None, dry_run: bool, as_json: bool) -> None:
     """Collect objects that no snapshot references, and repack what is left.
 
+    Also compresses the large files a snapshot stored uncompressed because the disk took
+    them faster than they could be compressed.
+
     \b
     Examples:
       ctrlz rm old-label && ctrlz gc
@@ -73,8 +76,12 @@ def gc_cmd(state: State, remote: str | None, dry_run: bool, as_json: bool) -> No
         return
     strays = (f"; and {report.strays_removed} files a failed or killed write had left"
               if report.strays_removed else "")
+    squeezed = (f"; compressed {report.compressed_objects} large objects stored uncompressed "
+                f"({render.size(report.compressed_saved_bytes)} saved)"
+                if report.compressed_objects else "")
     render.out(f"removed {report.removed_objects} objects ({render.size(report.removed_bytes)}),"
-               f" kept {report.kept_objects}, repacked {report.repacked_packs} packs{strays}")
+               f" kept {report.kept_objects}, repacked {report.repacked_packs} packs"
+               f"{squeezed}{strays}")
 
 
 @click.command("verify")

@@ -1,5 +1,10 @@
 """Garbage collection: drop objects no snapshot reaches, and repack what is left.
 
+``ctrlz gc`` (``compact=True``) also compresses the large objects a snapshot stored as they
+were because the disk was faster than the compressor (:mod:`ctrlz.state.compact`), and so
+does retention once the store is over ``store_cap``, before it drops a snapshot; the other
+collections retention runs inside a snapshot do not, as someone waits for those.
+
 This module decides what is live (every object some snapshot's tree reaches);
 :func:`ctrlz.state.sweep.sweep` reclaims the rest, the same sweep the tool-call store uses.
 Safe against crashes at any point: live objects are copied into a new pack and fsynced; one
@@ -26,16 +31,20 @@ class GcReport:
     """What one collection did (``removed_bytes``: stored bytes reclaimed)."""
 
     __slots__ = ("removed_objects", "removed_bytes", "repacked_packs", "kept_objects",
-                 "strays_removed")
+                 "strays_removed", "compressed_objects", "compressed_saved_bytes")
 
     def __init__(self, removed_objects: int = 0, removed_bytes: int = 0,
                  repacked_packs: int = 0, kept_objects: int = 0,
-                 strays_removed: int = 0) -> None:
+                 strays_removed: int = 0, compressed_objects: int = 0,
+                 compressed_saved_bytes: int = 0) -> None:
         self.removed_objects = removed_objects
         self.removed_bytes = removed_bytes
         self.repacked_packs = repacked_packs
         self.kept_objects = kept_objects
         self.strays_removed = strays_removed
+        #: large objects stored uncompressed that were compressed, and the bytes that gave back
+        self.compressed_objects = compressed_objects
+        self.compressed_saved_bytes = compressed_saved_bytes
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, GcReport):
@@ -50,7 +59,9 @@ class GcReport:
     def to_json(self) -> dict[str, Any]:
         return {"removed_objects": self.removed_objects, "removed_bytes": self.removed_bytes,
                 "repacked_packs": self.repacked_packs, "kept_objects": self.kept_objects,
-                "strays_removed": self.strays_removed}
+                "strays_removed": self.strays_removed,
+                "compressed_objects": self.compressed_objects,
+                "compressed_saved_bytes": self.compressed_saved_bytes}
 
 
 def reachable(repo: Repository) -> set[bytes]:
@@ -87,7 +98,7 @@ def mark(repo: Repository, root: bytes, live: set[bytes],
     return added
 
 
-def collect_garbage(repo: Repository) -> GcReport:
+def collect_garbage(repo: Repository, *, compact: bool = False) -> GcReport:
     report = GcReport()
     with repo.lock:
         report.strays_removed = len(repo.recover(force=True))
@@ -96,4 +107,10 @@ def collect_garbage(repo: Repository) -> GcReport:
         report.removed_bytes = done.removed_bytes
         report.repacked_packs = done.repacked_packs
         report.kept_objects = done.kept_objects
+        if compact:
+            from ..state.compact import compact as compress_stored
+
+            squeezed = compress_stored(repo.objects)
+            report.compressed_objects = squeezed.objects
+            report.compressed_saved_bytes = squeezed.saved_bytes
     return report

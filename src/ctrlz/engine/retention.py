@@ -253,8 +253,9 @@ def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str
     then does not fit; the tool-call pre-images beside it are never measured here."""
     plan = PrunePlan()
     if usage(repo) > policy.store_cap:
-        # reclaim what earlier ring drops left unreachable before dropping anything live
-        plan.gc = collect_garbage(repo)
+        # reclaim what earlier ring drops left unreachable, and compress the large objects
+        # stored as they were (state/compact.py), before dropping anything live
+        plan.gc = collect_garbage(repo, compact=True)
         floor = int(policy.store_cap * CAP_FLOOR)
         reason = f"{OVER_STORE_CAP}={policy.store_cap} bytes"
         while (need := usage(repo) - floor) > 0:

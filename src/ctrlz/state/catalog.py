@@ -281,6 +281,10 @@ class Catalog:
         self.db.executemany("DELETE FROM objects WHERE oid = ?", ((o,) for o in oids))
         self.db.executemany("DELETE FROM cuts WHERE oid = ?", ((o,) for o in oids))
 
+    def set_stored_length(self, oid: bytes, length: int) -> None:
+        """A loose object's file was rewritten (compressed again by gc): its new length."""
+        self.db.execute("UPDATE objects SET length = ? WHERE oid = ?", (length, oid))
+
     def is_retired(self, oid: bytes) -> bool:
         """Was ``oid`` a clone this store deleted? Its name is never given out again."""
         try:

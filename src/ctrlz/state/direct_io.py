@@ -80,6 +80,17 @@ class ObjectFile:
     def tell(self) -> int:
         return self._written + self._fill
 
+    def keeping_up(self) -> bool:
+        """Does the disk take this file's bytes as fast as they come? Yes while they go past
+        the page cache and the stage handed over last is written already (or none was): the
+        disk then waits for the caller, and time spent compressing is time added to the
+        whole. Through the page cache, a write returns before the disk has the bytes, so
+        there is nothing to tell by, and the answer is no."""
+        if not self.direct:
+            return False
+        pending = self._pending
+        return pending is None or pending.done()
+
     def write(self, data: bytes | memoryview) -> None:
         data = memoryview(data).cast("B")
         if not self._stages:

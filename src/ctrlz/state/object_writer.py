@@ -27,6 +27,7 @@ from .packs import (
     RAW,
     RECORD,
     RECORD_MAGIC,
+    STORE_LEVEL,
     WRITE_BUFFER,
     ZSTD,
     PackInProgress,
@@ -282,12 +283,20 @@ class ObjectWriter:
                 else:
                     # one frame per read, not one streamed frame: zstd's one-shot compress
                     # takes a third less time on the same bytes (no copy into the stream's
-                    # window) at the same ratio, and every reader reads across frames
+                    # window) at the same ratio, and every reader reads across frames.
+                    # A read the disk is waiting for goes in a frame of zstd's fastest level,
+                    # which stores it as it is (see STORE_LEVEL); gc compresses it later
                     cctx = zstd().ZstdCompressor(level=1) if compress else None
+                    store = (zstd().ZstdCompressor(level=STORE_LEVEL, write_content_size=False)
+                             if compress else None)
                     chunk = first
                     while chunk:
                         hasher.update(chunk)
-                        out.write(cctx.compress(chunk) if cctx is not None else chunk)
+                        if cctx is None:
+                            out.write(chunk)
+                        else:
+                            out.write((store if out.keeping_up() else cctx).compress(chunk))
+                            failpoints.hit("large-read-decided")
                         size += len(chunk)
                         chunk = os.read(fd, CHUNK)
                 out.sync()

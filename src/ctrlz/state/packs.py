@@ -33,6 +33,12 @@ CHUNK = 4 << 20
 #: zstd's level for small objects. 2, not zstd's default 3: on git's source it compresses 40%
 #: faster (a first snapshot of it: ~12% faster) for a store 3-4% larger.
 ZSTD_LEVEL = 2
+#: zstd's fastest level, for a large object's reads the disk is waiting for (the disk takes
+#: bytes faster than level 1 makes them: on the 2-core machine of docs/benchmarks.md, 2 GB/s
+#: against 200 MB/s per core for log-like text). Its frames hold the bytes as they are, at
+#: 1.4 GB/s per core, in the format every reader reads already; ``ctrlz gc`` compresses
+#: objects stored this way (:mod:`ctrlz.state.compact`).
+STORE_LEVEL = -131072
 PACK_MAGIC = b"CTZPACK1"
 WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
