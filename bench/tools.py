@@ -149,6 +149,12 @@ class Ctrlz(Tool):
         self._settle()
         return dt
 
+    def gc(self) -> float:
+        """``ctrlz gc --json``, which compresses what a snapshot stored uncompressed."""
+        dt = self._ctrlz("gc", "--json")[0]
+        self._settle()
+        return dt
+
 
 class CtrlzNoDaemon(Ctrlz):
     """The same commands with the daemon turned off (``CTRLZ_DAEMON=0``): every one is a fresh
