@@ -205,3 +205,22 @@ def test_a_gc_killed_while_it_compresses_loses_nothing(point: str, ws_dir: Path,
     assert final.ok and final.orphans == 0
     [(oid, _pack, _off, stored, _size, _codec)] = loose_rows(ws)
     assert os.path.getsize(ws.repo.objects.loose_name(oid)) == stored
+
+
+def test_a_large_pre_image_is_compressed_whatever_the_pace_of_the_disk(ws_dir: Path,
+                                                                       home: Path) -> None:
+    # ``home`` only for its check that the filesystem takes O_DIRECT
+    """No gc compresses the tool-call store's bodies later, and ``preimage_cap`` counts
+    their stored bytes: a large pre-image is compressed as it is taken."""
+    from ctrlz import toolcalls as tc
+
+    body = log_text(6 << 20, seed=5)
+    (ws_dir / "big.log").write_bytes(body)
+    with Workspace.init(ws_dir) as ws:  # in the home the tool-call API finds (CTRLZ_HOME)
+        store = ws.store_path
+    tc.fs_snapshot("s1", "call-1", [str(ws_dir / "big.log")], workspace=ws_dir)
+    loose = [p for p in (store / "toolcalls" / "objects").rglob("*") if p.is_file()]
+    assert len(loose) == 1 and loose[0].stat().st_size < len(body) // 2
+    (ws_dir / "big.log").write_bytes(b"the tool's edit\n")
+    tc.fs_restore("s1", "call-1", workspace=ws_dir)
+    assert (ws_dir / "big.log").read_bytes() == body

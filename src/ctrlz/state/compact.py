@@ -8,7 +8,7 @@ files from about 3.5 s to 1.9 s, while the disk holds 1.8 GB instead of 1.34 GB.
 for gc, so gc gives the space back: it compresses each such object again, whole.
 
 Which objects: loose zstd objects with a frame that does not say its content size, which is
-how a snapshot marks the frames it stored as they were (:func:`_frames_stored_as_is`).
+how a snapshot marks the frames it stored as they were (:func:`_stored_as_is`).
 Objects cut into chunks for a remote are left alone (their chunk table names offsets in the
 file), and so are clones (they share the workspace's blocks and cost nothing). Every frame
 of the new file says its size, so an object is compressed once, even one whose bytes zstd
@@ -127,50 +127,51 @@ def candidates(store: ObjectStore) -> list[tuple[bytes, int, int]]:
     for oid, pack, _offset, stored, size, codec in store.catalog.object_rows():
         if (pack is None and codec == ZSTD and size >= LOOSE_MIN
                 and store.catalog.cuts(oid) is None
-                and _frames_stored_as_is(store.loose_name(oid)) > 0):
+                and _stored_as_is(store.loose_name(oid))):
             found.append((oid, stored, size))
     return found
 
 
-def _frames_stored_as_is(path: str) -> int:
-    """How many of a loose object's zstd frames a snapshot stored as they were: the frames
-    that do not say their content size (``STORE_LEVEL`` frames are written without it,
-    every other frame of a large object with it). 0 as well for a file this walk does not
-    understand: it is left alone, and ``ctrlz verify`` judges it.
+def _stored_as_is(path: str) -> bool:
+    """Has this loose object a zstd frame a snapshot stored as it was: one that does not say
+    its content size (``STORE_LEVEL`` frames are written without it, every other frame of a
+    large object with it)? No, too, for a file this walk does not understand: it is left
+    alone, and ``ctrlz verify`` judges it.
 
     The walk reads each frame's header and its blocks' 3-byte headers (RFC 8878, 3.1.1),
-    not the blocks: about 8 small reads per MiB of content."""
+    not the blocks, up to the first such frame: about 8 small reads per MiB of content
+    passed over."""
     z = zstd()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return 0
+        return False
     try:
         end = os.fstat(fd).st_size
-        offset = found = 0
+        offset = 0
         while offset < end:
             head = os.pread(fd, 18, offset)  # a frame header is at most 18 bytes
             if head[:4] != _MAGIC:
-                return 0
+                return False
             try:
                 params = z.get_frame_parameters(head)
                 offset += z.frame_header_size(head)
             except z.ZstdError:
-                return 0
+                return False
+            if params.content_size == z.CONTENTSIZE_UNKNOWN:
+                return True
             last = False
             while not last:
                 block = os.pread(fd, 3, offset)
                 if len(block) != 3:
-                    return 0
+                    return False
                 word = int.from_bytes(block, "little")
                 last, kind, length = bool(word & 1), (word >> 1) & 3, word >> 3
                 if kind == 3:  # reserved: not a frame we wrote
-                    return 0
+                    return False
                 offset += 3 + (1 if kind == 1 else length)  # an RLE block holds one byte
             offset += 4 if params.has_checksum else 0
-            if params.content_size == z.CONTENTSIZE_UNKNOWN:
-                found += 1
-        return found if offset == end else 0
+        return False
     finally:
         os.close(fd)
 

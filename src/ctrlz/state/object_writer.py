@@ -251,7 +251,8 @@ class ObjectWriter:
             os.close(pack.fd)
         self._done_packs.append(pack)
 
-    def ingest_large(self, fd: int, *, clone: bool = False) -> tuple[bytes, str, int, int, int]:
+    def ingest_large(self, fd: int, *, clone: bool = False,
+                     paced: bool = True) -> tuple[bytes, str, int, int, int]:
         """Copy an open file into a temp loose object while hashing it (thread-safe).
 
         Returns (oid, temp path, raw size, stored length, codec). The bytes stored are exactly
@@ -262,6 +263,10 @@ class ObjectWriter:
         (codec ``CLONE``, nothing read; see :mod:`ctrlz.state.clones`). Only a snapshot's scan
         asks for this: its caller records whatever id comes back; callers that check the id
         against a hash they know (a pre-image body) must not.
+
+        ``paced``: compress a read only while the disk is behind (see ``STORE_LEVEL``); a
+        store no ``ctrlz gc`` compresses later (the tool-call store) asks for every read
+        compressed.
         """
         self._loose_ready()
         tmp = os.path.join(self.store._loose, temp_name("large"))
@@ -288,14 +293,15 @@ class ObjectWriter:
                     # which stores it as it is (see STORE_LEVEL); gc compresses it later
                     cctx = zstd().ZstdCompressor(level=1) if compress else None
                     store = (zstd().ZstdCompressor(level=STORE_LEVEL, write_content_size=False)
-                             if compress else None)
+                             if compress and paced else None)
                     chunk = first
                     while chunk:
                         hasher.update(chunk)
                         if cctx is None:
                             out.write(chunk)
                         else:
-                            out.write((store if out.keeping_up() else cctx).compress(chunk))
+                            fast = store is not None and out.keeping_up()
+                            out.write((store if fast else cctx).compress(chunk))
                             failpoints.hit("large-read-decided")
                         size += len(chunk)
                         chunk = os.read(fd, CHUNK)

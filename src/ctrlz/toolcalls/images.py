@@ -151,7 +151,9 @@ def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
     fd = open_file(full)
     try:
         if st.st_size >= LOOSE_MIN:
-            oid, tmp, size, stored, codec = writer.ingest_large(fd)
+            # compressed whatever the disk's pace: no gc compresses a pre-image later, and
+            # preimage_cap counts stored bytes
+            oid, tmp, size, stored, codec = writer.ingest_large(fd, paced=False)
             writer.adopt_large(oid, tmp, size, stored, codec)
         else:
             data = _read_all(fd)
