@@ -2,7 +2,7 @@
 
 Why: a snapshot compresses a large object's reads only while the disk is slower than the
 compressor (:meth:`ctrlz.state.direct_io.ObjectFile.keeping_up`). On a fast disk it stores
-them in frames of zstd's fastest level, which hold the bytes as they are (``STORE_LEVEL``):
+them in zstd frames of raw blocks, which hold the bytes as they are (``stored_frame``):
 on the 2-core machine of docs/benchmarks.md that takes the first snapshot of 2 GB of large
 files from about 3.5 s to 1.9 s, while the disk holds 1.8 GB instead of 1.34 GB. Nobody waits
 for gc, so gc gives the space back: it compresses each such object again, whole.
@@ -134,9 +134,9 @@ def candidates(store: ObjectStore) -> list[tuple[bytes, int, int]]:
 
 def _stored_as_is(path: str) -> bool:
     """Has this loose object a zstd frame a snapshot stored as it was: one that does not say
-    its content size (``STORE_LEVEL`` frames are written without it, every other frame of a
-    large object with it)? No, too, for a file this walk does not understand: it is left
-    alone, and ``ctrlz verify`` judges it.
+    its content size (:func:`~ctrlz.state.packs.stored_frame` writes it without; every
+    other frame of a large object has it)? No, too, for a file this walk does not
+    understand: it is left alone, and ``ctrlz verify`` judges it.
 
     The walk reads each frame's header and its blocks' 3-byte headers (RFC 8878, 3.1.1),
     not the blocks, up to the first such frame: about 8 small reads per MiB of content

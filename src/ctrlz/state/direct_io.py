@@ -44,6 +44,12 @@ if TYPE_CHECKING:
 STAGE = 2 << 20
 #: stage writes in flight at once, over all files (one per file at most)
 WRITERS = 8
+#: how long :meth:`ObjectFile.keeping_up` waits for the stage write in flight: a tenth of
+#: what compressing a 4 MiB read at zstd level 1 takes (20 ms of log-like text on the
+#: machine of docs/benchmarks.md). Written as soon as a read has filled the stages, that
+#: write is often still going when the next read is ready; a disk that writes a 2 MiB stage
+#: within it (1 GB/s and up) is not behind, one that takes longer is.
+GRACE = 0.002
 
 _DIRECT = getattr(os, "O_DIRECT", 0)  # Linux and the BSDs; 0 elsewhere: always buffered
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
@@ -82,14 +88,18 @@ class ObjectFile:
 
     def keeping_up(self) -> bool:
         """Does the disk take this file's bytes as fast as they come? Yes while they go past
-        the page cache and the stage handed over last is written already (or none was): the
-        disk then waits for the caller, and time spent compressing is time added to the
-        whole. Through the page cache, a write returns before the disk has the bytes, so
-        there is nothing to tell by, and the answer is no."""
+        the page cache and the stage handed over last is written already (or none was), or
+        is within ``GRACE``: the disk then waits for the caller, and time spent compressing
+        is time added to the whole. Through the page cache, a write returns before the disk
+        has the bytes, so there is nothing to tell by, and the answer is no."""
         if not self.direct:
             return False
         pending = self._pending
-        return pending is None or pending.done()
+        if pending is None or pending.done():
+            return True
+        from concurrent.futures import wait
+
+        return bool(wait([pending], timeout=GRACE).done)
 
     def write(self, data: bytes | memoryview) -> None:
         data = memoryview(data).cast("B")

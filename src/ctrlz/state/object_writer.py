@@ -27,7 +27,6 @@ from .packs import (
     RAW,
     RECORD,
     RECORD_MAGIC,
-    STORE_LEVEL,
     WRITE_BUFFER,
     ZSTD,
     PackInProgress,
@@ -35,6 +34,7 @@ from .packs import (
     encode_small,
     full_disk,
     make_dir,
+    stored_frame,
     zstd,
 )
 
@@ -264,7 +264,7 @@ class ObjectWriter:
         asks for this: its caller records whatever id comes back; callers that check the id
         against a hash they know (a pre-image body) must not.
 
-        ``paced``: compress a read only while the disk is behind (see ``STORE_LEVEL``); a
+        ``paced``: compress a read only while the disk is behind (see ``stored_frame``); a
         store no ``ctrlz gc`` compresses later (the tool-call store) asks for every read
         compressed.
         """
@@ -289,19 +289,19 @@ class ObjectWriter:
                     # one frame per read, not one streamed frame: zstd's one-shot compress
                     # takes a third less time on the same bytes (no copy into the stream's
                     # window) at the same ratio, and every reader reads across frames.
-                    # A read the disk is waiting for goes in a frame of zstd's fastest level,
-                    # which stores it as it is (see STORE_LEVEL); gc compresses it later
+                    # A read the disk is waiting for goes in a frame that holds it as it is
+                    # (packs.stored_frame); gc compresses it later
                     cctx = zstd().ZstdCompressor(level=1) if compress else None
-                    store = (zstd().ZstdCompressor(level=STORE_LEVEL, write_content_size=False)
-                             if compress and paced else None)
                     chunk = first
                     while chunk:
                         hasher.update(chunk)
                         if cctx is None:
                             out.write(chunk)
+                        elif paced and out.keeping_up():
+                            out.write(stored_frame(chunk))
                         else:
-                            fast = store is not None and out.keeping_up()
-                            out.write((store if fast else cctx).compress(chunk))
+                            out.write(cctx.compress(chunk))
+                        if cctx is not None:
                             failpoints.hit("large-read-decided")
                         size += len(chunk)
                         chunk = os.read(fd, CHUNK)
