@@ -56,6 +56,8 @@ def stored_frame(data: bytes | memoryview) -> bytes:
         parts.append(((size << 3) | (start + size >= n)).to_bytes(3, "little"))
         parts.append(view[start:start + size])
     return b"".join(parts)
+
+
 PACK_MAGIC = b"CTZPACK1"
 WRITE_BUFFER = 1 << 20  # pack appends are buffered: one write() per MiB, not two per object
 RECORD = struct.Struct(">4sB32sQQ")  # b"CZOB", codec, oid, raw size, stored length
