@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctrlz import Workspace
+from ctrlz import StoreFull, Workspace
 from ctrlz.state import direct_io, failpoints
 from ctrlz.state.compact import candidates
 from ctrlz.state.direct_io import STAGE, ObjectFile
-from tests.conftest import tree_state
+from tests.conftest import mounted, tree_state
 
 REPO = Path(__file__).resolve().parents[2]
 CTRLZ = str(Path(sys.executable).parent / "ctrlz")
@@ -262,4 +262,42 @@ def test_a_large_pre_image_is_compressed_whatever_the_pace_of_the_disk(ws_dir: P
     assert len(loose) == 1 and loose[0].stat().st_size < len(body) // 2
     (ws_dir / "big.log").write_bytes(b"the tool's edit\n")
     tc.fs_restore("s1", "call-1", workspace=ws_dir)
+    assert (ws_dir / "big.log").read_bytes() == body
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    yield from mounted(tmp_path / "disk", "-t", "tmpfs", "-o", "size=24m", "tmpfs")
+
+
+def test_a_gc_that_fills_the_disk_while_it_compresses_loses_nothing(ws_dir: Path,
+                                                                    small_disk: Path) -> None:
+    home = small_disk / "home"
+    body = log_text(8 << 20, seed=6)
+    (ws_dir / "big.log").write_bytes(body)
+    ws = Workspace.init(ws_dir, home=home)
+    with ObjectFile(small_disk / "probe") as probe:
+        if not probe.direct:
+            pytest.skip("this tmpfs takes no O_DIRECT (Linux before 6.6)")
+    (small_disk / "probe").unlink()
+    ws.snapshot(label="base")
+    if not candidates(ws.repo.objects):
+        pytest.skip("the snapshot compressed every read: nothing for gc to do")
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f:  # all but a few KiB: the compressed copy cannot fit
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    with pytest.raises(StoreFull):
+        ws.gc()
+    assert ws.verify().ok
+    filler.unlink()
+    assert ws.gc().compressed_objects == 1  # and the temp file the full disk left is gone
+    final = ws.verify()
+    assert final.ok and final.orphans == 0
+    (ws_dir / "big.log").write_bytes(b"x")
+    ws.restore("base")
     assert (ws_dir / "big.log").read_bytes() == body
