@@ -170,7 +170,8 @@ def verify(call: Call) -> Any:
     return {"type": "verify", **call.workspace().verify().to_json()}
 
 
-@endpoint("POST", "/v1/workspaces/{ws}/gc", "Collect unreferenced objects and repack.",
+@endpoint("POST", "/v1/workspaces/{ws}/gc",
+          "Collect unreferenced objects, repack, and compress what was stored uncompressed.",
           changes=True, returns="as `ctrlz gc --json`", tag="maintenance")
 def gc(call: Call) -> Any:
     return {"type": "gc", **call.workspace().gc().to_json()}
