@@ -112,25 +112,34 @@ def test_verify_remote_calls_no_pack_reclaimable_when_a_tree_is_damaged(tmp_path
     assert "reclaimable" not in r.out and "not counted" in r.out
 
 
-def test_a_workspace_name_that_begins_another_workspace_id_is_refused_as_ambiguous(
+def test_a_workspace_name_that_begins_another_workspace_id_names_that_workspace(
         tmp_path: Path) -> None:
-    """``clone --workspace NAME`` once took NAME as an id prefix first: a workspace whose id
-    began with the other's name was cloned instead, with exit 0."""
+    """``clone --workspace NAME`` took NAME as an id prefix first: a workspace whose random id
+    began with the other's name was cloned instead, with exit 0. A name now comes first, as
+    git takes a ref's name before an abbreviated hash; two workspaces of one name are
+    refused as ambiguous."""
     rem = f"file://{tmp_path}/rem"
-    a = make_ws(tmp_path / "a", {"a.txt": "a\n"}, tmp_path / "home-a")
-    ctrlz("snapshot", cwd=a, home=tmp_path / "home-a")
-    ctrlz("remote", "add", "origin", rem, cwd=a, home=tmp_path / "home-a")
-    ctrlz("push", cwd=a, home=tmp_path / "home-a")
+
+    def pushed(path: Path, files: dict[str, str], home: Path) -> None:
+        w = make_ws(path, files, home)
+        ctrlz("snapshot", cwd=w, home=home)
+        ctrlz("remote", "add", "origin", rem, cwd=w, home=home)
+        ctrlz("push", cwd=w, home=home)
+
+    pushed(tmp_path / "a", {"a.txt": "a\n"}, tmp_path / "home-a")
     [a_id] = [p.name for p in (tmp_path / "rem" / "refs").iterdir() if p.name[0] != "."]
     name = a_id[:4]  # a workspace named like the start of a's id
-    b = make_ws(tmp_path / name, {"b.txt": "b\n"}, tmp_path / "home-b")
-    ctrlz("snapshot", cwd=b, home=tmp_path / "home-b")
-    ctrlz("remote", "add", "origin", rem, cwd=b, home=tmp_path / "home-b")
-    ctrlz("push", cwd=b, home=tmp_path / "home-b")
-    r = ctrlz("clone", rem, str(tmp_path / "c"), "--workspace", name, cwd=tmp_path,
-              home=tmp_path / "home-c", ok=False)
+    pushed(tmp_path / name, {"b.txt": "b\n"}, tmp_path / "home-b")
+    ctrlz("clone", rem, str(tmp_path / "c1"), "--workspace", name, cwd=tmp_path,
+          home=tmp_path / "home-c1")
+    assert sorted(p.name for p in (tmp_path / "c1").iterdir()) == ["b.txt"]
+    ctrlz("clone", rem, str(tmp_path / "c2"), "--workspace", a_id, cwd=tmp_path,
+          home=tmp_path / "home-c2")
+    assert sorted(p.name for p in (tmp_path / "c2").iterdir()) == ["a.txt"]
+    # a second workspace of the same name: refused, nothing made
+    (tmp_path / "other").mkdir()
+    pushed(tmp_path / "other" / name, {"c.txt": "c\n"}, tmp_path / "home-d")
+    r = ctrlz("clone", rem, str(tmp_path / "c3"), "--workspace", name, cwd=tmp_path,
+              home=tmp_path / "home-c3", ok=False)
     assert f"--workspace '{name}' matches 2 workspaces" in r.err
-    assert not (tmp_path / "c").exists()
-    ctrlz("clone", rem, str(tmp_path / "c"), "--workspace", a_id, cwd=tmp_path,
-          home=tmp_path / "home-c")
-    assert (tmp_path / "c" / "a.txt").read_text() == "a\n"
+    assert not (tmp_path / "c3").exists()

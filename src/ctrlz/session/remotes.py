@@ -406,10 +406,11 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     remote = open_remote(spec)
     spaces = remote.workspaces()
     if workspace is not None:
-        # its exact id; else every workspace whose id starts with it or whose name it is
-        # (a name that is also the start of another's id is ambiguous: refused below)
-        spaces = [workspace] if workspace in spaces else list(dict.fromkeys(
-            [w for w in spaces if w.startswith(workspace)] + _by_name(remote, spaces, workspace)))
+        # its exact id, else its name, else the start of its id: as git takes a ref's name
+        # before an abbreviated hash (a name that begins another workspace's random id
+        # once cloned that other workspace)
+        spaces = ([workspace] if workspace in spaces else _by_name(remote, spaces, workspace)
+                  or [w for w in spaces if w.startswith(workspace)])
     if not spaces:
         raise RemoteError(f"{remote.url} holds no workspace" +
                           (f" matching {workspace!r}" if workspace else ""))
