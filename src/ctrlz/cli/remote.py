@@ -246,7 +246,8 @@ def pull_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--snapshot", metavar="SNAP", help="Restore SNAP instead of the newest.")
 @click.option("--workspace", metavar="ID|NAME",
-              help="Which workspace, when the remote holds several.")
+              help="Which workspace, when the remote holds several: its id, its name, or the "
+                   "start of its id.")
 @click.option("--endpoint-url", metavar="URL", help="A non-AWS S3 endpoint.")
 @click.option("--region", metavar="REGION", help="The bucket's region.")
 @click.option("--profile", metavar="NAME", help="An AWS profile from ~/.aws/config.")
