@@ -493,7 +493,14 @@ class RestoreMachine(RuleBasedStateMachine):
                 self.ws.undo()
             assert self.disk() == before
             return
-        done = self.ws.undo()
+        try:
+            done = self.ws.undo()
+        except RestoreIncomplete as exc:  # a directory the user made, holding files the undo
+            result = kept_in_the_way(exc)  # leaves alone, stands where a file goes back: the
+            # undo is recorded all the same, and the directory reported and left as it is
+            self._undone(op, before, result.safety.id if result.safety else None,
+                         vpaths(result.skipped) | vpaths(result.conflicts))
+            return
         assert done.operation.before == op.before_id
         self._undone(op, before, done.restore.safety.id if done.restore.safety else None,
                      vpaths(done.restore.skipped))
@@ -520,20 +527,25 @@ class RestoreMachine(RuleBasedStateMachine):
             assert self.disk() == before
             return
         pairs = self.user_pairs_on(before)
-        done = self.ws.redo()
-        assert done.operation.before == op.before_id
-        assert op.after_id is not None and done.restore.safety is not None
+        try:
+            done = self.ws.redo()
+            assert done.operation.before == op.before_id
+            restored, kept = done.restore, vpaths(done.restore.skipped)
+        except RestoreIncomplete as exc:  # as in undo: a directory in the way, reported
+            restored = kept_in_the_way(exc)
+            kept = vpaths(restored.skipped) | vpaths(restored.conflicts)
+        assert op.after_id is not None and restored.safety is not None
         now = self.disk()
-        self.check_captured(done.restore.safety.id, before, op.explicit)
+        self.check_captured(restored.safety.id, before, op.explicit)
         self.check_applied(before, now, self.snapshot_state(op.after_id), op.scope,
-                           op.explicit, f"redo of {op.kind}", vpaths(done.restore.skipped))
+                           op.explicit, f"redo of {op.kind}", kept)
         if op.undo_step == self.steps - 1:  # right after the undo: the tree before it
             assert now == op.after, (f"redo right after undoing {op.kind}",
                                      _diff(op.after, now))
         self.check_kept(pairs, "redo")
         # the next undo of it returns to the tree just before this redo (with whatever the
         # user changed after the undo), which the redo captured
-        op.undone, op.before_id, op.before, op.step = False, done.restore.safety.id, before, \
+        op.undone, op.before_id, op.before, op.step = False, restored.safety.id, before, \
             self.steps
 
     # -- agent tool calls ------------------------------------------------------------------
