@@ -16,7 +16,7 @@ CHILD = """
 import sys
 from ctrlz.state import failpoints
 failpoints.arm(sys.argv[1])
-from ctrlz.session.remotes import clone
+from ctrlz.session.cloning import clone
 clone(sys.argv[2], sys.argv[3])
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctrlz.errors import RemoteError
-from ctrlz.session import remotes
+from ctrlz.session import cloning, remotes
 from ctrlz.state.remote.backend import Backend
 from ctrlz.workspace import Workspace
 
@@ -221,7 +221,7 @@ def test_gc_racing_pushes_never_removes_what_a_push_names(s3: S3, tmp_path: Path
     names = {e["id"] for e in remotes.remote_listing(ws, None)[1]}
     assert set(pushed) <= names
     dest = tmp_path / "clone"
-    other, _pull, _restored = remotes.clone(f"s3://{ws_bucket(ws)}", dest)
+    other, _pull, _restored = cloning.clone(f"s3://{ws_bucket(ws)}", dest)
     other.close()
     assert tree_state(dest) == tree_state(ws.root)
     ws.close()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ctrlz.errors import RemoteError
-from ctrlz.session import remotes
+from ctrlz.session import cloning, remotes
 from ctrlz.state.remote.known import KnownTrees, load_known
 from ctrlz.state.remote.local import LocalBackend
 from ctrlz.state.remote.repo import RemoteRepo
@@ -42,7 +42,7 @@ def _identity(ws: Workspace) -> str:
 
 def _clone_matches(ws: Workspace, url: str, dest: Path) -> None:
     assert remotes.verify(ws, None).ok
-    other, _pull, _restored = remotes.clone(url, dest)
+    other, _pull, _restored = cloning.clone(url, dest)
     other.close()
     assert tree_state(dest) == tree_state(ws.root)
 
@@ -272,7 +272,7 @@ def test_an_encrypted_remote_walks_only_new_trees_too(tmp_path: Path,
     second = remotes.push_snapshots(ws)
     assert (second.trees_walked, second.trees_known) == (3, 1)
     assert remotes.verify(ws, None).ok
-    other, _pull, _restored = remotes.clone(url, tmp_path / "clone", encrypt=True, key_env="K")
+    other, _pull, _restored = cloning.clone(url, tmp_path / "clone", encrypt=True, key_env="K")
     other.close()
     assert tree_state(tmp_path / "clone") == tree_state(ws.root)
     ws.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.session import remotes
+from ctrlz.session import cloning, remotes
 from ctrlz.state.remote import open_backend
 from ctrlz.state.remote import s3 as s3mod
 from ctrlz.workspace import Workspace
@@ -62,7 +62,7 @@ def test_a_push_with_a_pack_over_the_limit_round_trips(s3: S3, tmp_path: Path,
                                                        Prefix="p/data/")["Contents"]]
     assert max(sizes) > low_limit
     assert remotes.verify(ws, None).ok
-    other, _pull, _restored = remotes.clone(f"s3://{bucket}/p", tmp_path / "clone")
+    other, _pull, _restored = cloning.clone(f"s3://{bucket}/p", tmp_path / "clone")
     other.close()
     assert tree_state(tmp_path / "clone") == tree_state(root)
     ws.close()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ctrlz.session import remotes
+from ctrlz.session import cloning, remotes
 from ctrlz.workspace import Workspace
 
 from ..conftest import tree_state
@@ -66,7 +66,7 @@ def test_a_mostly_garbage_pack_is_repacked_then_deleted(
     assert _data_bytes(tmp_path / "remote") < BIG // 4  # the garbage went with it
     report = remotes.verify(ws, None)
     assert report.ok, report.errors
-    other, _pull, _restored = remotes.clone(url, tmp_path / "clone")
+    other, _pull, _restored = cloning.clone(url, tmp_path / "clone")
     other.close()
     assert tree_state(tmp_path / "clone") == tree_state(ws.root)
     ws.close()
@@ -107,7 +107,7 @@ def test_a_push_that_revives_a_garbage_object_keeps_the_old_pack(
     assert old.rpartition("/")[2] in later.forgiven
     report = remotes.verify(ws, None)
     assert report.ok, report.errors
-    other, _pull, _restored = remotes.clone(url, tmp_path / "clone")
+    other, _pull, _restored = cloning.clone(url, tmp_path / "clone")
     other.close()
     assert tree_state(tmp_path / "clone") == tree_state(ws.root)
     ws.close()

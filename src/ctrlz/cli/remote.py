@@ -269,13 +269,13 @@ def clone_cmd(url: str, directory: str, snapshot: str | None, workspace: str | N
       ctrlz clone s3://team-bucket/ctrlz ~/work/app
       ctrlz clone file:///mnt/nas/ctrlz /tmp/app --snapshot baseline
     """
-    from ..session import remotes
+    from ..session.cloning import clone
 
     if encrypt and key_file:
         from pathlib import Path
 
         key_file = str(Path(key_file).expanduser().resolve())
-    ws, report, restored = remotes.clone(
+    ws, report, restored = clone(
         url, directory, snapshot=snapshot, workspace=workspace, endpoint_url=endpoint_url,
         region=region, profile=profile, encrypt=encrypt, key_file=key_file, key_env=key_env)
     with ws:

@@ -1,0 +1,144 @@
+"""Cloning: a new workspace from a remote (``ctrlz clone``).
+
+Which of the remote's workspaces (its id, else its name, else the start of its id), a mark
+that lets a killed clone be run again, and one pull and one restore through the same engine
+calls every other remote command makes (:mod:`ctrlz.session.remotes`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..engine.remote.refs import entries
+from ..errors import RemoteError, UsageError
+from ..state.remote import check_url
+from ..state.remote.repo import RemoteRepo
+from .protected import ProtectedWorkspace
+from .remote_registry import RemoteSpec
+from .remotes import _cache, _pick, open_remote, registry
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..engine.remote.pull import PullReport
+
+
+def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None,
+          workspace: str | None = None, name: str = "origin", **options: Any
+          ) -> tuple[ProtectedWorkspace, PullReport, Any]:
+    """A new workspace at ``dest`` (new or empty) from a remote: every snapshot of the
+    remote's workspace, and the newest (or ``snapshot``) restored into it."""
+    from ..engine.remote.pull import pull
+    from ..engine.restore import restore_into
+    from ..locator import default_home, has_store, store_path_for
+
+    target = Path(dest).expanduser()
+    store = store_path_for(target.resolve(), Path(default_home()).expanduser())
+    half = _clear_half_clone(store)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} exists and is not an empty directory" +
+                         ("; it holds what an interrupted clone had restored: remove it and "
+                          "run the clone again" if half else ""))
+    spec = RemoteSpec(name, check_url(url), options.get("endpoint_url"), options.get("region"),
+                      options.get("profile"), bool(options.get("encrypt")),
+                      options.get("key_file"), options.get("key_env"))
+    remote = open_remote(spec)
+    spaces = remote.workspaces()
+    if workspace is not None:
+        # its exact id, else its name, else the start of its id: as git takes a ref's name
+        # before an abbreviated hash (a name that begins another workspace's random id
+        # once cloned that other workspace)
+        spaces = ([workspace] if workspace in spaces else _by_name(remote, spaces, workspace)
+                  or [w for w in spaces if w.startswith(workspace)])
+    if not spaces:
+        raise RemoteError(f"{remote.url} holds no workspace" +
+                          (f" matching {workspace!r}" if workspace else ""))
+    if len(spaces) > 1:
+        what = f"--workspace {workspace!r} matches" if workspace else f"{remote.url} holds"
+        raise UsageError(f"{what} {len(spaces)} workspaces "
+                         f"({', '.join(_label(remote, w) for w in spaces)}); "
+                         "choose one with --workspace ID")
+    wid = spaces[0]
+    doc, _ = remote.read_ref(wid)
+    found = entries(doc)
+    if not found:
+        raise RemoteError(f"{remote.url}: workspace {wid} has no snapshots")
+    chosen = _pick(found, snapshot, spec.name) if snapshot else found[-1]
+    made = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    fresh = not has_store(store)
+    if fresh:
+        _mark_cloning(store, url)
+    ws = ProtectedWorkspace.init(target)
+    try:
+        with registry(ws) as reg:
+            reg.set_meta("workspace_id", wid)
+            reg.set_meta("workspace_name", str((doc or {}).get("workspace", {}).get("name")
+                                               or target.name))
+            reg.add(spec)
+        ws.repo.objects.want_cuts()
+        report = pull(ws.repo, remote, found, _cache(ws, name))
+        with registry(ws) as reg:
+            reg.set_origins({e["id"]: e.get("origin") or {} for e in found})
+            reg.set_pushed(name, [e["id"] for e in found])
+        restored = restore_into(ws.repo, len(ws.roots), ws.resolve(chosen["id"]), ws.root)
+        if fresh:
+            (ws.store_path / CLONING).unlink(missing_ok=True)  # a whole clone from now on
+    except BaseException:
+        # what this call made goes with it, so that the same clone can simply be run again
+        # (a failed one used to leave a store with the remote registered: "a remote named
+        # 'origin' exists already"); files a restore had begun to put into DIR stay
+        ws.close()
+        if fresh:
+            import shutil
+
+            shutil.rmtree(ws.store_path, ignore_errors=True)
+        if made:
+            try:
+                target.rmdir()
+            except OSError:
+                pass
+        raise
+    return ws, report, restored
+
+
+#: a file in a store that a clone is making: written before the store exists, removed once the
+#: clone is whole. A clone killed (``kill -9``, a power cut) cannot clean up after itself, and
+#: its store (with the remote registered) would make every re-run fail ("a remote named
+#: 'origin' exists already"); the next clone of the same directory finds the mark and starts
+#: over.
+CLONING = "cloning"
+
+
+def _mark_cloning(store: Path, url: str) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / CLONING, "w") as f:
+        f.write(url + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _clear_half_clone(store: Path) -> bool:
+    """Remove the store an interrupted clone left at ``store`` (its mark says so); whether
+    there was one."""
+    if not (store / CLONING).exists():
+        return False
+    import shutil
+
+    shutil.rmtree(store, ignore_errors=True)
+    return True
+
+
+def _by_name(remote: RemoteRepo, spaces: list[str], name: str) -> list[str]:
+    out = []
+    for w in spaces:
+        doc, _ = remote.read_ref(w)
+        if (doc or {}).get("workspace", {}).get("name") == name:
+            out.append(w)
+    return out
+
+
+def _label(remote: RemoteRepo, wid: str) -> str:
+    doc, _ = remote.read_ref(wid)
+    return f"{wid} ({(doc or {}).get('workspace', {}).get('name', '?')})"
