@@ -98,15 +98,8 @@ def import_to(file: str, dest: str) -> tuple[ProtectedWorkspace, ImportReport, A
     except BaseException:
         # the store this call made goes too (as a failed clone's does): left behind, a later
         # import --to DIR would import into it, beside whatever the failed one left
-        ws.close()
-        if fresh:
-            import shutil
+        from .cloning import discard_new
 
-            shutil.rmtree(ws.store_path, ignore_errors=True)
-        if made:
-            try:
-                target.rmdir()  # nothing was restored into it
-            except OSError:
-                pass
+        discard_new(ws, fresh, target if made else None)
         raise
     return ws, report, restored

@@ -89,18 +89,25 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
         # what this call made goes with it, so that the same clone can simply be run again
         # (a failed one used to leave a store with the remote registered: "a remote named
         # 'origin' exists already"); files a restore had begun to put into DIR stay
-        ws.close()
-        if fresh:
-            import shutil
-
-            shutil.rmtree(ws.store_path, ignore_errors=True)
-        if made:
-            try:
-                target.rmdir()
-            except OSError:
-                pass
+        discard_new(ws, fresh, target if made else None)
         raise
     return ws, report, restored
+
+
+def discard_new(ws: ProtectedWorkspace, store_made: bool, dir_made: Path | None) -> None:
+    """After a failed clone or ``import --to DIR``: close ``ws``, remove its store if this call
+    made it, and the directory if this call made it and nothing is in it now (files a
+    restore had begun to put there stay)."""
+    ws.close()
+    if store_made:
+        import shutil
+
+        shutil.rmtree(ws.store_path, ignore_errors=True)
+    if dir_made is not None:
+        try:
+            dir_made.rmdir()
+        except OSError:
+            pass
 
 
 #: a file in a store that a clone is making: written before the store exists, removed once the
