@@ -53,9 +53,12 @@ def test_a_writer_killed_mid_pack_leaves_the_marker_and_the_next_snapshot_sweeps
     ws.close()
 
 
-def test_a_writer_that_failed_before_its_commit_keeps_the_marker_until_a_sweep(
+def test_a_writer_that_failed_before_its_commit_removes_its_pack_and_the_marker(
         ws_dir: Path, tmp_path: Path) -> None:
+    """A failure (not a kill) cleans up before it returns: the partial pack is often what
+    filled the disk (issue 41)."""
     ws, _ = setup_ws(ws_dir, tmp_path / "home")
+    before = packs(ws)
     (ws_dir / "src" / "m2.py").write_text("never committed\n")
     failpoints.arm_error("before-commit", errno.EIO)
     try:
@@ -63,9 +66,11 @@ def test_a_writer_that_failed_before_its_commit_keeps_the_marker_until_a_sweep(
             ws.snapshot(label="fails")
     finally:
         failpoints.disarm_all()
-    assert marker(ws).exists()
-    assert ws.verify().orphans > 0  # the aborted pack
-    ws.snapshot(label="sweeps")
+    assert packs(ws) == before
+    assert not marker(ws).exists()
+    assert ws.verify().orphans == 0
+    assert not any("left files" in p for p in ws.status().problems)
+    ws.snapshot(label="after")
     assert not marker(ws).exists() and ws.verify().orphans == 0
     ws.close()
 

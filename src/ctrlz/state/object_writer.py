@@ -6,6 +6,11 @@ visible until :meth:`ObjectWriter.commit`: pack bytes and loose files are fsynce
 index rows are written in the caller's catalog transaction. A crash before that leaves files
 the next writer's sweep removes (:mod:`ctrlz.state.strays`), never an index row without its
 bytes.
+
+A writer that fails, rather than being killed, removes what it wrote before the error leaves
+it (:meth:`ObjectWriter.abort`, or its transaction rolling back): its partial pack is most
+often what filled the disk, and a store whose disk stays full until the next snapshot or
+``ctrlz gc`` is one nothing can be read out of. Only a killed writer's files wait for recovery.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ class ObjectWriter:
         self._pack: PackInProgress | None = None
         self._done_packs: list[PackInProgress] = []
         self._loose_rows: list[ObjectRow] = []
+        self._files: list[str] = []  # packs and loose files made here, named by no committed row
         self._loose_dirs: set[str] = set()
         self._new_dirs: set[str] = set()  # directories this writer created: their parents
         self._clones = False  # adopted a clone: the store's filesystem is flushed at commit
@@ -232,8 +238,13 @@ class ObjectWriter:
             path = os.path.join(self.store._packs, name)
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+            except OSError as exc:
+                raise full_disk(exc, path) from exc
+            self._files.append(path)
+            try:
                 os.write(fd, PACK_MAGIC)
             except OSError as exc:
+                os.close(fd)
                 raise full_disk(exc, path) from exc
             self._pack = PackInProgress(name, path, fd, len(PACK_MAGIC))
         return self._pack
@@ -339,6 +350,7 @@ class ObjectWriter:
         if make_dir(parent):
             self._new_dirs.add(parent)
         os.replace(tmp, dest)
+        self._files.append(dest)
         self._loose_dirs.add(parent)
         self._loose_rows.append((oid, None, 0, stored, size, codec))
         if table is not None:
@@ -393,15 +405,31 @@ class ObjectWriter:
         self._cut_rows.clear()
         self._tables.clear()
         self._loose_dirs.clear()
-        if self._marked:  # its files are strays until the transaction commits
-            self._marked = False
-            catalog.on_end(lambda committed: self.store.writer_done(aborted=not committed))
+        # its files are strays until the transaction commits; if it rolls back (a full disk
+        # as SQLite writes the WAL), they are removed as an aborted writer's are
+        files, self._files = self._files, []
+        marked, self._marked = self._marked, False
+        if marked or files:
+            catalog.on_end(lambda committed: self._settle(committed, files, marked))
 
-    def abort(self) -> None:
-        """Forget uncommitted work; its bytes stay as orphans until the next recovery."""
+    def _settle(self, committed: bool, files: list[str], marked: bool) -> None:
+        """The end of the transaction this writer committed into: rolled back, its files go."""
+        clean = committed or _remove(files)
+        if marked:
+            self.store.writer_done(aborted=not clean)
+
+    def abort(self) -> bool:
+        """Forget uncommitted work and remove the files it wrote (the open pack, finished
+        packs, adopted loose objects). Returns whether all of them are gone: if one could not
+        be removed, the store's "writing" marker stays and the next recovery sweeps it."""
+        if self._pack is not None:
+            os.close(self._pack.fd)  # first: a descriptor keeps a deleted pack's blocks
+            self._pack = None
+        files, self._files = self._files, []
+        clean = _remove(files)
         if self._marked:
             self._marked = False
-            self.store.writer_done(aborted=True)
+            self.store.writer_done(aborted=not clean)
         self._behind = None  # its helpers finish batches no one appends
         self._buffer.clear()
         self._tables.clear()
@@ -409,9 +437,6 @@ class ObjectWriter:
         self._done_packs.clear()
         self._loose_rows.clear()
         self._loose_dirs.clear()
-        if self._pack is not None:
-            os.close(self._pack.fd)
-            self._pack = None
         # a directory made here may be used by the next writer, which will not know it is new
         for parent in {os.path.dirname(d) for d in self._new_dirs}:
             try:
@@ -419,3 +444,17 @@ class ObjectWriter:
             except OSError:
                 pass
         self._new_dirs.clear()
+        return clean
+
+
+def _remove(files: list[str]) -> bool:
+    """Unlink files a writer made; whether none is left (one already gone counts as gone)."""
+    clean = True
+    for path in files:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            clean = False
+    return clean

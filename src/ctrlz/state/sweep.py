@@ -82,8 +82,9 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
             for pack_id in dead_packs:
                 store.catalog.delete_pack(pack_id)
     except BaseException:
-        writer.abort()
-        store.writer_done(aborted=True)
+        # nothing was deleted yet and the index is as it was: the new pack is the one file
+        # that could be a stray, and a writer that fails removes its own
+        store.writer_done(aborted=not writer.abort())
         raise
     failpoints.hit("gc-after-commit")
     store.close()
