@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,3 +129,174 @@ def served_workspace(root: Path) -> Iterator[Workspace]:
     finally:
         daemon_client.stop(workspace.store_path)
         workspace.close()
+
+
+#: the user a test becomes when it needs someone other than root (``nobody`` on Debian)
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class OtherUser:
+    """How a test runs a command as another user, from root, through ``setpriv``.
+
+    ``python`` is an interpreter that any user can run, with this checkout's ctrlz and its
+    dependencies installed beside it in a world-readable directory (see :func:`other_user`).
+    The checkout's own ``.venv`` will not do: a clone in a 0700 directory (``mktemp -d``, a
+    home of mode 0750) is out of another user's reach, and so is everything in it."""
+
+    python: str
+
+    def command(self, *args: str, uid: int = NOBODY) -> list[str]:
+        """``args`` run as ``uid`` (the group the same number, no supplementary groups)."""
+        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *args]
+
+    def python_command(self, *args: str, uid: int = NOBODY) -> list[str]:
+        """``python ARGS`` run as ``uid``."""
+        return self.command(self.python, *args, uid=uid)
+
+    def ctrlz_command(self, *args: str, uid: int = NOBODY) -> list[str]:
+        """``ctrlz ARGS`` run as ``uid``: the Python CLI itself, not the ``ctrlz`` door (the
+        door is built with the path of the checkout's interpreter in it)."""
+        return self.python_command(
+            "-P", "-c", "import sys; del sys.argv[0]; from ctrlz.cli import main; "
+            "sys.exit(main())", "ctrlz", *args, uid=uid)
+
+
+@pytest.fixture(scope="session")
+def other_user() -> Iterator[OtherUser]:
+    """The one way a test switches user (every test that does asks for this fixture; a test
+    in test_other_user.py holds them to it). Made once per run: a venv, in a world-readable
+    temp directory, of an interpreter another user can run with its own standard library
+    (this one when it can, else the same Python version elsewhere on the machine), holding
+    ctrlz from this checkout and the packages it needs, hard-linked where they may be (they
+    are readable by all already) and copied otherwise. Skipped, with the reason, where the
+    machine cannot do it: not root, no setpriv, no such interpreter or directory."""
+    if not is_root():
+        pytest.skip("switching to another user needs root")
+    if shutil.which("setpriv") is None:
+        pytest.skip("switching to another user needs setpriv (util-linux)")
+    parent = next((d for d in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm")
+                   if os.path.isdir(d) and _reachable_by_all(d)), None)
+    if parent is None:
+        pytest.skip("no temp directory another user can reach")
+    base = Path(tempfile.mkdtemp(prefix="ctrlz-other-user-", dir=parent))
+    try:
+        os.chmod(base, 0o755)
+        interpreter, refused = _interpreter_for_all()
+        if interpreter is None:
+            pytest.skip("no Python another user can run with its own standard library: "
+                        + "; ".join(refused))
+        venv = base / "venv"
+        subprocess.run([interpreter, "-m", "venv", "--without-pip", str(venv)], check=True,
+                       capture_output=True, timeout=120)
+        python = str(venv / "bin" / "python")
+        site = subprocess.run([python, "-I", "-c",
+                               "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+        _install_ctrlz(Path(site))
+        _readable_by_all(base)
+        user = OtherUser(python)
+        proof = subprocess.run(user.python_command("-I", "-c", "import ctrlz.cli, blake3, "
+                                                   "zstandard; print(ctrlz.__file__)"),
+                               capture_output=True, text=True, timeout=120)
+        assert proof.returncode == 0 and proof.stdout.startswith(site), (
+            f"uid {NOBODY} cannot import ctrlz from {site}: {proof.stderr[-2000:]}")
+        yield user
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _reachable_by_all(path: str) -> bool:
+    """Whether every directory from / down to ``path`` lets others pass."""
+    here = Path(path).resolve()
+    return all(os.stat(d).st_mode & stat.S_IXOTH for d in (here, *here.parents))
+
+
+_PROBE = "import sys, sqlite3; print(sys.version_info[:2], sys.base_prefix)"
+
+
+def _interpreter_for_all() -> tuple[str | None, list[str]]:
+    """A Python of this version (C extensions are built for it) that ``nobody`` runs with
+    its own standard library, and why each other candidate was refused. Run as another user,
+    an interpreter that cannot read its prefix falls back to another one (pyenv's under
+    root's 0700 home picks up /usr/lib/python3.X), so the test is that both users see the
+    same ``sys.base_prefix``."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
+                  f"/usr/bin/python{version}", f"/usr/local/bin/python{version}",
+                  shutil.which(f"python{version}") or ""]
+    refused: list[str] = []
+    for candidate in dict.fromkeys(os.path.realpath(c) for c in candidates if c):
+        if not os.access(candidate, os.X_OK):
+            continue
+        mine = subprocess.run([candidate, "-I", "-c", _PROBE], capture_output=True, text=True,
+                              timeout=60)
+        theirs = subprocess.run(OtherUser(candidate).python_command("-I", "-c", _PROBE),
+                                capture_output=True, text=True, timeout=60)
+        if mine.returncode == 0 and theirs.returncode == 0 and mine.stdout == theirs.stdout \
+                and mine.stdout.startswith(str(sys.version_info[:2])):
+            return candidate, refused
+        refused.append(f"{candidate}: {mine.stdout.strip()} as root, "
+                       f"{(theirs.stdout or theirs.stderr).strip()[-200:]} as uid {NOBODY}")
+    return None, refused
+
+
+def _install_ctrlz(site: Path) -> None:
+    """ctrlz from this checkout (as imported: an editable install's source tree) and every
+    distribution its requirements reach, into the site-packages directory ``site``."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    import ctrlz
+
+    shutil.copytree(Path(ctrlz.__file__).parent, site / "ctrlz", copy_function=_place)
+    wanted, done = ["ctrlz"], set()
+    while wanted:
+        name = canonicalize_name(wanted.pop())
+        if name in done:
+            continue
+        done.add(name)
+        dist = metadata.distribution(name)
+        for text in dist.requires or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+        root = Path(dist.locate_file("")).resolve()
+        for file in dist.files or []:
+            if name == "ctrlz" and not file.parts[0].endswith(".dist-info"):
+                continue  # the editable install's .pth and finder: the tree is copied above
+            source = Path(dist.locate_file(file)).resolve()
+            if not source.is_relative_to(root) or not source.is_file():
+                continue  # a script in bin/, or a file RECORD lists and nobody installed
+            target = site / source.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                _place(str(source), str(target))
+
+
+def _place(source: str, target: str) -> str:
+    """A hard link of ``source`` when others may read it already (and it is on this
+    filesystem), else a copy (which :func:`_readable_by_all` opens up)."""
+    if os.stat(source).st_mode & stat.S_IROTH:
+        try:
+            os.link(source, target)
+            return target
+        except OSError:
+            pass
+    return shutil.copy2(source, target)
+
+
+def _readable_by_all(base: Path) -> None:
+    """Every directory under ``base`` passable and every file readable by all. A file that
+    is not was copied by :func:`_place` (it links only what is), so the checkout's own
+    files never change mode; symbolic links (the venv's interpreter) are left alone."""
+    for dirpath, _dirnames, filenames in os.walk(base):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                os.chmod(path, stat.S_IMODE(mode) | 0o444 | (0o111 if mode & stat.S_IXUSR
+                                                              else 0))

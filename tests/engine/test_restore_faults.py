@@ -31,7 +31,7 @@ from ctrlz import toolcalls as tc
 from ctrlz.engine import journal
 from ctrlz.errors import RestoreError
 from ctrlz.state import failpoints
-from tests.conftest import is_root, make_tree, mounted, tree_state
+from tests.conftest import NOBODY, OtherUser, make_tree, mounted, tree_state
 from tests.engine.test_restore_crash import (
     CTRLZ,
     SESSION,
@@ -328,25 +328,12 @@ def test_rollback_that_does_not_fit_on_the_disk(small_fs: Path, ctrlz_home: Path
 
 # -- for real: permission denied -------------------------------------------------------------
 
-NOBODY = 65534
-
-
-def test_rollback_into_a_read_only_folder() -> None:
+def test_rollback_into_a_read_only_folder(other_user: OtherUser) -> None:
     """As an unprivileged user (as root: uid 65534 through setpriv), a restore that must write
     into a read-only folder of another user fails with EACCES. (One of the user's own is opened
     up while the restore writes in it: see test_hostile.py's read-only directory test.)"""
-    if not is_root():
-        pytest.skip("needs root, to give the folder to another user")
-    if shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv to drop root")
     base = Path(tempfile.mkdtemp(prefix="ctrlz-eacces-"))  # tmp_path is root's alone
     os.chmod(base, 0o755)
-    # the Python CLI itself, not the `ctrlz` door: setpriv keeps root's capabilities up to its
-    # own exec, which reaches an interpreter under root's 0700 home; a second exec, the
-    # door's, would run as a plain uid 65534 and could not
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-              sys.executable, "-P", "-c",
-              "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"]
     try:
         root, home = base / "ws", base / "home"
         make_tree(root, {"ro": {"a.txt": "a\n", "b.txt": "b\n"},
@@ -368,7 +355,7 @@ def test_rollback_into_a_read_only_folder() -> None:
         before = tree_state(root)
 
         def cli(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([*prefix, CTRLZ, *args], cwd=root, env=env,
+            return subprocess.run(other_user.ctrlz_command(*args), cwd=root, env=env,
                                   capture_output=True, text=True, timeout=120)
 
         line = one_line_error(cli("rollback", "base"))

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
 
-import pytest
-
 from ctrlz.service.gateway import cookie_header
+from tests.conftest import OtherUser
 
 from .conftest import Service
 
@@ -139,9 +137,8 @@ else:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                    reason="needs root and setpriv to become a throw-away user")
-def test_another_user_can_neither_connect_nor_read_the_token(svc: Service) -> None:
+def test_another_user_can_neither_connect_nor_read_the_token(other_user: OtherUser,
+                                                             svc: Service) -> None:
     # the directories above the run dir must be passable for the test to mean anything: make
     # them so (the run dir itself stays 0700, its files 0600)
     for parent in [svc.runtime, *svc.runtime.parents]:
@@ -150,8 +147,8 @@ def test_another_user_can_neither_connect_nor_read_the_token(svc: Service) -> No
         os.chmod(parent, os.stat(parent).st_mode | 0o011)
     nobody = 61_234  # no such user: a uid nothing on the machine owns
     sock, token = svc.run_dir / "service.sock", svc.run_dir / "gateway.token"
-    r = subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
-                        sys.executable, "-c", CONNECT, str(sock), str(token)],
+    r = subprocess.run(other_user.python_command("-c", CONNECT, str(sock), str(token),
+                                                 uid=nobody),
                        capture_output=True, text=True, timeout=30)
     assert r.stdout.split() == ["denied", "denied"], (r.stdout, r.stderr)
     # and the same user (root here) can: the check is the permissions, not a broken socket
@@ -174,9 +171,8 @@ print(json.dumps({"status": int(head.split()[1]), "body": json.loads(body)}))
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                    reason="needs root and setpriv to become a throw-away user")
-def test_peer_uid_is_checked_even_when_the_socket_is_open(fresh_svc: Service) -> None:
+def test_peer_uid_is_checked_even_when_the_socket_is_open(other_user: OtherUser,
+                                                          fresh_svc: Service) -> None:
     """Permissions keep other users off the socket (above); this shows the second guard, the
     kernel's word on who connected (SO_PEERCRED): with the permissions opened wide on purpose,
     another user reaches the socket, and is answered 403 for every request, and the
@@ -189,8 +185,7 @@ def test_peer_uid_is_checked_even_when_the_socket_is_open(fresh_svc: Service) ->
     sock = svc.run_dir / "service.sock"
     os.chmod(sock, 0o666)  # what a careless chmod, or a wrong bind mount, would leave
     nobody = 61_235
-    r = subprocess.run(["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
-                        sys.executable, "-c", REQUEST, str(sock), ""],
+    r = subprocess.run(other_user.python_command("-c", REQUEST, str(sock), "", uid=nobody),
                        capture_output=True, text=True, timeout=30)
     # it connected and was answered, then hung up on: a keep-alive request read to the end
     assert r.returncode == 0, r.stderr
