@@ -237,6 +237,19 @@ def next_pre(db: sqlite3.Connection, session_id: str, seq: int, path: bytes) -> 
     return Image(row[0], bytes(row[1]) if row[1] else None) if row else None
 
 
+def others_after(db: sqlite3.Connection, session_id: str, seq: int
+                 ) -> dict[bytes, tuple[int, str, str]]:
+    """Per path a file tool call of another session captured after ``seq`` (and that is not
+    rolled back): (seq, session_id, snapshot_id) of the newest such call. Sessions share one
+    workspace and one capture order (``seq``), so this is the other agents' work that a
+    restore of this session's calls would take away."""
+    rows = db.execute(
+        "SELECT e.path, s.seq, s.session_id, s.snapshot_id FROM tc_snapshots s "
+        "JOIN tc_entries e ON e.seq = s.seq WHERE s.seq > ? AND s.session_id != ? "
+        "AND s.kind = 'files' AND s.rolled_back = 0 ORDER BY s.seq", (seq, session_id))
+    return {bytes(path): (at, sid, snap) for path, at, sid, snap in rows}
+
+
 def delete_snapshot(db: sqlite3.Connection, seq: int) -> None:
     db.execute("DELETE FROM tc_entries WHERE seq = ?", (seq,))
     db.execute("DELETE FROM tc_snapshots WHERE seq = ?", (seq,))

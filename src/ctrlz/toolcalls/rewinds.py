@@ -14,6 +14,9 @@ snapshot of type ``tool`` taken just before it ran. To rewind to just before too
    the end when there is no B. Per path, the earliest pre-image at or after X wins, which is the
    state of that path just before X; a path whose content changed after those tool calls (a
    later edit by hand) is left alone and reported, unless ``force``;
+   a path a tool call of another agent session captured later (after X, or after B for the
+   rest of the workspace) is that session's work: left as it is and reported with the session
+   named, unless ``force``, so rewinding one agent never takes away another's work;
 4. all of it as one target handed to the restore engine (:mod:`ctrlz.toolcalls.restore`), which
    captured every path it may touch first (ignored ones too) and records the rewind on the undo
    stack, so ``ctrlz undo`` puts back the state before it and ``ctrlz redo`` the rewind.
@@ -116,8 +119,11 @@ def _refuse_evicted(db: Any, sid: str, snaps: list[records.SnapRow], target: str
 
 
 def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
-           dry_run: bool = False, force: bool = False) -> RewindResult:
-    """Restore the workspace to just before tool call ``target`` (an id) or turn ``target``."""
+           dry_run: bool = False, force: bool = False, force_others: bool | None = None
+           ) -> RewindResult:
+    """Restore the workspace to just before tool call ``target`` (an id) or turn ``target``.
+    ``force_others`` (default: ``force``) decides apart from ``force`` whether other sessions'
+    later work is overwritten: ACP forces over its own previous rollback, never over them."""
     from .restore import restore_tool_calls
 
     sid = session_id or latest_session(ws)
@@ -135,15 +141,14 @@ def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
         result = RewindResult(sid, target, dry_run, [s.snapshot_id for s in chosen],
                               shell_snapshot=bash.ws_snapshot if bash else None)
         outcome = restore_tool_calls(ws, place, sid, files, shell=bash, beyond=beyond,
-                                     force=force,
+                                     force=force, force_others=force_others,
                                      kind="rewind", label=f"to {target}", dry_run=dry_run)
         restored = outcome.result
         actions = restored.plan.actions if dry_run else restored.applied
         result.changed_paths = sorted({show_path(a.path.partition(b"/")[2]) for a in actions
                                        if (a.entry or a.expect) is not None
                                        and (a.entry or a.expect).kind != "d"})
-        result.skipped = [{"path": show_path(rel), "reason": why}
-                          for rel, why in outcome.skipped.items()]
+        result.skipped = [outcome.skip(rel, show_path(rel)) for rel in outcome.skipped]
         result.skipped += [{"path": show_path(k.path.partition(b"/")[2]), "reason": k.reason}
                            for k in restored.skipped]
         if not dry_run:
