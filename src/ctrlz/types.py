@@ -35,6 +35,27 @@ def show_path(path: bytes) -> str:
     return os.fsdecode(path)
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\",
+            "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
+
+
+def quote_text(text: str) -> str:
+    """A path for one line of a human message: as it is, unless a control character (a
+    newline, a tab...) would make the line ambiguous, or it starts with a quote; then quoted
+    as git and ``ls -b`` quote it (``"a\\nb"``). Other bytes stay as they are (the CLI escapes
+    undecodable ones on stderr); ``--json`` carries every path exactly. The one quoting every
+    face and every error message uses, so a name cannot forge a line of output."""
+    if not text.startswith('"') and all(" " <= c != "\x7f" for c in text):
+        return text
+    return '"' + "".join(_ESCAPES.get(c) or (f"\\{ord(c):03o}" if c < " " or c == "\x7f"
+                                             else c) for c in text) + '"'
+
+
+def quote_path(path: bytes) -> str:
+    """:func:`quote_text` of a path as bytes (workspace-relative, or absolute)."""
+    return quote_text(os.fsdecode(path))
+
+
 def text_path(path: bytes) -> str:
     """A path for storage as text (SQLite, JSON lines): undecodable bytes become ``\\xNN``."""
     return path.decode("utf-8", "backslashreplace")

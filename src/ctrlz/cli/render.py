@@ -9,6 +9,7 @@ import sys
 import time
 
 from .. import jsontext
+from ..types import quote_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,19 +57,8 @@ def encoded(text: str, err: bool, encoding: str = "utf-8") -> bytes:
     return text.encode(encoding, "backslashreplace" if err else "surrogateescape")
 
 
-_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\",
-            "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
-
-
-def path_text(text: str) -> str:
-    """A path for one line of text output: as it is, unless a control character (a newline,
-    a tab...) would make the line ambiguous, or it starts with a quote; then quoted as git
-    quotes it (``"a\\nb"``). Other bytes stay as they are (see :func:`echo`); ``--json``
-    carries every path exactly."""
-    if not text.startswith('"') and all(" " <= c != "\x7f" for c in text):
-        return text
-    return '"' + "".join(_ESCAPES.get(c) or (f"\\{ord(c):03o}" if c < " " or c == "\x7f"
-                                             else c) for c in text) + '"'
+#: how a path is shown in one line of output: the quoting of every message (``ctrlz.types``)
+path_text = quote_text
 
 
 def json_text(data: Any) -> str:
