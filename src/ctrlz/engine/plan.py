@@ -22,10 +22,10 @@ import os
 import stat as st
 from collections.abc import Callable, Collection, Sequence
 
-from ..errors import CorruptObject
+from ..errors import CorruptObject, RestoreError
 from ..state.exclude import Matcher, Rules
 from ..state.trees import DIR, FILE, SYMLINK, Entry
-from ..types import Skipped, Snapshot
+from ..types import Skipped, Snapshot, quote_path
 from .actions import (
     ANCESTOR,
     CHMOD,
@@ -53,6 +53,14 @@ KEPT_UNCOVERED = "kept: the snapshot did not cover it (excluded, ignored or skip
 PARENT_NOT_DIR = "left alone: a parent of the requested path is not a directory now"
 LEFT_UNCAPTURED = ("left alone: it exists but the safety snapshot did not capture it "
                    "(excluded or skipped now), so overwriting it could lose data")
+#: a path below a folder the restore may not enter (no search permission): whatever is there
+#: was not captured either, so it is left as it is
+LEFT_UNREADABLE = ("a folder above it cannot be entered (permission denied), so the safety "
+                   "snapshot could not capture what is there")
+
+
+class _Unreadable(Exception):
+    """``_lstat`` met a folder it may not search: the caller leaves the path alone."""
 
 
 def _join(prefix: bytes, name: bytes) -> bytes:
@@ -157,13 +165,20 @@ class Planner:
 
     def _lstat(self, path: bytes) -> os.stat_result | None:
         """What is on disk at ``path`` now, reached through directory handles; None when
-        nothing is (or a parent is missing)."""
+        nothing is (or a parent is missing). Raises :class:`_Unreadable` when a folder on the
+        way may not be entered, and a :class:`RestoreError` naming the path for any other
+        error: planning changes nothing, so the message can say so."""
         assert self._disk is not None
         parent, _, name = path.rpartition(b"/")
         try:
             return os.stat(name, dir_fd=self._disk.get(parent), follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except PermissionError:
+            raise _Unreadable from None
+        except OSError as exc:
+            raise RestoreError(f"cannot look at {quote_path(path.partition(b'/')[2])} in the "
+                               f"workspace: {exc.strerror or exc}; nothing was changed") from exc
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -271,7 +286,11 @@ class Planner:
         """A directory above a requested path: create it if needed, never remove or chmod it."""
         if t is not None and t.kind == DIR:
             if c is None:
-                s = self._lstat(path) if self.check_disk else None
+                try:
+                    s = self._lstat(path) if self.check_disk else None
+                except _Unreadable:
+                    self.plan.skipped.append(Skipped(path, LEFT_UNREADABLE))
+                    return
                 if s is not None:
                     if not st.S_ISDIR(s.st_mode):
                         self.plan.skipped.append(Skipped(path, LEFT_UNCAPTURED))
@@ -306,7 +325,11 @@ class Planner:
 
     def _create(self, path: bytes, t: Entry, check_disk: bool) -> None:
         if check_disk:
-            s = self._lstat(path)
+            try:
+                s = self._lstat(path)
+            except _Unreadable:
+                self.plan.skipped.append(Skipped(path, LEFT_UNREADABLE))
+                return
             if s is not None:
                 if t.kind == DIR and st.S_ISDIR(s.st_mode):
                     # an uncaptured directory: fill in what is missing, touch nothing there

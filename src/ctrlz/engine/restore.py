@@ -42,13 +42,13 @@ from ..state.repository import Repository
 from ..state.scan import Limits
 from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
-from ..types import Skipped, Snapshot, show_path
+from ..types import Skipped, Snapshot, quote_path
 from . import journal
 from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
-from .plan import PARENT_NOT_DIR, Planner
+from .plan import LEFT_UNREADABLE, PARENT_NOT_DIR, Planner
 from .requests import (  # noqa: F401 - the engine's records, re-exported
     Request,
     RestoreResult,
@@ -89,7 +89,7 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)
         plan = planner.run(safety.root)
-        _refuse_unreachable(plan)
+        _refuse_unreachable(plan, req.paths)
         result = RestoreResult(target, plan, safety=safety,
                                skipped=list(plan.skipped) + _left_out(safety, req, plan),
                                kind=req.kind)
@@ -105,18 +105,27 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         return result
 
 
-def _refuse_unreachable(plan: RestorePlan) -> None:
+def _refuse_unreachable(plan: RestorePlan, requested: Sequence[bytes] | None) -> None:
     """A path the user asked for that the restore would have to leave alone, because what is
     now in the way of it is not a directory (a symlink perhaps pointing out of the
-    workspace): the whole request fails before anything is written, rather than succeed
-    without it (exit 0 and a note is how a user learns the wrong thing)."""
+    workspace), or is a folder it may not enter: the whole request fails before anything is
+    written, rather than succeed without it (exit 0 and a note is how a user learns the
+    wrong thing). Below a requested folder, an unreadable path is left alone and reported."""
     blocked = [k.path for k in plan.skipped if k.reason == PARENT_NOT_DIR]
     if blocked:
-        where = show_path(blocked[0].partition(b"/")[2])
+        where = quote_path(blocked[0].partition(b"/")[2])
         more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
         raise RestoreError(f"{where}{more}: the snapshot has a directory there, the "
                            "workspace now a file or a symlink, which a restore never writes "
                            "through; move it away and retry (nothing was changed)")
+    shut = [p for p in requested or () for k in plan.skipped
+            if k.reason == LEFT_UNREADABLE and (p == k.path or p.startswith(k.path + b"/"))]
+    if shut:
+        where = quote_path(shut[0].partition(b"/")[2])
+        more = f" (and {len(shut) - 1} more)" if len(shut) > 1 else ""
+        raise RestoreError(f"{where}{more}: a folder on the way to it cannot be entered "
+                           "(permission denied), so the restore cannot see what is there; "
+                           "make it readable (chmod u+rx) and retry (nothing was changed)")
 
 
 def _left_out(capture: Snapshot, req: Request, plan: RestorePlan) -> list[Skipped]:
@@ -245,7 +254,7 @@ def _failure_message(intent: journal.Intent, exc: ApplyFailed, plan: RestorePlan
                      result: RestoreResult) -> str:
     reason = _HINTS.get(exc.error.errno or 0, exc.error.strerror or str(exc.error))
     done, total = len(result.applied), len(plan.actions)
-    return (f"{intent.label} stopped at {show_path(exc.action.path.partition(b'/')[2])}: "
+    return (f"{intent.label} stopped at {quote_path(exc.action.path.partition(b'/')[2])}: "
             f"{reason}; {done} of {total} changes were made; {_undo_hint(intent)}")
 
 
@@ -257,7 +266,7 @@ def _incomplete_message(kind: str, target: Snapshot, result: RestoreResult) -> s
     what = ("could not be put in place" if first.reason == KEPT_IN_THE_WAY else
             "changed while it ran")
     return (f"{kind} to {target.id} is incomplete: "
-            f"{show_path(first.path.partition(b'/')[2])}{more} {what} and "
+            f"{quote_path(first.path.partition(b'/')[2])}{more} {what} and "
             f"{'was' if not more else 'were'} left as they are ({first.reason}){undo}")
 
 
@@ -389,7 +398,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
 
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
                    explicit=req.explicit).run(current_root)
-    _refuse_unreachable(plan)
+    _refuse_unreachable(plan, req.paths)
     return RestoreResult(target, plan, dry_run=True,
                          skipped=list(plan.skipped) + _left_out(current, req, plan),
                          kind=req.kind)
@@ -454,8 +463,8 @@ def recover(repo: Repository) -> list[str]:
 def require_empty_destination(path: bytes) -> None:
     if os.path.lexists(path):
         if os.path.islink(path) or not os.path.isdir(path):
-            raise RestoreError(f"{show_path(path)} exists and is not a directory; "
+            raise RestoreError(f"{quote_path(path)} exists and is not a directory; "
                                "choose a new or empty directory for --to")
         if os.listdir(path):
-            raise RestoreError(f"{show_path(path)} is not empty; choose a new or empty "
+            raise RestoreError(f"{quote_path(path)} is not empty; choose a new or empty "
                                "directory for --to")

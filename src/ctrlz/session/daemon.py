@@ -329,6 +329,8 @@ class Daemon:
         except Exception as exc:
             if not isinstance(exc, CtrlzError):
                 log.exception("restore failed")
+            else:  # the caller prints it; the log keeps it for `ctrlz daemon status` readers
+                log.info("restore failed: %s", exc)
             if taken:
                 # whether the capture committed or not, the next scan is a full one: what
                 # was taken must not be lost, and a full scan never misses anything
