@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,3 +63,51 @@ def test_a_clone_killed_during_its_restore_can_be_run_again_once_the_directory_i
     ctrlz("clone", url, str(dest), cwd=tmp_path, home=home)
     assert tree_state(dest) == tree_state(ws)
     assert len(list((home / "workspaces").iterdir())) == 1
+
+
+def test_a_clone_run_again_over_a_killed_clone_someone_has_used_keeps_its_snapshots(
+        tmp_path: Path) -> None:
+    """Issue 40 §3: the store of a killed clone is usable, and once someone has taken a
+    snapshot in it, it is theirs: running the clone again is refused, and removes nothing
+    (it used to clear the whole store before it looked at the directory)."""
+    _, url = _source(tmp_path)
+    home, dest = tmp_path / "home-c", tmp_path / "c"
+    _killed_clone("pack-append", url, dest, home)
+    (dest / "w").write_text("work\n")
+    made = ctrlz("snapshot", "-m", "my work", "--json", cwd=dest, home=home)
+    mine = json.loads(made.out)["id"]
+    r = ctrlz("clone", url, str(dest), cwd=tmp_path, home=home, ok=False)
+    assert "snapshot" in r.err and mine in r.err, r.err
+    assert mine in ctrlz("list", cwd=dest, home=home).out
+    # emptied by hand, the directory is no invitation either: the store holds "my work"
+    (dest / "w").unlink()
+    ctrlz("clone", url, str(dest), cwd=tmp_path, home=home, ok=False)
+    ctrlz("rollback", mine, cwd=dest, home=home)
+    assert (dest / "w").read_text() == "work\n"
+    assert len(list((home / "workspaces").iterdir())) == 1
+
+
+def test_a_killed_clone_whose_directory_was_emptied_is_run_again_when_nothing_else_is_there(
+        tmp_path: Path) -> None:
+    """What the clone made (and only that) still goes when it is run again: the mark lists
+    the snapshots it was about to pull."""
+    ws, url = _source(tmp_path)
+    home, dest = tmp_path / "home-c", tmp_path / "c"
+    _killed_clone("pack-append", url, dest, home)
+    ctrlz("status", cwd=dest, home=home, ok=None)  # looking is not using
+    ctrlz("clone", url, str(dest), cwd=tmp_path, home=home)
+    assert tree_state(dest) == tree_state(ws)
+    assert not any((home / "workspaces").glob("*/cloning"))
+
+
+def test_a_killed_clone_restored_from_since_is_not_started_over(tmp_path: Path) -> None:
+    """A restore in the killed clone's store (its undo history) makes it someone's too."""
+    _, url = _source(tmp_path)
+    home, dest = tmp_path / "home-c", tmp_path / "c"
+    _killed_clone("restore-place", url, dest, home)
+    ctrlz("rollback", "latest", cwd=dest, home=home)
+    subprocess.run(["rm", "-rf", str(dest)], check=True)
+    dest.mkdir()
+    r = ctrlz("clone", url, str(dest), cwd=tmp_path, home=home, ok=False)
+    assert "workspace now" in r.err
+    ctrlz("undo", cwd=dest, home=home)  # the store, and what undo needs, are still there

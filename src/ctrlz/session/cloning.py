@@ -35,11 +35,17 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
 
     target = Path(dest).expanduser()
     store = store_path_for(target.resolve(), Path(default_home()).expanduser())
-    half = _clear_half_clone(store)
+    half = (store / CLONING).exists()
+    if half:
+        _check_half_clone(store, target)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory" +
                          ("; it holds what an interrupted clone had restored: remove it and "
                           "run the clone again" if half else ""))
+    if half:  # only what the interrupted clone made, and nothing in the directory: start over
+        import shutil
+
+        shutil.rmtree(store, ignore_errors=True)
     spec = RemoteSpec(name, check_url(url), options.get("endpoint_url"), options.get("region"),
                       options.get("profile"), bool(options.get("encrypt")),
                       options.get("key_file"), options.get("key_env"))
@@ -69,7 +75,7 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
     target.mkdir(parents=True, exist_ok=True)
     fresh = not has_store(store)
     if fresh:
-        _mark_cloning(store, url)
+        _mark_cloning(store, url, [e["id"] for e in found])
     ws = ProtectedWorkspace.init(target)
     try:
         with registry(ws) as reg:
@@ -114,27 +120,72 @@ def discard_new(ws: ProtectedWorkspace, store_made: bool, dir_made: Path | None)
 #: clone is whole. A clone killed (``kill -9``, a power cut) cannot clean up after itself, and
 #: its store (with the remote registered) would make every re-run fail ("a remote named
 #: 'origin' exists already"); the next clone of the same directory finds the mark and starts
-#: over.
+#: over, but only when the store holds nothing but what the clone made (the mark lists the
+#: snapshots it was pulling) and the directory is empty: a killed clone's store is usable,
+#: and once someone has taken a snapshot in it or restored from it, it is theirs.
 CLONING = "cloning"
 
 
-def _mark_cloning(store: Path, url: str) -> None:
+def _mark_cloning(store: Path, url: str, snapshots: list[str]) -> None:
     store.mkdir(parents=True, exist_ok=True)
     with open(store / CLONING, "w") as f:
-        f.write(url + "\n")
+        f.write("".join(f"{line}\n" for line in (url, *snapshots)))
         f.flush()
         os.fsync(f.fileno())
 
 
-def _clear_half_clone(store: Path) -> bool:
-    """Remove the store an interrupted clone left at ``store`` (its mark says so); whether
-    there was one."""
-    if not (store / CLONING).exists():
-        return False
-    import shutil
+def _check_half_clone(store: Path, target: Path) -> None:
+    """Refuse to start over a killed clone's store that has been used since: it holds a
+    snapshot the clone did not make, an undo history, or an agent's tool calls. Such a store
+    is a workspace now, so its mark no longer says anything and goes (the next clone of this
+    directory is an ordinary clone into a workspace, which never removes a store)."""
+    try:
+        made = set((store / CLONING).read_text(errors="replace").splitlines()[1:])
+    except OSError:
+        made = set()  # unreadable: nothing counts as the clone's
+    foreign = _made_since(store, made)
+    if not foreign:
+        return
+    (store / CLONING).unlink(missing_ok=True)
+    raise UsageError(f"{target} is a workspace now: its store holds {foreign}, made since an "
+                     "interrupted clone, and a clone never replaces it; clone into another "
+                     "directory (`ctrlz list` there shows its snapshots)")
 
-    shutil.rmtree(store, ignore_errors=True)
-    return True
+
+def _made_since(store: Path, made: set[str]) -> str:
+    """What in ``store`` the clone whose mark lists ``made`` did not make, in words (empty:
+    nothing). Read straight from the databases, whatever state the kill left them in: a
+    connection that cannot read one counts as use, never as a reason to delete."""
+    import sqlite3
+
+    def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+        if not db.is_file():
+            return []
+        try:
+            c = sqlite3.connect(db, timeout=30)
+            try:
+                return list(c.execute(sql))
+            finally:
+                c.close()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            return [("?",)]
+        except sqlite3.DatabaseError:
+            return [("?",)]
+
+    snaps = [str(r[0]) for r in rows(store / "catalog.db", "SELECT id FROM snapshots")
+             if r[0] not in made]
+    if snaps:
+        return (f"{len(snaps)} snapshot(s) ({', '.join(snaps[:3])}"
+                f"{', …' if len(snaps) > 3 else ''})")
+    if rows(store / "catalog.db", "SELECT seq FROM operations LIMIT 1"):
+        return "an undo history"
+    if rows(store / "toolcalls" / "catalog.db", "SELECT session_id FROM tc_sessions LIMIT 1"):
+        return "an agent's tool calls"
+    if rows(store / "session.db", "SELECT id FROM sessions LIMIT 1"):
+        return "a `ctrlz run` session"
+    return ""
 
 
 def _by_name(remote: RemoteRepo, spaces: list[str], name: str) -> list[str]:
