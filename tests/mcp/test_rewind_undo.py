@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ctrlz import Workspace
 from ctrlz import toolcalls as tc
 from mcp import Client
 
@@ -113,6 +114,34 @@ async def test_rewind_leaves_a_later_hand_edit_unless_forced(client: Client,
     assert (ws / "a.txt").read_text() == "edited by hand"
     r = await ok(client, "snapshots_rewind", target="toolu_1", force=True)
     assert r["changed_paths"] == ["a.txt"] and (ws / "a.txt").read_text() == "v1"
+
+
+async def test_rewind_leaves_another_session_later_work(client: Client, ws: Path) -> None:
+    """Two agent sessions in one workspace (issue 41, 3): a rewind of s5 past its shell call
+    left s6's file deleted, and a rewind of s5's Write put back what s6 had edited since;
+    both are s6's work, left alone and listed with s6 named, unless force."""
+    (ws / "notes.md").write_text("v0")
+    tc.begin_turn("s5", workspace=ws)
+    tc.begin_turn("s6", workspace=ws)
+    agent_writes(ws, "s5", "toolu_1", "notes.md", "by s5")
+    with Workspace.open(ws) as opened:
+        tc.shell_call("s5", "toolu_2", "rm -rf build", workspace=opened)
+    agent_writes(ws, "s6", "toolu_x", "c.txt", "by s6")
+    agent_writes(ws, "s6", "toolu_y", "notes.md", "by s5, then s6")
+
+    dry = await ok(client, "snapshots_rewind", target="toolu_1", session_id="s5", dry_run=True)
+    assert {k["path"]: (k["session_id"], k["tool_use_id"]) for k in dry["skipped"]} == {
+        "c.txt": ("s6", "toolu_x"), "notes.md": ("s6", "toolu_y")}
+    assert all("session s6's work" in k["reason"] for k in dry["skipped"])
+    real = await ok(client, "snapshots_rewind", target="toolu_1", session_id="s5")
+    assert sorted(k["path"] for k in real["skipped"]) == ["c.txt", "notes.md"]
+    assert (ws / "c.txt").read_text() == "by s6"
+    assert (ws / "notes.md").read_text() == "by s5, then s6"
+    await ok(client, "snapshots_undo")
+    forced = await ok(client, "snapshots_rewind", target="toolu_1", session_id="s5",
+                      force=True)
+    assert forced["skipped"] == []
+    assert not (ws / "c.txt").exists() and (ws / "notes.md").read_text() == "v0"
 
 
 async def test_rewind_errors(client: Client, ws: Path) -> None:

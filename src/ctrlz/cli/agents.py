@@ -6,6 +6,7 @@ import click
 
 from . import render
 from .context import State, pass_state
+from .rolling import left_alone
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 
@@ -151,17 +152,24 @@ def _project(scope: str, protect: bool = False) -> str:
               help="The agent session (default: the latest one in this workspace).")
 @click.option("--dry-run", is_flag=True, help="Show what would change; change nothing.")
 @click.option("--force", is_flag=True,
-              help="Also put back files edited after the tool calls (captured first).")
+              help="Also put back files changed after the tool calls, by hand or by "
+                   "another agent session's tool calls (captured first).")
+@click.option("--git", "git", type=click.Choice(["auto", "keep", "restore"]), default="auto",
+              show_default=True,
+              help="What becomes of .git when the rewind passes a shell call: keep (leave it "
+                   "as it is), restore (put it back too), auto (restore unless that drops "
+                   "commits, else refuse).")
 @render.json_option
 @pass_state
 def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | None,
-               dry_run: bool, force: bool, as_json: bool) -> None:
+               dry_run: bool, force: bool, git: str, as_json: bool) -> None:
     """Put the workspace back to just before an agent's tool call or turn, Bash included.
 
     TARGET is a tool_use_id or a turn number (see --list). A safety snapshot is taken first,
     including every file the tool calls touched (ignored ones too); `ctrlz undo` takes the
     rewind back. A file whose content changed after the tool calls (an edit by hand) is left
-    alone and listed, unless --force.
+    alone and listed, unless --force; so is a file a later tool call of another agent session
+    changed (that session's work, named in the listing).
 
     \b
     Examples:
@@ -181,7 +189,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
             raise UsageError("give either --list or a TARGET")
         _print_timeline(rw.timeline(ws, session_id), rw.agent_sessions(ws), as_json)
         return
-    result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force)
+    result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force, git=git)
     if as_json:
         render.emit_json(result.to_json())
         return
@@ -190,10 +198,12 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
                f"({len(result.tool_calls)} tool call(s) undone"
                + (f", shell changes from {result.shell_snapshot}" if result.shell_snapshot
                   else "") + ")")
+    for g in result.git:
+        render.out(g["summary"])
     for p in result.changed_paths:
-        render.out(f"  {p}")
-    for k in result.skipped:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
+        render.out(f"  {render.path_text(p)}")
+    for err, text in left_alone(result.skipped):
+        render.echo(text, err=err)
     if dry_run:
         render.note("Nothing was changed (dry run).")
     else:

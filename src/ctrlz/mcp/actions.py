@@ -149,8 +149,8 @@ def rewind(ws: Workspace, target: str, session_id: str | None = None, dry_run: b
             "shell_snapshot": data["shell_snapshot"],
             "safety_snapshot": data["safety_snapshot"],
             "changed_paths": changed[:MAX_ACTIONS], "changed_total": len(changed),
-            "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
-                        for k in data["skipped"]],
+            # another session's work names it: session_id, tool_use_id
+            "skipped": [k | {"path": clean(k["path"])} for k in data["skipped"]],
             "undo": _undo_hint(safety) if not dry_run else None}
 
 

@@ -337,9 +337,11 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         session_id: Annotated[str | None, Field(description="The agent session (default: the "
                                                             "latest one).")] = None,
         dry_run: Annotated[bool, Field(description="Only report what would change.")] = False,
-        force: Annotated[bool, Field(description="Also put back files edited after the tool "
-                                                 "calls (by hand); by default they are left "
-                                                 "alone and listed in skipped.")] = False,
+        force: Annotated[bool, Field(description="Also put back files changed after the tool "
+                                                 "calls, by hand or by another agent session's "
+                                                 "tool calls; by default they are left alone "
+                                                 "and listed in skipped (another session's "
+                                                 "with its session_id).")] = False,
     ) -> Annotated[CallToolResult, RewindOut]:
         """Put the workspace back to just before one tool call (or the first tool call of one
         turn) of an agent session, undoing that call and every one after it, shell commands
