@@ -246,7 +246,10 @@ class Workspace(ProtectedWorkspace):
             problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
         if not self.root.is_dir():
             problems.append(f"the workspace {self.root} is missing")
-        if self._write_left_files():
+        if self.repo.catalog.frozen:  # read, not written: see state/frozen_catalog.py
+            problems.append(f"{self.repo.catalog.frozen}; until then snapshots and "
+                            "rollbacks fail, while restore --to, diff and export work")
+        elif self._write_left_files():
             problems.append("a write that failed or was killed left files in the store; the "
                             "next snapshot, or `ctrlz gc`, removes them")
         from .toolcalls.hook_log import recent_hook_errors

@@ -10,16 +10,30 @@ only saves time (the stat cache, the daemon) fails quietly.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-from tests.conftest import make_tree, mounted
-from tests.engine.test_restore_crash import CTRLZ, worker_env
+from ctrlz import Workspace
+from ctrlz.engine import journal
+from ctrlz.errors import RestoreError
+from ctrlz.state import failpoints
+from tests.conftest import make_tree, mounted, tree_state
+from tests.engine.test_restore_crash import CTRLZ, temp_files, worker_env
+
+
+class Setup(NamedTuple):
+    root: Path  # the workspace, on the ordinary disk
+    home: Path  # the store home, on the small disk
+    snap: str  # the one snapshot's id
+    base: dict  # the workspace's state in it
+
 
 TREE = {"README": "read me\n", "src": {f"m{i}.py": f"print({i})\n" for i in range(5)},
         "docs": {"a.md": "# a\n" * 50}}
@@ -51,31 +65,31 @@ def free_bytes(path: Path) -> int:
 
 def fill(disk: Path) -> None:
     """Fill the disk to its last byte with a file of its own (as anything else would)."""
-    with open(disk / "filler", "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     assert free_bytes(disk) == 0
 
 
 @pytest.fixture
-def store_on_disk(disk: Path, tmp_path: Path, ctrlz_home: Path) -> tuple[Path, Path, str]:
-    """A workspace (on the ordinary disk) whose store is on ``disk``, with one snapshot; the
-    workspace, the store home and the snapshot's id."""
+def store_on_disk(disk: Path, tmp_path: Path, ctrlz_home: Path) -> Setup:
+    """A workspace (on the ordinary disk) whose store is on ``disk``, with one snapshot."""
     root = tmp_path / "ws"
     make_tree(root, TREE)
     home = disk / "home"
     ok(ctrlz(root, home, "init"))
     ok(ctrlz(root, home, "snapshot", "-m", "base"))
     snap = ok(ctrlz(root, home, "list", "--json")).split('"id": "')[1].split('"')[0]
-    return root, home, snap
+    return Setup(root, home, snap, tree_state(root))
 
 
 @pytest.fixture
-def full(store_on_disk: tuple[Path, Path, str], disk: Path) -> tuple[Path, Path, str]:
+def full(store_on_disk: Setup, disk: Path) -> Setup:
     """:func:`store_on_disk`, then the disk filled, and the working tree changed."""
     root = store_on_disk[0]
     (root / "README").write_text("changed since\n")
@@ -85,8 +99,8 @@ def full(store_on_disk: tuple[Path, Path, str], disk: Path) -> tuple[Path, Path,
 
 
 def test_a_snapshot_that_fills_the_disk_removes_its_partial_pack(
-        store_on_disk: tuple[Path, Path, str], disk: Path) -> None:
-    root, home, _ = store_on_disk
+        store_on_disk: Setup, disk: Path) -> None:
+    root, home, _, _ = store_on_disk
     store = next((home / "workspaces").iterdir())
     packs = set((store / "packs").iterdir())
     free = free_bytes(disk)
@@ -102,3 +116,91 @@ def test_a_snapshot_that_fills_the_disk_removes_its_partial_pack(
     status = ok(ctrlz(root, home, "status"))
     assert "left files" not in status
     assert "orphaned" not in ok(ctrlz(root, home, "verify"))
+
+
+# -- a full store disk: the read-only commands ---------------------------------------------------
+
+def store_files(home: Path) -> dict[str, int]:
+    """Every file under the store home, with its size: what a command wrote there shows
+    (but SQLite's own -wal and -shm, which its failed attempts to open leave, empty)."""
+    return {str(p): p.stat().st_size for p in home.rglob("*")
+            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+
+
+def test_restore_to_another_disk_works_on_a_full_store_disk(
+        full: Setup, tmp_path: Path) -> None:
+    root, home, snap, _ = full
+    before = store_files(home)
+    out = tmp_path / "out" / "restored"
+    assert "Restored" in ok(ctrlz(root, home, "restore", snap, "--to", str(out)))
+    assert tree_state(out) == full.base
+    assert not (out / journal.INCOMPLETE).exists() and temp_files(out) == []
+    one = tmp_path / "out" / "one"
+    ok(ctrlz(root, home, "restore", snap, "README", "--to", str(one)))
+    assert (one / "README").read_text() == "read me\n"
+    assert store_files(home) == before
+
+
+def test_diff_works_on_a_full_store_disk(full: Setup) -> None:
+    root, home, snap, _ = full
+    names = ok(ctrlz(root, home, "diff", "--name-status"))
+    assert "M\tREADME" in names and "A\tnew.txt" in names
+    patch = ok(ctrlz(root, home, "diff", snap))
+    assert "-read me" in patch and "+changed since" in patch
+
+
+def test_show_works_on_a_full_store_disk(full: Setup) -> None:
+    root, home, snap, _ = full
+    assert snap in ok(ctrlz(root, home, "show", snap))
+    assert snap in ok(ctrlz(root, home, "list"))
+
+
+def test_export_to_another_disk_works_on_a_full_store_disk(
+        full: Setup, tmp_path: Path) -> None:
+    root, home, snap, _ = full
+    archive = tmp_path / "app.ctrlz"
+    ok(ctrlz(root, home, "export", snap, "-o", str(archive)))
+    elsewhere = tmp_path / "elsewhere"
+    ok(ctrlz(tmp_path, tmp_path / "home2", "import", str(archive), "--to", str(elsewhere)))
+    assert tree_state(elsewhere) == full.base
+
+
+def test_verify_works_on_a_full_store_disk(full: Setup) -> None:
+    root, home, _, _ = full
+    assert ok(ctrlz(root, home, "verify")).splitlines()[-1] == "ok"
+
+
+def test_status_says_the_store_disk_is_full_and_writes_fail_in_one_line(
+        full: Setup) -> None:
+    root, home, _, _ = full
+    status = ok(ctrlz(root, home, "status"))
+    assert "disk is full" in status and "restore --to" in status
+    ok(ctrlz(root, home, "sessions"))
+    proc = ctrlz(root, home, "snapshot", "-m", "no room")
+    assert proc.returncode == 6 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and ("full" in lines[0] or "no space" in lines[0]), lines
+
+
+# -- restore --to keeps its crash record in the destination ---------------------------------------
+
+def test_a_failed_restore_to_marks_its_destination_incomplete(
+        store_on_disk: Setup, tmp_path: Path) -> None:
+    """Not in the store: what the record protects is all in the destination (see
+    ``ctrlz.engine.journal``). The destination says it is incomplete, and a retry into it is
+    refused until the user removes it."""
+    root, home, snap, _ = store_on_disk
+    out = tmp_path / "out"
+    with Workspace.open(root, home=home) as ws:
+        failpoints.arm_error("restore-place", errno.EIO, after=2)
+        try:
+            with pytest.raises(RestoreError, match="I/O error"):
+                ws.restore_to(snap, out)
+        finally:
+            failpoints.disarm_all()
+        assert not journal.pending(ws.store_path)
+        assert temp_files(out) == []
+        assert (out / journal.INCOMPLETE).is_file()
+        with pytest.raises(RestoreError, match="interrupted restore"):
+            ws.restore_to(snap, out)
+        assert ws.oplog.next_undo() is None

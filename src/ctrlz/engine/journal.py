@@ -17,6 +17,16 @@ running the restore again completes it.
 
 The same clean-up runs in-process when a restore fails with an error, so a failed restore and a
 crashed one end alike: no temp files, an undo path, a clear message.
+
+``restore --to`` (an extract into a new or empty directory outside the workspace) writes no
+record into the store: it must work on the day the store's disk is full (issue 41). There is
+nothing for a record in the store to protect: the workspace is untouched, there is no undo
+entry to leave, and every temp file is inside the destination. Its record lives in the
+destination instead (:data:`INCOMPLETE`, written before the first file and removed once the
+result is verified), where it says what a crash or a failure left: an incomplete extract, with
+the token its temp files are named with, which a retry into the same directory is refused over
+until the user removes it. A directory that lost its last files without saying so would pass
+for a complete restore.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ if TYPE_CHECKING:  # opening a workspace checks for a journal; only a crash need
     from ..state.objects import ObjectStore
 
 JOURNAL_NAME = "restore-journal"
+#: the record of an extract into a new directory, in that directory (see the module docstring)
+INCOMPLETE = ".ctrlz-restore-incomplete"
 VERSION = 1
 
 
@@ -91,6 +103,35 @@ def path(store: str | os.PathLike[str]) -> str:
 def write(store: str | os.PathLike[str], intent: Intent) -> None:
     """Durable before the restore's first write (temp file, fsync, rename, fsync the dir)."""
     atomic_write_bytes(path(store), intent.to_bytes(), durable=True)
+
+
+def write_incomplete(dest: str | os.PathLike[str] | bytes, intent: Intent) -> None:
+    """An extract's record, in its destination, durable before its first file. An error
+    writing it is the destination's (a full disk there), so it is raised as an ``OSError``,
+    as the extract's own writes are."""
+    name = os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE))
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        data = memoryview(intent.to_bytes())
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    os.close(fd)
+    from ..state.atomic import fsync_dir
+
+    fsync_dir(os.fsdecode(dest))
+
+
+def clear_incomplete(dest: str | os.PathLike[str] | bytes) -> None:
+    """The extract is complete and verified: its record goes, durably."""
+    os.unlink(os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE)))
+    from ..state.atomic import fsync_dir
+
+    fsync_dir(os.fsdecode(dest))
 
 
 def pending(store: str | os.PathLike[str]) -> bool:

@@ -158,12 +158,23 @@ def _with_created_uncovered(undo: dict[str, Any], plan: RestorePlan,
 
 
 def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: journal.Intent,
-           identity: Identity | None) -> None:
-    """Journal, apply, verify, commit; on any failure clean up and leave the undo path."""
+           identity: Identity | None, extract_to: bytes | None = None) -> None:
+    """Journal, apply, verify, commit; on any failure clean up and leave the undo path.
+
+    ``extract_to``: an extract into that new directory (``restore --to``), whose record is
+    kept there, not in the store, and which leaves no undo entry: it writes nothing into the
+    store, so it works while the store's disk is full (see :mod:`ctrlz.engine.journal`)."""
     if plan.empty:
         _leave_undo_path(repo, intent, "done")
         return
-    journal.write(repo.path, intent)  # fails before any write, or not at all
+    if extract_to is None:
+        journal.write(repo.path, intent)  # fails before any write, or not at all
+    else:
+        try:
+            journal.write_incomplete(extract_to, intent)
+        except OSError as exc:
+            reason = _HINTS.get(exc.errno or 0, exc.strerror or str(exc))
+            raise RestoreError(f"{intent.label} failed: {reason}") from exc
     try:
         failpoints.hit("restore-journal-written")
         applied = Applier(plan, repo.objects, intent.roots, token=intent.token,
@@ -175,7 +186,10 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
     except BaseException as exc:
         if isinstance(exc, ApplyFailed):
             result.applied, result.conflicts = exc.result.applied, exc.result.conflicts
-        _abandon(repo, intent, "failed")
+        if extract_to is None:
+            _abandon(repo, intent, "failed")
+        else:  # its record stays in the destination: what is there is incomplete
+            journal.sweep(intent, repo.objects)
         if isinstance(exc, ApplyFailed):
             raise RestoreError(_failure_message(intent, exc, plan, result)) from exc.error
         if isinstance(exc, VerifyMismatch):
@@ -184,6 +198,14 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
             reason = _HINTS.get(exc.errno or 0, exc.strerror or str(exc))
             raise RestoreError(f"{intent.label} failed: {reason}; {_undo_hint(intent)}") from exc
         raise
+    if extract_to is not None:
+        try:
+            journal.clear_incomplete(extract_to)
+        except OSError as exc:
+            raise RestoreError(f"{intent.label} was written and verified, but "
+                               f"{quote_path(extract_to)}/{journal.INCOMPLETE} could not be "
+                               f"removed ({exc.strerror or exc}); remove it") from exc
+        return
     try:
         _leave_undo_path(repo, intent, "done")
         journal.clear(repo.path)
@@ -407,8 +429,14 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
 # -- into a new directory ----------------------------------------------------------------------
 
 def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Path,
-                 paths: Sequence[bytes] | None = None, dry_run: bool = False) -> RestoreResult:
-    """Extract ``target`` into ``dest``, which must be new or empty; nothing else is touched."""
+                 paths: Sequence[bytes] | None = None, dry_run: bool = False, *,
+                 record_in_dest: bool = False) -> RestoreResult:
+    """Extract ``target`` into ``dest``, which must be new or empty; nothing else is touched.
+
+    ``record_in_dest``: keep the crash record in ``dest`` rather than in the store, so that
+    nothing is written into the store (``restore --to``, which must work while the store's
+    disk is full). A clone or an import, which fill a new workspace and write its store
+    anyway, keep it in the store, where opening that workspace finds it."""
     dest_b = os.fsencode(dest)
     require_empty_destination(dest_b)
     dest_roots = [dest_b] if roots_count == 1 else [dest_b + b"/" + str(i).encode()
@@ -426,7 +454,7 @@ def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Pat
         intent = journal.Intent(token=os.urandom(6).hex(), kind="restore", target=target.id,
                                 safety=None, roots=dest_roots, dirs=sorted(plan.parents()),
                                 created_ns=time.time_ns())
-        _apply(repo, plan, result, intent, None)
+        _apply(repo, plan, result, intent, None, dest_b if record_in_dest else None)
     if result.conflicts:
         raise RestoreIncomplete(_incomplete_message("restore", target, result), result)
     return result
@@ -465,6 +493,10 @@ def require_empty_destination(path: bytes) -> None:
         if os.path.islink(path) or not os.path.isdir(path):
             raise RestoreError(f"{quote_path(path)} exists and is not a directory; "
                                "choose a new or empty directory for --to")
-        if os.listdir(path):
+        names = os.listdir(path)
+        if os.fsencode(journal.INCOMPLETE) in names:
+            raise RestoreError(f"{quote_path(path)} holds an interrupted restore (see its "
+                               f"{journal.INCOMPLETE}); remove the directory and try again")
+        if names:
             raise RestoreError(f"{quote_path(path)} is not empty; choose a new or empty "
                                "directory for --to")

@@ -196,7 +196,8 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
     vpaths = [ws.vpath(ws.relpath(p)) for p in paths] if paths else None
     from ..engine.restore import restore_into
 
-    return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run)
+    return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run,
+                        record_in_dest=True)
 
 
 def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:

@@ -183,24 +183,53 @@ class Catalog:
         self.path = path
         #: run with True once the current transaction has committed, with False if it did not
         self._on_end: list[Callable[[bool], None]] = []
+        #: why this catalog refuses writes: opened frozen on a full disk (see frozen_catalog)
+        self.frozen: str | None = None
+        self._frozen_copy: str | None = None
         try:
-            if readonly:
-                uri = f"file:{path}?mode=ro"
-                self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30,
-                                          check_same_thread=False)
-            else:
-                self.db = sqlite3.connect(path, isolation_level=None, timeout=30,
-                                          check_same_thread=False)
-            self.db.execute("PRAGMA busy_timeout = 30000")
-            if not readonly:
-                _retry_locked(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
-                self.db.execute("PRAGMA synchronous = FULL")
-                _retry_locked(self._migrate)
+            self._open(path, readonly)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
+            from . import frozen_catalog
+
+            if not frozen_catalog.disk_full(exc, path):
+                raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
+            try:
+                self.db.close()
+            except (AttributeError, sqlite3.Error):
+                pass
+            try:
+                self.db, self._frozen_copy = frozen_catalog.open_frozen(path)
+                self._schema_version()
+            except (OSError, sqlite3.DatabaseError):
+                raise StoreError(f"cannot open the catalog {path}: {exc}") from exc
+            self.frozen = (f"the store's disk is full ({os.path.dirname(os.fspath(path))}); "
+                           "free some space or move CTRLZ_HOME, then try again")
+
+    def _open(self, path: str | os.PathLike[str], readonly: bool) -> None:
+        """Connect, in WAL mode and migrated unless ``readonly``."""
+        if readonly:
+            uri = f"file:{path}?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30,
+                                      check_same_thread=False)
+        else:
+            self.db = sqlite3.connect(path, isolation_level=None, timeout=30,
+                                      check_same_thread=False)
+        self.db.execute("PRAGMA busy_timeout = 30000")
+        if not readonly:
+            _retry_locked(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
+            self.db.execute("PRAGMA synchronous = FULL")
+            _retry_locked(self._migrate)
+        # the first read makes SQLite open the WAL's shared-memory index (which a full
+        # disk refuses): here, so that the fallback above can take over
+        self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
     def close(self) -> None:
         self.db.close()
+        if self._frozen_copy is not None:
+            import shutil
+
+            shutil.rmtree(self._frozen_copy, ignore_errors=True)
+            self._frozen_copy = None
 
     def _migrate(self) -> None:
         """Bring the schema up to date. Two processes may open a new store at the same moment
@@ -225,6 +254,10 @@ class Catalog:
     # -- transactions -------------------------------------------------------------------------
 
     def transaction(self) -> Transaction:
+        if self.frozen is not None:
+            from ..errors import StoreFull
+
+            raise StoreFull(self.frozen)
         return Transaction(self.db, self._on_end)
 
     def on_end(self, fn: Callable[[bool], None]) -> None:

@@ -147,10 +147,35 @@ class SessionDB:
                     self.db.execute(statement)
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the session database {path}: {exc}") from exc
+            self._open_frozen(exc)
+        else:
+            self._copy: str | None = None
+
+    def _open_frozen(self, exc: sqlite3.DatabaseError) -> None:
+        """On a full disk, read what is committed, as the catalog does there (see
+        :mod:`ctrlz.state.frozen_catalog`): listing sessions must work then too; writes
+        fail ("attempt to write a readonly database")."""
+        from . import frozen_catalog
+
+        try:
+            self.db.close()
+        except (AttributeError, sqlite3.Error):
+            pass
+        if not frozen_catalog.disk_full(exc, self.path):
+            raise StoreError(f"cannot open the session database {self.path}: {exc}") from exc
+        try:
+            self.db, self._copy = frozen_catalog.open_frozen(self.path)
+            self.db.execute("SELECT count(*) FROM sessions").fetchone()
+        except (OSError, sqlite3.DatabaseError):
+            raise StoreError(f"cannot open the session database {self.path}: {exc}") from exc
 
     def close(self) -> None:
         self.db.close()
+        if self._copy is not None:
+            import shutil
+
+            shutil.rmtree(self._copy, ignore_errors=True)
+            self._copy = None
 
     # -- file events -----------------------------------------------------------------------
 
