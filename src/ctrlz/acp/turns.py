@@ -14,7 +14,8 @@ nothing was restored since, its files no longer hold what its tool calls left th
 "later edit" is the previous rollback, so this rewind is forced, as harn's always is. A hand
 edit is then overwritten too (one made between the two rollbacks, or one the previous rollback
 kept), but never lost: the rewind captures the workspace first, and ``session/redo`` (or
-``ctrlz undo``) puts it back.
+``ctrlz undo``) puts it back. What another agent session's tool calls changed after the turn's
+calls is that session's work, and stays, forced or not (:mod:`ctrlz.toolcalls.restore`).
 
 These run in the proxy's worker thread and return JSON for the wire; paths are absolute, as
 ACP's are.
@@ -58,7 +59,7 @@ def rollback_turn(ctx: Any, session_id: str, turn: int, previous: str | None = N
                     "safetySnapshot": None}, None
         before = ws.oplog.next_undo()
         force = previous is not None and before is not None and op_key(before) == previous
-        done = rewinds.rewind(ws, f"#{turn}", session_id, force=force)
+        done = rewinds.rewind(ws, f"#{turn}", session_id, force=force, force_others=False)
         op = ws.oplog.next_undo()
         recorded = op is not None and (before is None or op_key(op) != op_key(before))
         root = str(ws.root)
