@@ -161,9 +161,8 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
            identity: Identity | None, extract_to: bytes | None = None) -> None:
     """Journal, apply, verify, commit; on any failure clean up and leave the undo path.
 
-    ``extract_to``: an extract into that new directory (``restore --to``), whose record is
-    kept there, not in the store, and which leaves no undo entry: it writes nothing into the
-    store, so it works while the store's disk is full (see :mod:`ctrlz.engine.journal`)."""
+    ``extract_to``: a ``restore --to`` into that new directory, which keeps its record there
+    and leaves no undo entry, so it writes nothing into the store (see ``journal``)."""
     if plan.empty:
         _leave_undo_path(repo, intent, "done")
         return
@@ -433,10 +432,8 @@ def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Pat
                  record_in_dest: bool = False) -> RestoreResult:
     """Extract ``target`` into ``dest``, which must be new or empty; nothing else is touched.
 
-    ``record_in_dest``: keep the crash record in ``dest`` rather than in the store, so that
-    nothing is written into the store (``restore --to``, which must work while the store's
-    disk is full). A clone or an import, which fill a new workspace and write its store
-    anyway, keep it in the store, where opening that workspace finds it."""
+    ``record_in_dest``: its crash record in ``dest``, nothing in the store (``restore --to``,
+    see ``journal``); a clone or an import writes the new workspace's store anyway."""
     dest_b = os.fsencode(dest)
     require_empty_destination(dest_b)
     dest_roots = [dest_b] if roots_count == 1 else [dest_b + b"/" + str(i).encode()
