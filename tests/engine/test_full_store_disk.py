@@ -13,7 +13,9 @@ from __future__ import annotations
 import errno
 import os
 import random
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -25,7 +27,7 @@ from ctrlz.engine import journal
 from ctrlz.errors import RestoreError
 from ctrlz.state import failpoints
 from tests.conftest import make_tree, mounted, tree_state
-from tests.engine.test_restore_crash import CTRLZ, temp_files, worker_env
+from tests.engine.test_restore_crash import CTRLZ, WORKER, temp_files, worker_env
 
 
 class Setup(NamedTuple):
@@ -184,11 +186,9 @@ def test_status_says_the_store_disk_is_full_and_writes_fail_in_one_line(
 
 # -- restore --to keeps its crash record in the destination ---------------------------------------
 
-def test_a_failed_restore_to_marks_its_destination_incomplete(
+def test_a_failed_restore_to_cleans_up_and_writes_nothing_into_the_store(
         store_on_disk: Setup, tmp_path: Path) -> None:
-    """Not in the store: what the record protects is all in the destination (see
-    ``ctrlz.engine.journal``). The destination says it is incomplete, and a retry into it is
-    refused until the user removes it."""
+    """A failure cleans up as it goes (temp files, its record) and says what it left."""
     root, home, snap, _ = store_on_disk
     out = tmp_path / "out"
     with Workspace.open(root, home=home) as ws:
@@ -199,8 +199,24 @@ def test_a_failed_restore_to_marks_its_destination_incomplete(
         finally:
             failpoints.disarm_all()
         assert not journal.pending(ws.store_path)
-        assert temp_files(out) == []
-        assert (out / journal.INCOMPLETE).is_file()
-        with pytest.raises(RestoreError, match="interrupted restore"):
-            ws.restore_to(snap, out)
         assert ws.oplog.next_undo() is None
+    assert temp_files(out) == [] and not (out / journal.INCOMPLETE).exists()
+
+
+def test_a_killed_restore_to_marks_its_destination_incomplete(
+        store_on_disk: Setup, tmp_path: Path) -> None:
+    """Its record is in the destination, not in the store (see ``ctrlz.engine.journal``):
+    the directory says it is incomplete, and a retry into it is refused until it is removed."""
+    root, home, snap, _ = store_on_disk
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), str(home), str(root), f"cli:restore {snap} --to {out}",
+         "kill", "restore-place", "2"], cwd=root, env=worker_env(home), capture_output=True,
+        text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (out / journal.INCOMPLETE).is_file()
+    store = next((home / "workspaces").iterdir())
+    assert not journal.pending(store)
+    proc = ctrlz(root, home, "restore", snap, "--to", str(out))
+    assert proc.returncode != 0 and "interrupted restore" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

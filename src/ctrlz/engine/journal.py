@@ -23,8 +23,9 @@ record into the store: it must work on the day the store's disk is full (issue 4
 nothing for a record in the store to protect: the workspace is untouched, there is no undo
 entry to leave, and every temp file is inside the destination. Its record lives in the
 destination instead (:data:`INCOMPLETE`, written before the first file and removed once the
-result is verified), where it says what a crash or a failure left: an incomplete extract, with
-the token its temp files are named with, which a retry into the same directory is refused over
+result is verified, or once a failed extract has removed its temp files and reported the
+error). A kill leaves it, and it says what the kill left: an incomplete extract, with the
+token its temp files are named with, which a retry into the same directory is refused over
 until the user removes it. A directory that lost its last files without saying so would pass
 for a complete restore.
 """
@@ -126,12 +127,18 @@ def write_incomplete(dest: str | os.PathLike[str] | bytes, intent: Intent) -> No
     fsync_dir(os.fsdecode(dest))
 
 
-def clear_incomplete(dest: str | os.PathLike[str] | bytes) -> None:
-    """The extract is complete and verified: its record goes, durably."""
-    os.unlink(os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE)))
-    from ..state.atomic import fsync_dir
+def clear_incomplete(dest: str | os.PathLike[str] | bytes, strict: bool = True) -> None:
+    """The extract is complete and verified, or failed and cleaned up after itself (its
+    error says what it left): its record goes, durably. ``strict`` false: as far as it can,
+    for a failure that is being reported already."""
+    try:
+        os.unlink(os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE)))
+        from ..state.atomic import fsync_dir
 
-    fsync_dir(os.fsdecode(dest))
+        fsync_dir(os.fsdecode(dest))
+    except OSError:
+        if strict:
+            raise
 
 
 def pending(store: str | os.PathLike[str]) -> bool:

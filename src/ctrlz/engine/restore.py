@@ -187,8 +187,9 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
             result.applied, result.conflicts = exc.result.applied, exc.result.conflicts
         if extract_to is None:
             _abandon(repo, intent, "failed")
-        else:  # its record stays in the destination: what is there is incomplete
+        else:  # a failure cleans up as it goes: only a kill leaves the record
             journal.sweep(intent, repo.objects)
+            journal.clear_incomplete(extract_to, strict=False)
         if isinstance(exc, ApplyFailed):
             raise RestoreError(_failure_message(intent, exc, plan, result)) from exc.error
         if isinstance(exc, VerifyMismatch):
