@@ -85,3 +85,34 @@ def test_malformed_bytes_are_a_value_error_as_in_json() -> None:
             json.loads(data)
         with pytest.raises(ValueError):
             jsontext.loads(data)
+
+
+BROKEN = """
+import json, sys, _json
+calls = []
+
+def changed(*args, **kwargs):  # a later Python's _json.make_scanner, of another signature
+    calls.append(args)
+    raise TypeError("make_scanner() takes exactly 1 keyword argument")
+
+_json.make_scanner = changed
+from ctrlz import jsontext
+values = [jsontext.loads('{"a": [1, 2.5, null]}') for _ in range(100)]
+texts = {jsontext.dumps(v, indent=i) for v in values for i in (None, 2)}
+print(json.dumps([len(calls), values[0], sorted(texts)]))
+"""
+
+
+def test_a_fast_path_that_fails_is_given_up_once_for_the_process() -> None:
+    """``_json`` is private and called positionally; where it changed shape, every call
+    goes to ``json`` (the same values, the same text), and the fast path is tried once per
+    process, not once per call: no call pays for an exception."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", BROKEN], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    value = {"a": [1, 2.5, None]}
+    assert json.loads(proc.stdout) == [1, value, sorted({json.dumps(value),
+                                                         json.dumps(value, indent=2)})]

@@ -10,6 +10,14 @@ byte (a property test holds it to that). Where ``_json`` is missing (another Pyt
 value is one the fast path does not take (a non-string key, a type needing ``default``), it
 hands the call to ``json``.
 
+``_json`` is private: its functions are called positionally and may change shape in any later
+Python. The first call in a process checks the fast path once on a known sample (the scanner
+reads it back, both escapers write it as ``json`` does) and keeps the answer: where anything
+fails or differs, every call of the process goes to ``json``, at no cost per call. A failure
+the check did not foresee (anything but the errors ``json`` itself raises) hands that call to
+``json`` as well. Every hook reads and writes through here, and a hook that fails records its
+error and exits 0, so a codec that broke would silently stop every capture (issue 41).
+
 Errors are ``json``'s: malformed text raises ``json.JSONDecodeError`` (a :class:`ValueError`),
 an unserialisable value :class:`TypeError`.
 """
@@ -43,6 +51,40 @@ class _Context:
 
 _WHITESPACE = " \t\n\r"
 
+#: the check's sample, as ``json.dumps`` writes it with ``ensure_ascii`` on and off
+_SAMPLE = {"a": [1, -2.5, None, True, False, "\u00e9\u2028\"\\\n"], "b": {}, "c": []}
+_SAMPLE_ASCII = '{"a": [1, -2.5, null, true, false, "\\u00e9\\u2028\\"\\\\\\n"], "b": {}, "c": []}'
+_SAMPLE_TEXT = '{"a": [1, -2.5, null, true, false, "\u00e9\u2028\\"\\\\\\n"], "b": {}, "c": []}'
+
+#: the fast path's scanner once checked, ``False`` when ``json`` does every call; None: not
+#: checked yet in this process
+_scanner: Callable[[str, int], tuple[Any, int]] | bool | None = None
+
+
+def _fast() -> Callable[[str, int], tuple[Any, int]] | None:
+    """The C scanner when the fast path works in this Python, else None (checked once)."""
+    global _scanner
+    if _scanner is None:
+        _scanner = _check() or False
+    return _scanner or None
+
+
+def _check() -> Callable[[str, int], tuple[Any, int]] | None:
+    """The scanner, when ``_json`` reads and writes the sample as ``json`` does."""
+    if _json is None:  # pragma: no cover - CPython always builds it
+        return None
+    try:
+        scan = _json.make_scanner(_Context)
+        if scan(_SAMPLE_ASCII, 0) != (_SAMPLE, len(_SAMPLE_ASCII)) \
+                or scan(_SAMPLE_TEXT, 0) != (_SAMPLE, len(_SAMPLE_TEXT)):
+            return None
+        for ascii, text in ((True, _SAMPLE_ASCII), (False, _SAMPLE_TEXT)):
+            if "".join(_make_encoder(ascii, False)(_SAMPLE, 0)) != text:
+                return None
+    except Exception:  # noqa: BLE001 - whatever it is, json does the work
+        return None
+    return scan
+
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``. Bytes are decoded as ``json`` decodes them: UTF-8 with or
@@ -56,15 +98,22 @@ def loads(text: str | bytes) -> Any:
         raw = bytes(text)
         # as "utf-8-sig" decodes, without loading that codec's module into every hook
         text = raw[3 if raw.startswith(b"\xef\xbb\xbf") else 0:].decode("utf-8", "surrogatepass")
-    if _json is None:  # pragma: no cover
+    scan = _fast()
+    if scan is None:
         import json
 
         return json.loads(text)
     start = len(text) - len(text.lstrip(_WHITESPACE))
     try:
-        value, end = _json.make_scanner(_Context)(text, start)
+        value, end = scan(text, start)
     except StopIteration as stop:
         return _fail("Expecting value", text, stop.value)
+    except (ValueError, RecursionError):  # json's own errors: json.JSONDecodeError is one
+        raise
+    except Exception:  # noqa: BLE001 - not one json raises: json reads it
+        import json
+
+        return json.loads(text)
     if text[end:].strip(_WHITESPACE):
         return _fail("Extra data", text, end)
     return value
@@ -77,8 +126,11 @@ def _fail(message: str, text: str, at: int) -> Any:
 
 
 def _encoder(ascii: bool, sort_keys: bool) -> Callable[[Any, int], Any] | None:
-    if _json is None:  # pragma: no cover
-        return None
+    """The C encoder, when the fast path works in this Python (see :func:`_fast`)."""
+    return _make_encoder(ascii, sort_keys) if _fast() is not None else None
+
+
+def _make_encoder(ascii: bool, sort_keys: bool) -> Callable[[Any, int], Any]:
     escape = _json.encode_basestring_ascii if ascii else _json.encode_basestring
     # markers (for cycles), default (unsupported types: see _unsupported), the string
     # escaper, indent (unused by the C encoder), separators, sort_keys, skipkeys, allow_nan
@@ -108,6 +160,10 @@ def dumps(value: Any, *, indent: int | None = None, ensure_ascii: bool = True,
             return "".join(out)
         except (_Unsupported, RecursionError):  # json says which value, or finds the cycle
             pass
+        except ValueError:  # json's own: a cycle the C encoder found
+            raise
+        except Exception:  # noqa: BLE001 - a TypeError json raises too, or one it does not:
+            pass  # either way, json's word on the value
     import json
 
     return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)

@@ -7,6 +7,16 @@ The text of a prompt is a JSON list of steps (anything else runs :data:`DEFAULT`
   completed; ``"toolCallId": null`` writes without reporting a tool call;
 - ``{"terminal": ["rm", "-rf", "dir"], "toolCallId": "tc-2"}``: report a ``tool_call`` (kind
   execute), ``terminal/create`` the command in the session's cwd, wait for it, release it;
+- ``"via": "permission"`` on a write step: name the tool call only in a
+  ``session/request_permission`` (status pending, the path in ``locations``), then write, then
+  report it completed, as Gemini CLI's default mode does;
+- ``{"direct": "rel/path", "content": "...", "toolCallId": "tc-3"}``: report a tool call and
+  write the file itself, never through the client (Gemini CLI's own file tools in ACP mode);
+- ``{"shell": "rm -rf dir", "toolCallId": "tc-4"}``: report a tool call and run the command
+  itself with ``sh -c`` in the session's cwd, no ``terminal/create`` (Gemini CLI's shell);
+- ``{"hook": "gemini", "event": "BeforeAgent"}``: run ``ctrlz-hook gemini`` with that event's
+  payload for this session, as Gemini CLI does at each prompt when ``ctrlz install gemini``
+  installed its hooks;
 - ``{"say": "text"}``: an agent message chunk;
 - ``{"garbage": "text"}``: write a line that is not JSON to stdout;
 - ``{"exit": 3}``: exit at once with that code, leaving the prompt unanswered.
@@ -19,10 +29,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from typing import Any
 
 from acp.interfaces import Client
-from acp.schema import AgentCapabilities, LoadSessionResponse, ToolCallLocation
+from acp.schema import (
+    AgentCapabilities,
+    LoadSessionResponse,
+    PermissionOption,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
 
 from acp import (
     PROTOCOL_VERSION,
@@ -84,7 +101,43 @@ class ScriptedAgent(Agent):
         assert self.conn is not None
         cwd = self.cwd[session_id]
         call_id = step.get("toolCallId")
-        if "write" in step:
+        if "write" in step and step.get("via") == "permission":
+            path = os.path.join(cwd, step["write"])
+            await self.conn.request_permission(
+                session_id=session_id, tool_call=ToolCallUpdate(
+                    tool_call_id=call_id, title=f"Write {step['write']}", kind="edit",
+                    status="pending", locations=[ToolCallLocation(path=path)]),
+                options=[PermissionOption(option_id="proceed_once", name="Allow",
+                                          kind="allow_once")])
+            await self.conn.write_text_file(session_id=session_id, path=path,
+                                            content=step["content"])
+            await self.conn.session_update(session_id, update_tool_call(
+                call_id, status="completed"))
+        elif "direct" in step or "shell" in step:
+            if call_id:
+                what = step.get("direct") or step["shell"]
+                await self.conn.session_update(session_id, start_tool_call(
+                    call_id, what, kind="edit" if "direct" in step else "execute",
+                    status="in_progress"))
+            if "direct" in step:
+                path = os.path.join(cwd, step["direct"])
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(step["content"])
+            else:
+                proc = await asyncio.create_subprocess_exec("sh", "-c", step["shell"], cwd=cwd)
+                await proc.wait()
+            if call_id:
+                await self.conn.session_update(session_id, update_tool_call(
+                    call_id, status="completed"))
+        elif "hook" in step:
+            hook = os.path.join(os.path.dirname(sys.executable), "ctrlz-hook")
+            payload = {"hook_event_name": step["event"], "session_id": session_id, "cwd": cwd,
+                       "prompt": "scripted", "timestamp": "2026-11-28T00:00:00Z"}
+            proc = await asyncio.create_subprocess_exec(
+                hook, step["hook"], cwd=cwd, stdin=asyncio.subprocess.PIPE)
+            await proc.communicate(json.dumps(payload).encode())
+        elif "write" in step:
             path = os.path.join(cwd, step["write"])
             if call_id:
                 await self.conn.session_update(session_id, start_tool_call(

@@ -1,7 +1,8 @@
 """Recording what an ACP agent asks the client to do, before the client does it.
 
 The proxy calls these as the messages pass: a session is opened on ``session/new`` (or
-``load``/``resume``/``fork``), a turn begins on ``session/prompt``, a pre-image is captured
+``load``/``resume``/``fork``), a turn begins on ``session/prompt`` with a workspace snapshot
+(and its response records what the turn left), a pre-image is captured
 before ``fs/write_text_file`` is forwarded and its result recorded when the client answers, and
 a workspace snapshot is taken before ``terminal/create`` is forwarded. Each is one call into the
 agent-neutral actions the agent hooks use (:mod:`ctrlz.hooks.actions`), so an ACP agent is
@@ -29,6 +30,7 @@ from ..errors import WorkspaceError
 from ..hooks import actions
 from ..hooks.context import HookContext
 from .sessions import Session
+from .turns import open_turn, settle_turn
 
 log = logging.getLogger("ctrlz.acp")
 T = TypeVar("T")
@@ -103,13 +105,22 @@ class Recorder:
         return Session(session_id, ctx)
 
     async def begin_turn(self, session: Session) -> int | None:
+        """A new turn, and the workspace snapshot at its start (:func:`turns.open_turn`)."""
         if session.workspace is None:
             return None
-        from ..toolcalls.api import begin_turn
-
         return await self.worker.quietly(
-            "recording the prompt turn", begin_turn, session.session_id,
-            workspace=session.workspace, agent=self.agent)
+            "recording the prompt turn", open_turn, session.workspace, session.session_id)
+
+    async def end_turn(self, session: Session, turn: int | None) -> None:
+        """Record what the turn left (:func:`turns.settle_turn`), before its response goes
+        to the client, so no rollback can come first."""
+        if session.workspace is None or turn is None:
+            return
+        end = await self.worker.quietly(
+            "snapshotting what the prompt turn left", settle_turn, session.workspace,
+            session.session_id, turn)
+        if end is not None:
+            session.turn_ends[turn] = end
 
     async def before_write(self, session: Session, params: Any) -> str | None:
         """Capture the pre-image of the path the agent asks the client to write; the scope id

@@ -113,6 +113,12 @@ class Extensions:
         try:
             report = await self.worker.call(fs_restore, sid, scope, workspace=ws)
         except SnapshotNotFound:
+            if call_id in session.tool_calls:  # the agent named it, but wrote nothing through us
+                raise rpc.MethodError(
+                    f"tool call {call_id} of session {sid} wrote no file through the client "
+                    "(fs/write_text_file), so ctrlz holds no pre-image of its own: the agent "
+                    "changed its files itself, if at all; session/rollback takes back its "
+                    "whole turn from the workspace snapshot taken at session/prompt") from None
             raise rpc.MethodError(
                 f"session {sid} has no recorded tool call {call_id}: ctrlz captures the files "
                 "a tool call writes through fs/write_text_file and the workspace before "
@@ -143,7 +149,8 @@ class Extensions:
                                   f"turn to roll back{more}")
         previous = next((key for _, key in reversed(session.rolled_back) if key), None)
         result, key = await self.worker.call(rollback_turn, session.workspace,
-                                             session.session_id, turn, previous)
+                                             session.session_id, turn, previous,
+                                             session.turn_ends.get(turn))
         session.rolled_back.append((turn, key))
         return result
 
@@ -163,10 +170,8 @@ class Extensions:
 
 
 def _files_scope(session: Session, call_id: str) -> str:
-    """Where the files of tool call ``call_id`` were captured: under its own id, unless that
-    id holds a terminal's snapshot and its writes were recorded under a derived one."""
-    if session.scopes.get(call_id, "files") == "files":
-        return call_id
-    derived = [s for s, kind in session.scopes.items()
-               if kind == "files" and s.startswith(f"{call_id}:")]
-    return derived[-1] if derived else call_id
+    """Where the files of tool call ``call_id`` were captured: its newest files scope (its own
+    id; a derived one when that id holds a terminal's snapshot; ``<id>:turn-<n>`` when the
+    agent reused the id in a later turn), else the id itself."""
+    scopes = session.files_scopes.get(call_id)
+    return scopes[-1] if scopes else call_id

@@ -10,8 +10,9 @@ Every message is forwarded as the bytes that came in, in order, each way, except
 On the way, :class:`~ctrlz.acp.capture.Recorder` records: the session on the response to
 ``session/new`` (and load, resume, fork), a turn on ``session/prompt``, a pre-image before
 ``fs/write_text_file`` reaches the client and the write's result when the client answers, a
-workspace snapshot before ``terminal/create`` reaches the client. The tool-call tracking reads
-``session/update``. Requests are matched to their responses by id, per direction.
+workspace snapshot before ``terminal/create`` reaches the client, and a workspace snapshot at
+each turn's start and end. The tool-call tracking reads ``session/update`` and
+``session/request_permission``. Requests are matched to their responses by id, per direction.
 
 The proxy lives as long as the agent: when the agent exits, requests it left unanswered get an
 error, and the proxy exits with the agent's exit code (128+N for a signal N). When the client
@@ -173,7 +174,9 @@ class Relay:
         session = self.sessions.get(params.get("sessionId"))
         if session is None:
             return
-        if msg["method"] == "fs/write_text_file":
+        if msg["method"] == "session/request_permission":
+            session.observe_permission(params)  # Gemini names a call only here, by default
+        elif msg["method"] == "fs/write_text_file":
             scope = await self.recorder.before_write(session, params)
             if scope is not None:
                 self.to_client[rpc.id_key(msg["id"])] = Pending(
@@ -195,6 +198,7 @@ class Relay:
                 session = await self.recorder.open_session(sid, pending.params.get("cwd"))
                 self.sessions.add(session)
         elif pending.method == "session/prompt" and pending.session is not None:
+            await self.recorder.end_turn(pending.session, pending.turn)
             pending.session.end(pending.turn)
         return None
 

@@ -2,8 +2,13 @@
 reported them, and its prompt turns.
 
 Tool calls are learnt from the agent's ``session/update`` notifications (``tool_call`` and
-``tool_call_update``, read with the SDK's schema types); they are how a write request or a
-terminal is tied to the ACP ``toolCallId`` the client knows. Turns are the client's
+``tool_call_update``) and from its ``session/request_permission`` requests, read with the SDK's
+schema types; they are how a write request or a terminal is tied to the ACP ``toolCallId`` the
+client knows. Gemini CLI's default mode names a tool call only in the permission request
+(status pending, the path in ``locations``) before it writes, so both are read. ACP says a
+``toolCallId`` is unique within a session, but an agent that reuses one in a later turn gets
+a new scope for it there (``<id>:turn-<n>``): folded into the earlier turn's record, the later
+call's writes were lost to its own turn's rollback. Turns are the client's
 ``session/prompt`` requests: one is *running* from the request until its response, then
 *completed*; ``session/rollback`` takes back the newest completed turn that is not rolled back
 yet, ``session/redo`` the newest rollback, and a new prompt forgets what could be redone (as an
@@ -18,7 +23,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp.schema import SessionNotification, ToolCallProgress, ToolCallStart
+from acp.schema import (
+    RequestPermissionRequest,
+    SessionNotification,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+)
 from pydantic import ValidationError
 
 from ..hooks.actions import inside
@@ -47,6 +58,12 @@ class Session:
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     #: scope id -> "files" or "bash": one id is never recorded as both kinds
     scopes: dict[str, str] = field(default_factory=dict)
+    #: scope id -> the turn it was recorded in (a toolCallId reused later gets a new scope)
+    scope_turns: dict[str, int | None] = field(default_factory=dict)
+    #: toolCallId -> its files scopes, oldest first (the newest is what a restore takes)
+    files_scopes: dict[str, list[str]] = field(default_factory=dict)
+    #: turn -> the workspace snapshot taken when its response came (what the turn left)
+    turn_ends: dict[int, str] = field(default_factory=dict)
     #: prompt turns in flight (their turn numbers; None when recording the turn failed)
     running: list[int | None] = field(default_factory=list)
     completed: list[int] = field(default_factory=list)
@@ -71,6 +88,20 @@ class Session:
                                               ToolCall(update.tool_call_id))
         else:
             return
+        self._learn(call, update)
+
+    def observe_permission(self, params: Any) -> None:
+        """Learn from one ``session/request_permission``: the tool call it asks about, which
+        may be the only place the agent names it (Gemini CLI's default mode)."""
+        try:
+            update = RequestPermissionRequest.model_validate(params).tool_call
+        except ValidationError:
+            return
+        call = self.tool_calls.setdefault(update.tool_call_id, ToolCall(update.tool_call_id))
+        self._learn(call, update)
+
+    def _learn(self, call: ToolCall,
+               update: ToolCallStart | ToolCallProgress | ToolCallUpdate) -> None:
         fields = update.model_fields_set
         for name in ("title", "kind", "status"):
             if name in fields:
@@ -98,14 +129,23 @@ class Session:
     def scope_for(self, call: ToolCall | None, kind: str) -> str:
         """The scope id a capture of ``kind`` is recorded under: the tool call's id, unless
         that id already holds the other kind of record (or there is no tool call), in which
-        case a new id that names it."""
+        case a new id that names it; in a later turn than the one that first used the id, a
+        scope of that turn (``<id>:turn-<n>``)."""
+        turn = self.running[-1] if self.running else None
         base = call.tool_call_id if call is not None else None
+        if base is not None and base in self.scope_turns and self.scope_turns[base] != turn:
+            base = f"{base}:turn-{turn}"  # an id the agent reused in a later turn
         if base is not None and self.scopes.get(base, kind) == kind:
             scope = base
         else:
             tag = "write" if kind == "files" else "terminal"
             scope = f"{base or 'acp'}:{tag}-{uuid.uuid4().hex[:8]}"
         self.scopes[scope] = kind
+        self.scope_turns.setdefault(scope, turn)
+        if call is not None and kind == "files":
+            known = self.files_scopes.setdefault(call.tool_call_id, [])
+            if scope not in known:
+                known.append(scope)
         return scope
 
     # -- turns ---------------------------------------------------------------------------------

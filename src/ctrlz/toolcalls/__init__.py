@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 # The turn key of an agent that sends no turn id and bounds its turns by a Stop event (see
 # ``register.enter_turn``). Here, not in ``api``, so a hook names it without importing the library.
 UNTIL_STOP = "ctrlz:until-stop"
+# The turn keys ``ctrlz acp`` begins its turns with (this prefix and a random part), at the
+# client's session/prompt. The agent's own prompt hook for that prompt (Gemini's BeforeAgent,
+# when its hooks are installed too) joins that turn instead of opening a second one.
+ACP_TURN = "ctrlz:acp-prompt:"
 
 _EXPORTS = {
     "begin_turn": "api", "configure_byte_cap": "api", "delete_file": "api", "end_turn": "api",

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from . import records
+from . import ACP_TURN, records
 from .core import (
     Place,
     WorkspaceLike,
@@ -191,11 +191,19 @@ def begin_turn(session_id: str, *, workspace: WorkspaceLike = None,
 
     ``turn_key`` is the agent's own id for the turn (Claude Code's ``prompt_id``, Codex's
     ``turn_id``, Cursor's ``generation_id``): a prompt with the key the session already has is
-    the same turn and changes nothing (see :func:`enter_turn`, which tool calls use too)."""
+    the same turn and changes nothing (see :func:`enter_turn`, which tool calls use too).
+    A prompt without a key that comes while the session's turn is one ``ctrlz acp`` began
+    (:data:`~ctrlz.toolcalls.ACP_TURN`) is the agent's own hook for that same prompt: it joins
+    that turn, once (two doors, one turn; a second turn made the proxy roll back the wrong
+    one)."""
     with opened(workspace) as place, place.store.lock, place.store.catalog.transaction():
         if turn_key is not None:
             return enter_turn(place.db, session_id, agent, turn_key, prompt=True)
-        records.ensure_session(place.db, session_id, agent)
+        turn = records.ensure_session(place.db, session_id, agent)
+        known = records.turn_key(place.db, session_id)
+        if known is not None and known.startswith(ACP_TURN) and turn > 0:
+            records.set_turn_key(place.db, session_id, None)
+            return turn
         return next_turn(place.db, session_id, None)
 
 

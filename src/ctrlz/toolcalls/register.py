@@ -8,7 +8,7 @@ transaction.
 
 from __future__ import annotations
 
-from . import UNTIL_STOP, records
+from . import ACP_TURN, UNTIL_STOP, records
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,7 +54,13 @@ def enter_turn(db: Any, session_id: str, agent: str | None, turn_key: str | None
     turn = records.ensure_session(db, session_id, agent)
     if turn_key is None:
         return turn
+    if turn_key.startswith(ACP_TURN):  # ctrlz acp's session/prompt: always a new turn
+        return next_turn(db, session_id, turn_key)
     known = records.turn_key(db, session_id)
+    if known is not None and known.startswith(ACP_TURN) and turn > 0:
+        # the agent's own id for the turn ctrlz acp began at session/prompt: the same turn
+        records.set_turn_key(db, session_id, turn_key)
+        return turn
     if turn_key == UNTIL_STOP:
         return _until_stop(db, session_id, turn, known, prompt)
     if known == turn_key:
