@@ -231,7 +231,9 @@ Every command that lists or reports takes `--json` (declared identically everywh
 on stdout as one JSON document, messages go to stderr. Field names are stable. Objects carry a
 `type` field naming what they are (snapshot records carry their snapshot type there). Times are
 ISO 8601 UTC with milliseconds (`2026-01-02T03:04:05.678Z`); sizes are bytes; `root` is the
-Merkle root (hex). Paths are workspace-relative.
+Merkle root (hex). Paths are workspace-relative; a name's bytes that are not UTF-8 are written
+as `\\udcXX` escapes (Python's `surrogateescape`, as the service's API writes them), so the output
+is always UTF-8 and `os.fsencode(json.loads(text)[...])` gives the exact bytes back.
 
 These schemas are the ones `tests/cli/test_json.py` validates every output against
 (generated from `tests/cli/schemas.py` by `scripts/gen_cli_docs.py`).

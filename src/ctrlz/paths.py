@@ -28,9 +28,16 @@ def workspace_relative(root: bytes, path: str | os.PathLike[str] | bytes, base: 
     if full == root and allow_root:
         return b""
     if not full.startswith(root + b"/"):
-        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is outside the workspace "
-                                   f"{os.fsdecode(root)}")
+        raise PathOutsideWorkspace(f"{_quoted(raw)} is outside the workspace {_quoted(root)}")
     return full[len(root) + 1:]
+
+
+def _quoted(path: bytes) -> str:
+    """A path in an error message, quoted as every message quotes one; ``ctrlz.types`` is
+    loaded only for the error (the click-free doors do without it)."""
+    from .types import quote_path
+
+    return quote_path(path)
 
 
 def plain_relative(path: str | bytes) -> bytes:
@@ -49,11 +56,11 @@ def plain_relative(path: str | bytes) -> bytes:
     if b"\0" in raw:
         raise UsageError("a path cannot contain a NUL byte")
     if raw.startswith(b"/"):
-        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} is absolute; give a path relative to "
+        raise PathOutsideWorkspace(f"{_quoted(raw)} is absolute; give a path relative to "
                                    "the workspace root")
     parts = [p for p in raw.split(b"/") if p not in (b"", b".")]
     if b".." in parts:
-        raise PathOutsideWorkspace(f"{os.fsdecode(raw)} contains '..'; give a path inside the "
+        raise PathOutsideWorkspace(f"{_quoted(raw)} contains '..'; give a path inside the "
                                    "workspace without it")
     if not parts:
         raise UsageError("empty path")

@@ -6,6 +6,7 @@ import click
 
 from . import render
 from .context import State, pass_state
+from .rolling import left_alone
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
 
@@ -193,9 +194,9 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
                + (f", shell changes from {result.shell_snapshot}" if result.shell_snapshot
                   else "") + ")")
     for p in result.changed_paths:
-        render.out(f"  {p}")
-    for k in result.skipped:
-        render.note(f"left alone: {k['path']}: {k['reason']}")
+        render.out(f"  {render.path_text(p)}")
+    for err, text in left_alone(result.skipped):
+        render.echo(text, err=err)
     if dry_run:
         render.note("Nothing was changed (dry run).")
     else:

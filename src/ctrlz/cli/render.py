@@ -62,8 +62,17 @@ path_text = quote_text
 
 
 def json_text(data: Any) -> str:
-    """The text of every ``--json`` output: indented, non-ASCII as it is."""
-    return jsontext.dumps(data, indent=2, ensure_ascii=False)
+    """The text of every ``--json`` output: indented, non-ASCII as it is. A name that is not
+    UTF-8 (its bytes kept as surrogate escapes) goes out as ``\\udcXX``, as the service's API
+    and the tool-call inbox write it: :func:`echo` would put its raw bytes on stdout, and the
+    output would not be JSON. ``json.loads`` gives back the surrogates, and ``os.fsencode``
+    the exact bytes."""
+    text = jsontext.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate only ever stands inside a JSON string
+        text = "".join(f"\\u{ord(c):04x}" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return text
 
 
 def emit_json(data: Any) -> None:

@@ -72,8 +72,9 @@ def restore_cmd(state: State, snap: str, paths: tuple[str, ...], dest: str,
         render.emit_json({"type": "restore", **result.to_json()})
         return
     label = f' "{result.target.label}"' if result.target.label else ""
+    dest_shown = result.destination or dest
     written = sum(1 for a in result.applied if a.op in ("write", "symlink"))
-    render.out(f"Restored {result.target.id}{label} into {result.destination}: "
+    render.out(f"Restored {result.target.id}{label} into {render.path_text(dest_shown)}: "
                f"{written} files and symlinks")
 
 
@@ -99,7 +100,7 @@ def revert_cmd(state: State, path: str, from_: str | None, dry_run: bool,
     ws = state.workspace()
     with progress.shown():
         result = ws.revert(path, from_, dry_run=dry_run)
-    _report(result, "revert", "reverted " + path + " from", as_json)
+    _report(result, "revert", f"reverted {render.path_text(path)} from", as_json)
 
 
 def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
@@ -109,7 +110,8 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
     op = res.operation
     what = f"the {op.kind} to {op.target}"
     if op.paths:
-        what += " of " + ", ".join(p.decode(errors="surrogateescape") for p in op.paths)
+        what += " of " + ", ".join(render.path_text(p.decode(errors="surrogateescape"))
+                                   for p in op.paths)
     if res.restore.dry_run:
         render.out(f"Would {res.action} {what}: "
                    f"{render.plan_summary(res.restore.plan.counts())}")

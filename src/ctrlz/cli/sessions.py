@@ -157,7 +157,7 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
             label = f' "{d["label"]}"' if d["label"] else ""
             render.out(f"{t}  snapshot  {d['snapshot']} {d['type']}{label}")
         elif item.kind == "file":
-            render.out(f"{t}  {d['action']:<9} {d['path']}")
+            render.out(f"{t}  {d['action']:<9} {render.path_text(d['path'])}")
         else:
             status = d["signal"] or ("running" if d["exit_code"] is None else d["exit_code"])
             render.out(f"{t}  exec      {clip(' '.join([d['command'], *d['args']]), 70)} "
@@ -223,7 +223,7 @@ def events_cmd(state: State, session_id: str | None, path_glob: str | None,
         render.emit_json(events)
         return
     for e in events:
-        render.out(f"{e['timestamp'][11:23]}  {e['action']:<9} {e['path']}")
+        render.out(f"{e['timestamp'][11:23]}  {e['action']:<9} {render.path_text(e['path'])}")
     render.note(f"{len(events)} file events")
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from ..state import failpoints, meter
 from ..state.objects import LOOSE_MIN, ObjectStore
 from ..state.trees import DIR, SYMLINK, Entry
-from ..types import Skipped, show_path
+from ..types import Skipped, quote_path
 from . import aside as aside_
 from .actions import (
     ANCESTOR,
@@ -102,7 +102,7 @@ class ApplyFailed(Exception):
     """An OS error stopped the apply; ``result`` holds what was done before it."""
 
     def __init__(self, action: Action, error: OSError, result: ApplyResult) -> None:
-        super().__init__(f"{show_path(action.path)}: {error.strerror or error}")
+        super().__init__(f"{quote_path(action.path)}: {error.strerror or error}")
         self.action = action
         self.error = error
         self.result = result

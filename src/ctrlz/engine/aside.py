@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..types import show_path
+from ..types import quote_path
 from .dirs import RENAME_EXCHANGE, RENAME_NOREPLACE, Unsupported, renameat2
 
 CHANGED = "left alone: it changed after the safety snapshot was taken"
@@ -36,7 +36,7 @@ def rescue(fd: int, aside: bytes, name: bytes, prefix: bytes) -> str:
     sees, and say so."""
     rescued = b"ctrlz-rescued-" + aside[len(prefix):] + b"-" + name[:120]
     os.rename(aside, rescued, src_dir_fd=fd, dst_dir_fd=fd)
-    return CHANGED + "; its bytes were kept as " + show_path(rescued)
+    return CHANGED + "; its bytes were kept as " + quote_path(rescued)
 
 
 def swap_back(fd: int, aside: bytes, name: bytes, ours: os.stat_result, prefix: bytes) -> str:

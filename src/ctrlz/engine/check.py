@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ..errors import VerifyMismatch
 from ..state.objects import ObjectStore
 from ..state.trees import FILE, SYMLINK
-from ..types import show_path
+from ..types import quote_path
 from .actions import CHMOD, DELETE, DIRMODE, RMDIR, UTIME, Action, restored_mode
 from .dirs import DirHandles, kind_of, matches_at
 
@@ -35,7 +35,7 @@ def verify_applied(objects: ObjectStore, dest_roots: Sequence[bytes],
             try:
                 problem = _check(objects, dirs, a, parent, name)
             except OSError as exc:
-                problem = f"{show_path(a.path)}: {exc.strerror}"
+                problem = f"{quote_path(a.path)}: {exc.strerror}"
             if problem:
                 bad.append(problem)
     if bad:
@@ -52,7 +52,7 @@ def _check(objects: ObjectStore, dirs: DirHandles, a: Action, parent: bytes,
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 raise
             return None
-        return f"{show_path(a.path)} still exists"
+        return f"{quote_path(a.path)} still exists"
     entry = a.entry
     assert entry is not None
     if a.op == DIRMODE:
@@ -60,18 +60,18 @@ def _check(objects: ObjectStore, dirs: DirHandles, a: Action, parent: bytes,
     else:
         s = os.stat(name, dir_fd=dirs.get(parent), follow_symlinks=False)
     if kind_of(s.st_mode) != entry.kind:
-        return f"{show_path(a.path)} is not a {entry.kind}"
+        return f"{quote_path(a.path)} is not a {entry.kind}"
     if entry.kind == FILE:
         if (s.st_mode & 0o7777, s.st_size, s.st_mtime_ns) != (
                 restored_mode(entry), entry.size, entry.mtime_ns):
-            return f"{show_path(a.path)} has the wrong mode, size or mtime"
+            return f"{quote_path(a.path)} has the wrong mode, size or mtime"
         if a.op not in (CHMOD, UTIME) and not matches_at(
                 objects, dirs.get(parent), name, entry.oid):
-            return f"{show_path(a.path)} has the wrong content"
+            return f"{quote_path(a.path)} has the wrong content"
     elif entry.kind == SYMLINK:
         target = os.readlink(name, dir_fd=dirs.get(parent))
         if objects.digest(os.fsencode(target)) != entry.oid:
-            return f"{show_path(a.path)} points to the wrong target"
+            return f"{quote_path(a.path)} points to the wrong target"
     elif a.op == DIRMODE and s.st_mode & 0o7777 != restored_mode(entry):
-        return f"{show_path(a.path)} has the wrong mode"
+        return f"{quote_path(a.path)} has the wrong mode"
     return None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from ..errors import RestoreError
 from ..state import failpoints
 from ..state.trees import DIR, FILE, SYMLINK, Entry, encode_tree
+from ..types import quote_path
 from .diff import TreeReader
 from .dirs import DirHandles
 
@@ -157,7 +158,7 @@ class DiskCapture:
                 return after, oid
             before = after
             os.lseek(f, 0, os.SEEK_SET)
-        raise RestoreError(f"{os.fsdecode(vpath.partition(b'/')[2])} kept changing while the "
+        raise RestoreError(f"{quote_path(vpath.partition(b'/')[2])} kept changing while the "
                            f"restore's safety snapshot read it ({READ_ATTEMPTS} attempts); "
                            "nothing was restored: stop what writes it and try again")
 

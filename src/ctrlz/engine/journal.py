@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 
 from ..state.atomic import TEMP_PREFIX, atomic_write_bytes
-from ..types import show_path
+from ..types import quote_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # opening a workspace checks for a journal; only a crash needs the rest
@@ -197,7 +197,7 @@ def sweep(intent: Intent, objects: ObjectStore) -> list[str]:
                     if name[len(prefix):].startswith(b"a") and not _stored(objects, fd, name):
                         kept = b"ctrlz-rescued-" + name[len(prefix):]
                         os.rename(name, kept, src_dir_fd=fd, dst_dir_fd=fd)
-                        notes.append(f"kept {show_path(vdir + b'/' + kept)}: a file the "
+                        notes.append(f"kept {quote_path(vdir + b'/' + kept)}: a file the "
                                      "interrupted restore had taken aside, whose bytes no "
                                      "snapshot holds")
                     else:

@@ -149,7 +149,7 @@ def diff(call: Call) -> Any:
                   "large, patch}`; `patch` is null for binary, large and directory changes",
           tag="diff")
 def patch(call: Call) -> Any:
-    from ..types import show_path
+    from ..types import quote_path
     from ..workspace import Diff
 
     ws = call.workspace()
@@ -158,7 +158,7 @@ def patch(call: Call) -> Any:
     d = ws.diff(call.arg("old"), _new_ref(call), [path])
     change = next((c for c in d.changes if c.path == rel), None)
     if change is None:
-        raise SnapshotNotFound(f"{show_path(rel)} did not change from {d.old} to {d.new}")
+        raise SnapshotNotFound(f"{quote_path(rel)} did not change from {d.old} to {d.new}")
     old_size = change.old.size if change.old and change.old.kind != "d" else None
     new_size = change.new.size if change.new and change.new.kind != "d" else None
     out: dict[str, Any] = change.to_json() | {

@@ -118,12 +118,12 @@ def _check_paths_exist(ws: ProtectedWorkspace, target: Snapshot, rels: list[byte
     """A path in neither the snapshot nor the working tree is a mistake (a typo, the wrong
     snapshot): refuse it before anything happens, rather than take a safety snapshot and
     report that nothing changed."""
-    from ..types import show_path
+    from ..types import quote_path
 
     for rel in rels:
         if rel and ws._entry_at(target, rel) is None \
                 and not _on_disk(os.fsencode(ws.root), rel):
-            raise UsageError(f"{show_path(rel)}: in neither {target.id} nor the working tree; "
+            raise UsageError(f"{quote_path(rel)}: in neither {target.id} nor the working tree; "
                              f"see `ctrlz diff {target.id} --name-status`")
 
 
