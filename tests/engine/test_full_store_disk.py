@@ -220,3 +220,50 @@ def test_a_killed_restore_to_marks_its_destination_incomplete(
     proc = ctrlz(root, home, "restore", snap, "--to", str(out))
     assert proc.returncode != 0 and "interrupted restore" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_rows_committed_to_the_wal_only_are_read_on_a_full_disk(
+        store_on_disk: Setup, disk: Path) -> None:
+    """A process killed right after its commit leaves committed rows in the WAL alone; with
+    SQLite's shared-memory index gone too, the catalog is read from a copy on another disk
+    (``ctrlz.state.frozen_catalog``), and those rows are there."""
+    root, home, snap, _ = store_on_disk
+    catalog = next((home / "workspaces").iterdir()) / "catalog.db"
+    killed = subprocess.run([sys.executable, "-c", f"""
+import os, signal, sqlite3
+db = sqlite3.connect({str(catalog)!r}, isolation_level=None)
+db.execute("PRAGMA wal_autocheckpoint = 0")
+db.execute("UPDATE snapshots SET label = 'only in the wal' WHERE id = {snap!r}")
+os.kill(os.getpid(), signal.SIGKILL)
+"""], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert os.path.getsize(f"{catalog}-wal") > 0
+    os.unlink(f"{catalog}-shm")
+    fill(disk)
+    assert "only in the wal" in ok(ctrlz(root, home, "show", snap))
+    from ctrlz.state.catalog import Catalog
+
+    frozen = Catalog(catalog)
+    try:
+        assert frozen.frozen and frozen._frozen_copy is not None
+        copy = Path(frozen._frozen_copy)
+        assert copy.is_dir()
+    finally:
+        frozen.close()
+    assert not copy.exists()
+
+
+def test_a_stat_cache_that_cannot_be_written_costs_only_speed(
+        store_on_disk: Setup, disk: Path) -> None:
+    """The stat cache is written after the snapshot committed. On a disk filled to the page
+    by the snapshot itself, that write fails; the snapshot must still be reported (it is
+    there), not fail. Made to fail for real: a directory stands where the file goes."""
+    root, home, _, _ = store_on_disk
+    store = next((home / "workspaces").iterdir())
+    (store / "statcache").unlink()
+    (store / "statcache" / "in the way").mkdir(parents=True)
+    (root / "README").write_text("changed again\n")
+    assert "+0 ~1 -0" in ok(ctrlz(root, home, "snapshot", "-m", "second"))
+    assert "second" in ok(ctrlz(root, home, "list"))
+    (root / "src" / "m1.py").write_text("and again\n")
+    assert "+0 ~1 -0" in ok(ctrlz(root, home, "snapshot", "-m", "third"))

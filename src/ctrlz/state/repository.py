@@ -209,7 +209,13 @@ class Repository:
             self._statcache_memo = (self._statcache_stamp(), cache)
             self._statcache_pending = True
             return
-        statcache.save(self.statcache_path, cache)
+        try:
+            statcache.save(self.statcache_path, cache)
+        except (OSError, StoreError):
+            # a full disk, say, after the snapshot committed: the cache only saves time, so
+            # its failure must not fail the snapshot. The file left names an older snapshot,
+            # still correct to trust; this process keeps the new one in memory
+            pass
         self._statcache_memo = (self._statcache_stamp(), cache)
         self._statcache_pending = False
 
