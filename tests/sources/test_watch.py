@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from ctrlz.sources.changes import NAMES_MAX, FileEvent, combine, git_paths
 from ctrlz.sources.watch import Watcher
 
 MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
+AT_FDCWD = -100
 
 
 class Recorder:
@@ -468,3 +470,41 @@ def test_pending_events_coalesce_per_path_in_arrival_order() -> None:
     assert [(rel, action) for rel, (action, _, _) in taken.items()] == [
         (b"a", "created"), (b"b", "deleted")]
     assert not p and p.take() == {}
+
+
+def _exchange(a: Path, b: Path) -> None:
+    from ctrlz.engine.dirs import RENAME_EXCHANGE, renameat2
+
+    renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+
+
+@pytest.mark.parametrize("move", ["replace", "exchange", "replace-nested", "exchange-nested"])
+def test_a_folder_renamed_over_or_swapped_with_another_stays_watched(start, move: str) -> None:
+    """A folder renamed over an existing one (``os.replace``, ``mv -T``) or swapped with one
+    (``renameat2(RENAME_EXCHANGE)``, ``mv --exchange``) is watched at its new place, and so is
+    every folder under it: the watcher once dropped the new watch with the old one, by path,
+    and went blind there until it restarted."""
+    nested = move.endswith("-nested")
+
+    def setup(r: Path) -> None:
+        for name in ("out", "build.tmp"):
+            (r / name / "sub").mkdir(parents=True)
+            (r / name / "sub" / "f").write_text(name)
+    w, rec, root = start(setup=setup)
+    if move.startswith("replace"):
+        shutil.rmtree(root / "out" / "sub")
+        os.replace(root / "build.tmp", root / "out")
+        moved = ["out"]
+    else:
+        _exchange(root / "build.tmp", root / "out")
+        moved = ["out", "build.tmp"]
+    assert w.sync()
+    w.take_dirty()
+    for name in moved:
+        target = root / name / "sub" if nested else root / name
+        (target / "late.txt").write_text("v2")
+        assert w.sync()
+        taken = w.take_dirty()
+        rel = os.fsencode(target.relative_to(root))
+        assert rel in taken.dirs, (name, taken)
+        assert not taken.rescan_all

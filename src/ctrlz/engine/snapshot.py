@@ -22,6 +22,7 @@ from ..state.exclude import Matcher, Rules
 from ..state.objects import LOOSE_MIN, ObjectWriter
 from ..state.repository import Repository
 from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
+from ..state.scan.blind import mount_points
 from ..state.statcache import StatCache
 from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
@@ -188,10 +189,13 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             prefix = root_name(index) + b"/"
             previous = [Skipped(k.path[len(prefix):], k.reason) for k in
                         (cached_snap.skipped if cached_snap else ()) if k.path.startswith(prefix)]
+            root_dirty = dirty[index] if dirty is not None else None
             scanner = Scanner(source, matcher, sink, pool, limits, cache.root(index),
-                              scan_ns, budget,
-                              dirty=dirty[index] if dirty is not None else None,
-                              previous_skipped=previous, tree_cache=repo.tree_data)
+                              scan_ns, budget, dirty=root_dirty,
+                              previous_skipped=previous, tree_cache=repo.tree_data,
+                              linked=cache.linked_in(index),
+                              mounts=None if root_dirty is None else
+                              mount_points(os.fsencode(source.resolve())))
             result = scanner.scan()
             scans.append(result)
             trees.update(scanner.built_trees)
@@ -312,7 +316,8 @@ def take_snapshot(
         if keep_decoded:
             repo.remember_trees(state.trees)
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
-                                      [s.cache for s in state.scans]))
+                                      [s.cache for s in state.scans],
+                                      [s.linked for s in state.scans]))
         return snap, state.stats
 
 

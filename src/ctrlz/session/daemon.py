@@ -57,6 +57,7 @@ from ..state.trees import encode_tree
 from . import daemon_client
 from .protected import ProtectedWorkspace
 from .serial import Serial
+from .watch_audit import CHECKED_TYPES, Audit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class Daemon:
         self.idle_seconds = 0 if parent_pid else int(ws.config["daemon_idle_seconds"])
         self.started_ns = time.time_ns()
         self.last_request = time.monotonic()
+        self._audited = 0.0  # when the idle audit last ran (monotonic)
         self.since_ns = 0  # the dirty set holds every change after this moment
         self._carry: frozenset[bytes] = frozenset()  # taken by a snapshot that failed
         self._carry_rescan = False
@@ -113,6 +115,8 @@ class Daemon:
         self._flushed = True  # nothing deferred yet
         self.stop_reason: str | None = None
         self._matcher = self._new_matcher()
+        #: the checks that keep the watcher honest (:mod:`.watch_audit`)
+        self.audit = Audit(os.fsencode(os.path.realpath(ws.root)))
         self.watcher = Watcher(ws.root, self._is_excluded, lambda events: None,
                                on_overflow=self._on_overflow,
                                on_rules_change=self._on_rules_change)
@@ -161,7 +165,8 @@ class Daemon:
             if repo.load_statcache().scan_ns >= scan_ns:
                 return False
             repo.save_statcache(StatCache(newest.id, scan_ns, repo.algorithm,
-                                          [s.cache for s in state.scans]))
+                                          [s.cache for s in state.scans],
+                                          [s.linked for s in state.scans]))
             # encoded, as a snapshot keeps them: the first dirty scan patches these bytes
             repo.remember_tree_data({oid: encode_tree(entries)
                                      for oid, entries in state.trees.items()})
@@ -202,6 +207,7 @@ class Daemon:
         return {"pid": os.getpid(), "root": str(self.ws.root), "store": str(self.ws.store_path),
                 "started_ns": self.started_ns, "watched_dirs": self.watcher.watched_dirs,
                 "overflows": self.watcher.overflowed, "primed": self.primed,
+                "missed": self.audit.missed,
                 "served": dict(self.served), "idle_seconds": self.idle_seconds,
                 "supervised": self.parent_pid is not None,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
@@ -252,7 +258,7 @@ class Daemon:
             interrupted = self._interrupted()
             if interrupted is not None:
                 return interrupted
-            dirs, trusted, sync_ns = self._take_dirty()
+            dirs, trusted, sync_ns = self._take_dirty(checked=kind in CHECKED_TYPES)
             dirty = dirs if trusted else None
             try:
                 snap = ws.snapshot(type=kind, label=str(label) if label is not None else None,
@@ -320,7 +326,7 @@ class Daemon:
 
         def dirty_source() -> list[frozenset[bytes] | None] | None:
             # asked by the capture step under the store lock, as for a snapshot
-            dirs, trusted, sync_ns = self._take_dirty()
+            dirs, trusted, sync_ns = self._take_dirty(checked=True)
             taken.append((dirs, trusted, sync_ns))
             return [dirs] if trusted else None
 
@@ -349,10 +355,12 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "result": restore_wire.encode_result(result)}
 
-    def _take_dirty(self) -> tuple[DirtyDirs, bool, int]:
+    def _take_dirty(self, *, checked: bool = False) -> tuple[DirtyDirs, bool, int]:
         """The directories changed since ``since_ns`` (with any a failed snapshot left), whether
-        they may be combined with the store's stat cache (the rule in the module docstring), and
-        the moment the set was taken, which becomes ``since_ns`` once a snapshot uses it."""
+        they may be combined with the store's stat cache (the rule in the module docstring, and
+        the checks of :mod:`.watch_audit`, hardest when ``checked``: a restore depends on the
+        snapshot), and the moment the set was taken, which becomes ``since_ns`` once a
+        snapshot uses it."""
         from ..state.scan import DirtyDirs
 
         cache = self.ws.repo.load_statcache()
@@ -362,7 +370,15 @@ class Daemon:
                    and cache.snapshot_id is not None and cache.scan_ns >= self.since_ns)
         # a directory carried over from a failed snapshot is listed whole
         names = {d: n for d, n in taken.names.items() if d not in self._carry}
-        return DirtyDirs(self._carry | taken.dirs, names), trusted, sync_ns
+        dirty = DirtyDirs(self._carry | taken.dirs, names)
+        if trusted:
+            checked_dirty = self.audit.before_snapshot(cache, dirty, self.watcher,
+                                                       checked=checked, since_ns=sync_ns)
+            if checked_dirty is None:
+                trusted = False
+            else:
+                dirty = checked_dirty
+        return dirty, trusted, sync_ns
 
     def hand_out_dirty(self, message: dict[str, Any]) -> dict[str, Any]:
         """What changed since the stat cache was written, for a process about to snapshot
@@ -382,7 +398,7 @@ class Daemon:
         self.last_request = time.monotonic()
         repo.flush_statcache()
         repo.defer_statcache_writes = True
-        dirs, trusted, sync_ns = self._take_dirty()
+        dirs, trusted, sync_ns = self._take_dirty(checked=True)
         trusted = trusted and len(dirs) <= HAND_OUT_MAX
         self._carry, self._carry_rescan = frozenset(), False
         self.since_ns = sync_ns
@@ -418,10 +434,12 @@ class Daemon:
             log.exception("housekeeping after a request failed")
         finally:
             repo.lock.timeout = timeout
+        if self.since_ns:
+            self._audit_step()
 
     def tick(self) -> None:
         """Between requests: write the stat cache when quiet, stop when idle or orphaned."""
-        self.after_reply()  # pools left due by a busy lock
+        self.after_reply()  # pools left due by a busy lock; the idle audit
         idle = time.monotonic() - self.last_request
         repo = self.ws.repo
         if idle >= FLUSH_AFTER_S and not self._flushed:
@@ -443,6 +461,23 @@ class Daemon:
             self.stop_reason = "the workspace root is gone"
         if not (self.ws.store_path / "catalog.db").is_file():
             self.stop_reason = "the store is gone"
+
+    def _audit_step(self) -> None:
+        """One step of the idle audit (:meth:`.watch_audit.Audit.step`), against the stat
+        cache the next dirty snapshot will be combined with: at most one a second, and only
+        once no snapshot or restore was asked for :data:`FLUSH_AFTER_S` (pings and served
+        hooks do not hold it back)."""
+        now = time.monotonic()
+        if now - self._audited < 1.0 or now - self.last_request < FLUSH_AFTER_S:
+            return
+        self._audited = now
+        cache = self.ws.repo.load_statcache()
+        if cache.snapshot_id is None or cache.scan_ns < self.since_ns:
+            return  # the next snapshot scans fully anyway
+        try:
+            self.audit.step(cache, self.watcher)
+        except Exception:  # noqa: BLE001 - an audit must never take the daemon down
+            log.exception("the idle audit failed")
 
     def close(self) -> None:
         if self.pusher is not None:

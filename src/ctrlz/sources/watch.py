@@ -114,6 +114,8 @@ class Watcher:
         self._path_wd: dict[bytes, int] = {}
         self._pending = Pending(coalesce_seconds, max(1.0, 10 * coalesce_seconds))
         self._reasons: list[str] = []  # overflow reasons waiting to be delivered
+        self._moved: set[bytes] = set()  # folders the batch being read moved (from or to)
+        self._dropped: set[int] = set()  # watches forgotten by path since the last settling
 
         # Shared, under _lock.
         self._lock = threading.Lock()
@@ -123,6 +125,7 @@ class Watcher:
         self._unwatched: set[bytes] = set()  # dirs whose watch failed: rescan_all stays up
         self._sync_waiters: list[threading.Event] = []
         self._failed = False
+        self._renew_reason: str | None = None
 
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -186,6 +189,33 @@ class Watcher:
             self._rescan_all = False
         return out
 
+    def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
+        """Put ``d`` (only ``name`` in it, when given) in the dirty set: a change found by
+        another way than an event (an audit's ``lstat``; ``session/watch_audit.py``)."""
+        self._mark_dirty(d, name)
+
+    def is_dirty(self, d: bytes) -> bool:
+        """Whether an event since the last take covers folder ``d``: one in it, or one in a
+        folder above it naming the branch that leads down to it (a rename, a deletion)."""
+        with self._lock:
+            if d in self._dirty or self._rescan_all:
+                return True
+            while d:
+                parent, _, name = d.rpartition(b"/")
+                if parent in self._dirty:
+                    names = self._dirty[parent]
+                    if names is None or name in names:
+                        return True
+                d = parent
+            return False
+
+    def renew(self, reason: str) -> None:
+        """Walk the tree again and put back every watch that should be there, as after a queue
+        overflow, and ask for one full rescan: a change was found that no event reported."""
+        with self._lock:
+            self._renew_reason = reason
+        self._wake()
+
     @property
     def watched_dirs(self) -> int:
         """How many directories currently hold a watch (each costs one of the user's
@@ -224,6 +254,12 @@ class Watcher:
                 with self._lock:
                     waiters, self._sync_waiters = self._sync_waiters, []
                 self._read_events()
+                with self._lock:
+                    renew, self._renew_reason = self._renew_reason, None
+                if renew is not None:
+                    self._lose(renew)
+                    self._rewatch()
+                    self._deliver_reasons()
                 if waiters and self._unwatched and not stopping:
                     self._retry_unwatched()
                 if stopping or waiters or self._pending.due():
@@ -246,6 +282,8 @@ class Watcher:
         events = self._inotify.read(timeout=0)
         for ev in events:
             self._handle(ev.wd, ev.mask, os.fsencode(ev.name))
+        if self._moved:
+            self._settle_moves()
         self._deliver_reasons()
 
     def _handle(self, wd: int, mask: int, name: bytes) -> None:
@@ -258,7 +296,7 @@ class Watcher:
         if d is None:  # a watch we already dropped
             return
         if mask & F.IGNORED:
-            self._forget(d)
+            self._forget(wd, d)
             return
         if not name:  # an event on the watched directory itself
             if d == b"" and mask & (F.DELETE_SELF | F.MOVE_SELF | F.UNMOUNT):
@@ -271,13 +309,15 @@ class Watcher:
         if self._is_excluded(rel, is_dir):
             return
         self._mark_dirty(d, name)
+        if is_dir and mask & (F.MOVED_FROM | F.MOVED_TO):
+            self._moved.add(rel)  # settled once the batch is read (:meth:`_settle_moves`)
         if mask & _CREATED:
             self._record(rel, "created", is_dir)
             if is_dir:
                 self._add_tree(rel, emit=True)
         elif mask & _DELETED:
             if is_dir:
-                self._drop_tree(rel, remove_watches=bool(mask & F.MOVED_FROM))
+                self._drop_tree(rel, moved=bool(mask & F.MOVED_FROM))
             self._record(rel, "deleted", is_dir)
         elif mask & _MODIFIED:
             self._record(rel, "modified", is_dir)
@@ -287,11 +327,13 @@ class Watcher:
     def _abs(self, rel: bytes) -> bytes:
         return self._root_b + b"/" + rel if rel else self._root_b
 
-    def _add_tree(self, top: bytes, *, emit: bool, report: bool = True) -> None:
+    def _add_tree(self, top: bytes, *, emit: bool, report: bool = True,
+                  mark: bool = False) -> None:
         """Watch ``top`` and every non-excluded directory under it. The watch goes on *before*
         the listing, so a file created in between is seen by one or the other (or both:
         coalescing merges the duplicate). With ``emit``, everything found is reported created:
-        the directory is new to the workspace."""
+        the directory is new to the workspace; with ``emit`` or ``mark``, each directory found
+        is dirty whole."""
         assert self._inotify is not None
         stack = [top]
         lost: list[bytes] = []
@@ -305,11 +347,11 @@ class Watcher:
                     lost.append(d)
                 continue  # vanished, not a directory any more, or unreadable: nothing to see
             old = self._wd_path.get(wd)
-            if old is not None and old != d:
-                self._path_wd.pop(old, None)
+            if old is not None and old != d and self._path_wd.get(old) == wd:
+                del self._path_wd[old]  # the folder moved here; its old path is another's
             self._wd_path[wd] = d
             self._path_wd[d] = wd
-            if emit:
+            if emit or mark:
                 self._mark_dirty(d)
             try:
                 with os.scandir(self._abs(d)) as it:
@@ -361,41 +403,68 @@ class Watcher:
             if not self._unwatched:
                 self._rescan_all = True
 
-    def _drop_tree(self, top: bytes, *, remove_watches: bool) -> None:
-        """Forget ``top`` and the directories under it. A moved-away directory keeps its kernel
-        watches at its new place (maybe outside the workspace), so those are removed too; a
-        deleted one loses them by itself."""
+    def _drop_tree(self, top: bytes, *, moved: bool) -> None:
+        """Forget ``top`` and the directories under it. The kernel watches stay: a deleted
+        directory loses its own, and a ``moved`` one keeps them at its new place, which
+        :meth:`_settle_moves` maps again or removes."""
         prefix = top + b"/"
         for path in [p for p in self._path_wd if p == top or p.startswith(prefix)]:
             wd = self._path_wd.pop(path)
-            self._wd_path.pop(wd, None)
-            if remove_watches and self._inotify is not None:
-                try:
-                    self._inotify.rm_watch(wd)
-                except OSError:
-                    pass
+            if self._wd_path.get(wd) == path:
+                del self._wd_path[wd]
+            if moved:
+                self._dropped.add(wd)
         with self._lock:
             self._unwatched = {p for p in self._unwatched
                                if not (p == top or p.startswith(prefix))}
 
-    def _forget(self, d: bytes) -> None:
-        wd = self._path_wd.pop(d, None)
-        if wd is not None:
-            self._wd_path.pop(wd, None)
+    def _settle_moves(self) -> None:
+        """Make the watches of the folders a batch moved match where the folders are now.
+
+        Events name a moved folder by its old and new paths, never by the inode, so a rename
+        over an existing folder or a swap of two (``RENAME_EXCHANGE``) cannot be followed
+        event by event: the second half of a swap names the path the first half just mapped.
+        So the moves of a batch are settled at its end, from the disk: every path a move
+        named is forgotten and watched afresh (``add_watch`` on a folder already watched
+        answers its descriptor, so nothing is lost in between), each folder found is marked
+        dirty whole (an event read before the settling may have been put down to the wrong
+        path), and only then are the watches no path maps any more removed: those of folders
+        that left the workspace."""
+        moved, self._moved = self._moved, set()
+        for top in moved:
+            self._drop_tree(top, moved=True)
+        for top in sorted(moved):
+            if not self._is_excluded(top, True):
+                self._add_tree(top, emit=False, mark=True)
+        gone, self._dropped = self._dropped - self._wd_path.keys(), set()
+        assert self._inotify is not None
+        for wd in gone:
+            try:
+                self._inotify.rm_watch(wd)
+            except OSError:  # already gone with its folder
+                pass
+
+    def _forget(self, wd: int, d: bytes) -> None:
+        """The kernel dropped watch ``wd`` (its folder was deleted or left the filesystem).
+        The path may already hold a new watch (a folder renamed over it): keep that one."""
+        self._wd_path.pop(wd, None)
+        if self._path_wd.get(d) == wd:
+            del self._path_wd[d]
 
     def _rewatch(self) -> None:
         """After an overflow the map may be stale (directories created, moved or deleted while
         events were lost): walk the tree again, adding missing watches and dropping those whose
         directory is no longer where we thought. No events are emitted: ``rescan_all`` covers
         them."""
-        before = dict(self._wd_path)
+        before = set(self._wd_path) | self._dropped
+        self._moved, self._dropped = set(), set()
         self._wd_path.clear()
         self._path_wd.clear()
         with self._lock:
             self._unwatched.clear()
         self._add_tree(b"", emit=False)
         assert self._inotify is not None
-        for wd in before.keys() - self._wd_path.keys():
+        for wd in before - self._wd_path.keys():
             try:
                 self._inotify.rm_watch(wd)
             except OSError:

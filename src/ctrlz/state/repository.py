@@ -192,10 +192,13 @@ class Repository:
         replaced it since (a session snapshots many times; loading 100,000 entries each time
         would cost more than the snapshot)."""
         memo = self._statcache_memo
-        if memo is not None and memo[0] == self._statcache_stamp():
+        stamp = self._statcache_stamp()
+        if memo is not None and memo[0] == stamp:
             cache = memo[1]
-        else:
+        else:  # the stamp is taken first: a file replaced meanwhile is loaded again next time
             cache = statcache.load(self.statcache_path, self.algorithm)
+            if stamp is not None and not self._statcache_pending:
+                self._statcache_memo = (stamp, cache)
         if cache.snapshot_id is None or self.catalog.snapshot(cache.snapshot_id) is None:
             return statcache.StatCache(algorithm=self.algorithm)
         return cache

@@ -33,7 +33,7 @@ FINE_WINDOW_NS = 50_000_000
 #: judged against a 2 s window: all an edit within the same second or two changes is content.
 COARSE_WINDOW_NS = 2_000_000_000
 _SECOND = 1_000_000_000
-VERSION = 3
+VERSION = 4  # 4: the files with more than one link, per root
 
 def trusted(key: tuple[int, int, int, int, int], scan_ns: int) -> bool:
     """Whether an entry stat'ed by the scan that started at ``scan_ns`` can be trusted by its
@@ -60,14 +60,18 @@ class StatCache:
     algorithm, and per root its directories. (A plain class: see :mod:`ctrlz.types` on why
     the records every process opens are not dataclasses.)"""
 
-    __slots__ = ("algorithm", "roots", "scan_ns", "snapshot_id")
+    __slots__ = ("algorithm", "linked", "roots", "scan_ns", "snapshot_id")
 
     def __init__(self, snapshot_id: str | None = None, scan_ns: int = 0, algorithm: str = "",
-                 roots: list[dict[bytes, DirCache]] | None = None) -> None:
+                 roots: list[dict[bytes, DirCache]] | None = None,
+                 linked: list[list[bytes]] | None = None) -> None:
         self.snapshot_id = snapshot_id
         self.scan_ns = scan_ns
         self.algorithm = algorithm
         self.roots = roots if roots is not None else []
+        #: per root, the files the scan found with more than one link: a watcher cannot see
+        #: them change (:mod:`ctrlz.state.scan.blind`), so every dirty scan stats them again
+        self.linked = linked if linked is not None else []
 
     def __repr__(self) -> str:
         return (f"StatCache(snapshot_id={self.snapshot_id!r}, scan_ns={self.scan_ns}, "
@@ -76,19 +80,22 @@ class StatCache:
     def root(self, index: int) -> dict[bytes, DirCache]:
         return self.roots[index] if index < len(self.roots) else {}
 
+    def linked_in(self, index: int) -> list[bytes]:
+        return self.linked[index] if index < len(self.linked) else []
+
 
 def load(path: Path, algorithm: str) -> StatCache:
     try:
         raw: Any = marshal.loads(path.read_bytes())
-        version, snapshot_id, scan_ns, algo, roots = raw
+        version, snapshot_id, scan_ns, algo, roots, linked = raw
         if version != VERSION or algo != algorithm:
             return StatCache()
-        return StatCache(snapshot_id, scan_ns, algo, roots)
+        return StatCache(snapshot_id, scan_ns, algo, roots, linked)
     except (OSError, ValueError, EOFError, TypeError):
         return StatCache()
 
 
 def save(path: Path, cache: StatCache) -> None:
     data = marshal.dumps((VERSION, cache.snapshot_id, cache.scan_ns, cache.algorithm,
-                          cache.roots))
+                          cache.roots, cache.linked))
     atomic_write_bytes(path, data, durable=False)  # a lost cache costs a rescan, no data

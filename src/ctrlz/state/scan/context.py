@@ -15,6 +15,7 @@ from ...types import Skipped
 from ..exclude import Matcher
 from ..statcache import DirCache
 from ..trees import Entry
+from .blind import with_blind_spots
 from .model import OVER_MAX_BYTES, Changes, DirNode, DirtyDirs, Limits, ScanStats
 from .reader import FileReader
 from .sinks import Sink
@@ -77,14 +78,18 @@ class ScanContext:
     ``previous_skipped``: what the cache's snapshot skipped, carried over for directories
     reused unlisted. ``tree_cache``: the encoding of a cached tree id when it is
     at hand in memory (else ``None``), which lets a directory listed from the cache be
-    patched instead of rebuilt entry by entry."""
+    patched instead of rebuilt entry by entry. ``linked`` and ``mounts``: what a watcher
+    cannot see (the cache's files with more than one link, the mount points inside the
+    root), looked at again by a dirty scan (:mod:`.blind`)."""
 
     def __init__(self, root: Path, matcher: Matcher, sink: Sink, pool: Pool,
                  limits: Limits | None = None, cache: dict[bytes, DirCache] | None = None,
                  scan_ns: int = 0, entry_budget: list[int] | None = None,
                  dirty: set[bytes] | None = None,
                  previous_skipped: list[Skipped] | None = None,
-                 tree_cache: Callable[[bytes], bytes | None] | None = None) -> None:
+                 tree_cache: Callable[[bytes], bytes | None] | None = None,
+                 linked: list[bytes] | None = None,
+                 mounts: list[bytes] | None = None) -> None:
         self.root = root
         self.matcher = matcher
         self.sink = sink
@@ -96,7 +101,11 @@ class ScanContext:
         self.previous_skipped = previous_skipped if previous_skipped is not None else []
         if dirty is not None:
             dirty = recheck_left_out(dirty, self.previous_skipped)
+            dirty = with_blind_spots(dirty, linked or [], mounts or [], self.cache)
         self.dirty = dirty
+        #: the files this scan stat'ed and found with more than one link: with the dirty
+        #: scan above re-stating every file the last scan found so, this is all of them
+        self.linked: list[bytes] = []
         self.tree_cache = tree_cache
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []

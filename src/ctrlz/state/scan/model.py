@@ -68,18 +68,21 @@ class ScanResult:
     """One root's scan: ``oid``, the tree id of the root directory; ``changes``, the files and
     symlinks created, modified and deleted since the tree the stat cache describes, counted as
     :func:`~ctrlz.engine.diff.count_changes` would (``None`` when the cache could not tell: no
-    cache for the root, or a directory missing from it)."""
+    cache for the root, or a directory missing from it); ``linked``, the files found with more
+    than one link (:mod:`~ctrlz.state.scan.blind`)."""
 
-    __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes")
+    __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes", "linked")
 
     def __init__(self, oid: bytes, mode: int, stats: ScanStats, skipped: list[Skipped],
-                 cache: dict[bytes, DirCache], changes: Changes | None = None) -> None:
+                 cache: dict[bytes, DirCache], changes: Changes | None = None,
+                 linked: list[bytes] | None = None) -> None:
         self.oid = oid
         self.mode = mode
         self.stats = stats
         self.skipped = skipped
         self.cache = cache
         self.changes = changes
+        self.linked = linked if linked is not None else []
 
 
 #: how the reason of a file left out for ``max_bytes`` ends its figures (``walk``); such a

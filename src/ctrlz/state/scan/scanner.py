@@ -54,7 +54,7 @@ class Scanner(ScanContext):
             raise WorkspaceError(f"cannot list the workspace root {self.root}"
                                  f"{': ' + why if why else ''}; check its permissions")
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
-                          self._changes.get(b""))
+                          self._changes.get(b""), self.linked)
 
     def _list(self, node: DirNode, stack: list[DirNode]) -> None:
         """A directory the watcher saw no change in is listed from the cache, one it saw only

@@ -166,6 +166,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
             continue
         if fmt == IFREG:
             kind = FILE
+            if s.st_nlink > 1:  # writable through a name no watcher of ours may see
+                sc.linked.append(prefix + name)
         elif fmt == IFLNK:
             kind = SYMLINK
         else:

@@ -1,0 +1,217 @@
+"""Changes the daemon's watcher does not see by itself, through a real daemon process.
+
+Each case once ended in a snapshot that said "+0 ~0 -0" while the file had changed, and a
+rollback to it that put the old bytes back with exit 0: the new ones were in no snapshot.
+Every snapshot here is checked against a full in-process scan (``daemon_snapshot``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctrlz.session import daemon_client
+from ctrlz.workspace import Workspace
+
+from .test_daemon import daemon_snapshot, full_root, until
+
+AT_FDCWD = -100
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Iterator:
+    """A workspace laid out by ``setup``, its first snapshot taken, and its daemon started."""
+    made: list[Workspace] = []
+
+    def start(setup) -> Workspace:  # noqa: ANN001 - a test helper
+        root = tmp_path / "work"
+        root.mkdir()
+        setup(root)
+        ws = Workspace.init(root)
+        ws.snapshot(label="base")
+        made.append(ws)
+        info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+        assert info["ready"], info
+        return ws
+
+    yield start
+    for ws in made:
+        daemon_client.stop(ws.store_path)
+        ws.close()
+
+
+def content_at(ws: Workspace, snap_id: str, rel: str) -> bytes:
+    entry = ws.entry_at(snap_id, rel)
+    assert entry is not None, rel
+    return ws.repo.objects.read(entry.oid)
+
+
+def test_a_folder_renamed_over_another_is_still_watched(make) -> None:  # noqa: ANN001
+    """The issue's first case: ``os.replace('build.tmp', 'out')`` over an existing folder."""
+    ws = make(lambda r: (r / "out").mkdir())
+    (ws.root / "build.tmp").mkdir()
+    (ws.root / "build.tmp" / "report.txt").write_text("v1\n")
+    os.replace(ws.root / "build.tmp", ws.root / "out")
+    daemon_snapshot(ws)
+    (ws.root / "out" / "report.txt").write_text("v2 hand edits\n")
+    (ws.root / "out" / "notes.txt").write_text("n\n")
+    reply = daemon_snapshot(ws)  # asserts the daemon's root equals a full scan's
+    snap = reply["snapshot"]["id"]
+    assert content_at(ws, snap, "out/report.txt") == b"v2 hand edits\n"
+    assert content_at(ws, snap, "out/notes.txt") == b"n\n"
+
+
+def test_two_folders_swapped_are_both_still_watched(make) -> None:  # noqa: ANN001
+    from ctrlz.engine.dirs import RENAME_EXCHANGE, Unsupported, renameat2
+
+    def setup(r: Path) -> None:
+        for name in ("a", "b"):
+            (r / name / "deep").mkdir(parents=True)
+            (r / name / "deep" / "f.txt").write_text(name)
+    ws = make(setup)
+    try:
+        renameat2(AT_FDCWD, os.fsencode(ws.root / "a"), AT_FDCWD, os.fsencode(ws.root / "b"),
+                  RENAME_EXCHANGE)
+    except Unsupported:
+        pytest.skip("this filesystem cannot exchange two names (renameat2)")
+    daemon_snapshot(ws)
+    for name in ("a", "b"):
+        (ws.root / name / "deep" / "f.txt").write_text(f"{name} edited after the swap")
+        (ws.root / name / "new.txt").write_text("new")
+        daemon_snapshot(ws)
+
+
+def test_a_file_written_through_a_hard_link_outside_the_workspace_is_captured(
+        make, tmp_path: Path) -> None:  # noqa: ANN001
+    """The issue's second case: the write never reaches a watched folder."""
+    outside = tmp_path / "elsewhere"
+
+    def setup(r: Path) -> None:
+        (r / "notes.txt").write_text("v1\n")
+        os.link(r / "notes.txt", outside)
+    ws = make(setup)
+    with open(outside, "r+b") as f:  # the same inode, the same size: only the bytes differ
+        f.write(b"v2\n")
+    outside.unlink()
+    reply = daemon_snapshot(ws)
+    assert content_at(ws, reply["snapshot"]["id"], "notes.txt") == b"v2\n"
+
+
+def test_a_hard_link_between_two_folders_of_the_workspace_is_captured(make) -> None:  # noqa: ANN001
+    """One name in an excluded folder, one in a captured one: the write through the excluded
+    name raises its event in a folder nobody watches."""
+    def setup(r: Path) -> None:
+        (r / ".gitignore").write_text("scratch/\n")
+        (r / "src").mkdir()
+        (r / "scratch").mkdir()
+        (r / "src" / "main.py").write_text("print(1)\n")
+        os.link(r / "src" / "main.py", r / "scratch" / "main.py")
+    ws = make(setup)
+    (ws.root / "scratch" / "main.py").write_text("print(2)\n")
+    reply = daemon_snapshot(ws)
+    assert content_at(ws, reply["snapshot"]["id"], "src/main.py") == b"print(2)\n"
+
+
+def test_a_link_made_from_outside_after_the_daemon_started_is_found_by_its_audit(
+        make, tmp_path: Path) -> None:  # noqa: ANN001
+    """No scan saw this file with two links, and no event says it got one: the daemon's idle
+    audit re-stats the tree and puts what changed unseen into the next snapshot."""
+    ws = make(lambda r: (r / "notes.txt").write_text("v1\n"))
+    outside = tmp_path / "late-link"
+    os.link(ws.root / "notes.txt", outside)
+    with open(outside, "r+b") as f:
+        f.write(b"v2\n")
+    assert until(lambda: daemon_client.status(ws.store_path)["missed"] >= 1)
+    reply = daemon_snapshot(ws)
+    assert content_at(ws, reply["snapshot"]["id"], "notes.txt") == b"v2\n"
+
+
+def test_a_tool_snapshot_samples_the_tree_and_rescans_when_the_watch_missed_a_change(
+        make, tmp_path: Path) -> None:  # noqa: ANN001
+    """The same unseen write, caught before a snapshot a rewind depends on (a ``tool``
+    snapshot checks a sample of the tree first) rather than by the audit."""
+    ws = make(lambda r: (r / "only.txt").write_text("v1\n"))
+    outside = tmp_path / "late-link"
+    os.link(ws.root / "only.txt", outside)
+    with open(outside, "r+b") as f:
+        f.write(b"v2\n")
+    reply = daemon_client.snapshot(ws.store_path, type="tool")
+    assert reply["scan"] == "full"  # one file in the tree: the sample cannot miss it
+    assert content_at(ws, reply["snapshot"]["id"], "only.txt") == b"v2\n"
+    assert daemon_client.status(ws.store_path)["missed"] >= 1
+
+
+def test_writes_through_a_shared_mapping_are_captured_before_a_tool_snapshot(
+        make) -> None:  # noqa: ANN001
+    """``mmap`` writes raise no event; a process still holds the mapping."""
+    ws = make(lambda r: (r / "db.bin").write_bytes(b"\0" * 4096))
+    script = ("import mmap, sys\n"
+              "f = open(sys.argv[1], 'r+b')\n"
+              "m = mmap.mmap(f.fileno(), 4096)\n"
+              "m[:7] = b'mmapped'\n"
+              "print('written', flush=True)\n"
+              "sys.stdin.read()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(ws.root / "db.bin")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"written\n"
+        with open(ws.root / "db.bin", "rb") as f:
+            assert mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)[:7] == b"mmapped"
+        reply = daemon_client.snapshot(ws.store_path, type="tool")
+        assert ws.resolve(reply["snapshot"]["id"]).root == full_root(ws)
+        assert content_at(ws, reply["snapshot"]["id"], "db.bin")[:7] == b"mmapped"
+    finally:
+        proc.communicate(b"")
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
+                                reason="mounting needs root and mount(8)")
+
+
+def _mount(*args: str) -> None:
+    done = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount here: {done.stderr.strip()}")
+
+
+@needs_root
+def test_a_tmpfs_mounted_over_a_folder_is_listed_whole(make) -> None:  # noqa: ANN001
+    def setup(r: Path) -> None:
+        (r / "cache").mkdir()
+        (r / "cache" / "old.txt").write_text("under the mount\n")
+    ws = make(setup)
+    _mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ws.root / "cache"))
+    try:
+        (ws.root / "cache" / "sub").mkdir()
+        (ws.root / "cache" / "sub" / "new.txt").write_text("on the tmpfs\n")
+        daemon_snapshot(ws)
+        (ws.root / "cache" / "sub" / "new.txt").write_text("edited on the tmpfs\n")
+        reply = daemon_snapshot(ws)
+        assert content_at(ws, reply["snapshot"]["id"], "cache/sub/new.txt") == \
+            b"edited on the tmpfs\n"
+    finally:
+        subprocess.run(["umount", "-l", str(ws.root / "cache")], check=False)
+
+
+@needs_root
+def test_a_file_bind_mounted_and_edited_through_its_source_is_captured(
+        make, tmp_path: Path) -> None:  # noqa: ANN001
+    source = tmp_path / "source.conf"
+    source.write_text("a = 1\n")
+    ws = make(lambda r: (r / "app.conf").write_text("placeholder\n"))
+    _mount("--bind", str(source), str(ws.root / "app.conf"))
+    try:
+        daemon_snapshot(ws)
+        with open(source, "r+") as f:
+            f.write("a = 2\n")
+        reply = daemon_snapshot(ws)
+        assert content_at(ws, reply["snapshot"]["id"], "app.conf") == b"a = 2\n"
+    finally:
+        subprocess.run(["umount", "-l", str(ws.root / "app.conf")], check=False)
