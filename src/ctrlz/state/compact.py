@@ -29,7 +29,7 @@ import os
 
 from ..errors import CorruptObject
 from . import failpoints, meter
-from .atomic import fsync_dir, temp_name
+from .atomic import TEMP_PREFIX, fsync_dir, temp_name
 from .direct_io import ObjectFile
 from .packs import CHUNK, LOOSE_MIN, ZSTD, decoded_chunks, full_disk, zstd
 from .pools import shared_pool
@@ -89,7 +89,9 @@ def compact(store: ObjectStore) -> Compacted:
         for future in running:
             if not future.cancelled() and future.exception() is None:
                 _unlink(future.result()[0])
-        store.writer_done(aborted=True)
+        # each temp file was removed where it failed: the marker goes too unless one stayed
+        # (a failure, unlike a kill, leaves nothing for the next sweep; issue 41)
+        store.writer_done(aborted=_temps_left(store))
         raise
     store.writer_done(aborted=False)
     return done
@@ -112,6 +114,16 @@ def _adopt(store: ObjectStore, oid: bytes, tmp: str, new: int) -> None:
         fsync_dir(os.path.dirname(dest))
     except OSError as exc:
         raise full_disk(exc, dest) from exc
+
+
+def _temps_left(store: ObjectStore) -> bool:
+    """Is a temp file of this process's compaction still in ``objects/``?"""
+    mine = f"{TEMP_PREFIX}{os.getpid()}-"
+    try:
+        return any(n.startswith(mine) and n.endswith("-compact")
+                   for n in os.listdir(store.loose_dir))
+    except OSError:
+        return True
 
 
 def _unlink(path: str) -> None:
