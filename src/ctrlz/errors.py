@@ -10,7 +10,8 @@ as it is and exit non-zero, without a traceback.
     CtrlzError (RuntimeError)
      ├── UsageError              bad input from the caller (paths, arguments, config values)
      │    ├── PathOutsideWorkspace
-     │    └── ConfigError
+     │    ├── ConfigError
+     │    └── HistoryAtRisk       a restore would drop git commits and no --git= choice was made
      ├── WorkspaceError           no workspace here / store placed inside the workspace
      ├── SnapshotNotFound         a reference names no snapshot
      │    └── AmbiguousSnapshot   a prefix names more than one
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigError",
     "CorruptObject",
     "CtrlzError",
+    "HistoryAtRisk",
     "LimitExceeded",
     "PathOutsideWorkspace",
     "RemoteError",
@@ -65,6 +67,17 @@ class PathOutsideWorkspace(UsageError):
 
 class ConfigError(UsageError):
     pass
+
+
+class HistoryAtRisk(UsageError):
+    """A restore would make commits of a git repository in the workspace unreachable (or could
+    not tell) and the caller chose neither ``--git=keep`` nor ``--git=restore``: refused before
+    anything was written. ``changes``: what it would have done to each repository
+    (:class:`ctrlz.engine.githistory.GitChange`), when raised in this process."""
+
+    def __init__(self, message: str, changes: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.changes = changes if changes is not None else []
 
 
 class WorkspaceError(CtrlzError):

@@ -127,16 +127,22 @@ class Workspace(ProtectedWorkspace):
     # -- restore: each is one call into ctrlz.session.restores ----------------------------------
 
     def rollback(self, ref: str, paths: Sequence[str | bytes] | None = None,
-                 dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
+                 dry_run: bool = False, kind: str = "rollback",
+                 git: str = "auto") -> RestoreResult:
         """Roll the workspace (or only ``paths``) back to snapshot ``ref``, in place, after a
         safety snapshot; ``ctrlz undo`` (or :meth:`undo`) takes it back.
 
         With the workspace daemon running, the daemon runs it (the same engine, warm, see
         docs/agents.md); a long-lived program that wants its restores in its own process
-        calls :func:`ctrlz.session.protected.keep_restores_in_process` once."""
+        calls :func:`ctrlz.session.protected.keep_restores_in_process` once.
+
+        ``git``: what becomes of each ``.git`` in the workspace: ``"restore"`` puts it back
+        (branches move; commits made since leave the repository), ``"keep"`` leaves it as it
+        is (the working tree only), ``"auto"`` restores it unless that drops commits, and
+        then raises :class:`~ctrlz.errors.HistoryAtRisk`. ``result.git`` says what moved."""
         from .session import restores
 
-        return restores.rollback(self, ref, paths, dry_run=dry_run, kind=kind)
+        return restores.rollback(self, ref, paths, dry_run=dry_run, kind=kind, git=git)
 
     def restore(self, ref: str, paths: Sequence[str | bytes] | None = None,
                 dry_run: bool = False) -> RestoreResult:
@@ -161,18 +167,19 @@ class Workspace(ProtectedWorkspace):
 
         return restores.restore_to(self, ref, dest, paths, dry_run=dry_run)
 
-    def undo(self, dry_run: bool = False) -> UndoResult:
+    def undo(self, dry_run: bool = False, git: str = "auto") -> UndoResult:
         """Take back the newest rollback, revert or rewind that is not undone yet
-        (``dry_run``: only say what that would do)."""
+        (``dry_run``: only say what that would do; ``git``: as for :meth:`rollback`)."""
         from .session import restores
 
-        return restores.undo(self, dry_run)
+        return restores.undo(self, dry_run, git)
 
-    def redo(self, dry_run: bool = False) -> UndoResult:
-        """Apply again the oldest undone one (``dry_run``: only say what it would do)."""
+    def redo(self, dry_run: bool = False, git: str = "auto") -> UndoResult:
+        """Apply again the oldest undone one (``dry_run``: only say what it would do;
+        ``git``: as for :meth:`rollback`)."""
         from .session import restores
 
-        return restores.redo(self, dry_run)
+        return restores.redo(self, dry_run, git)
 
     # -- maintenance -------------------------------------------------------------------------
 

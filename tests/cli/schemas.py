@@ -54,6 +54,14 @@ INIT = obj({"type": {"const": "init"}, "workspace": {"type": "string"},
                              "exclude_patterns": {"type": "array"},
                              "exclude_globs": {"type": "array"},
                              "force_include": {"type": "array"}})})
+_REFS = obj({"present": {"type": "boolean"}, "head": STR_OR_NULL, "head_oid": STR_OR_NULL})
+GIT_CHANGES = {"type": "array", "items": obj({
+    "repository": {"type": "string"}, "mode": {"enum": ["restore", "keep"]},
+    "before": _REFS, "after": _REFS,
+    "refs": {"type": "array", "items": obj({"ref": {"type": "string"}, "before": STR_OR_NULL,
+                                            "after": STR_OR_NULL})},
+    "unreachable_commits": {"type": ["integer", "null"]}, "at_risk": {"type": "boolean"},
+    "summary": {"type": "string"}})}
 RESTORE = obj({
     "type": {"enum": ["rollback", "revert", "restore"]}, "target": SNAP_ID,
     "safety_snapshot": SNAP_ID_OR_NULL,
@@ -63,6 +71,7 @@ RESTORE = obj({
                                                "change": {"type": "string"}})},
     "skipped": SKIPPED,
     "conflicts": SKIPPED,  # paths someone changed while the restore ran, left as they are
+    "git": GIT_CHANGES,  # what it does to each git repository's history (engine.githistory)
 })
 OPERATION = obj({"seq": INT,
                  "kind": {"enum": ["rollback", "revert", "rewind", "toolcall", "turn-rollback",
@@ -91,7 +100,13 @@ STATUS = obj({"type": {"const": "status"}, "workspace": {"type": "string"},
               "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL}),
               "dropped": {"type": "array", "items": obj({
                   "id": SNAP_ID, "type": {"type": "string"}, "label": STR_OR_NULL,
-                  "reason": {"type": "string"}, "dropped_at": ISO})}},
+                  "reason": {"type": "string"}, "dropped_at": ISO})},
+              # the agent hooks that failed in the last day (ctrlz.toolcalls.hook_log)
+              "hooks": {"anyOf": [{"type": "null"}, obj({
+                  "failures": INT, "since": ISO, "log": {"type": "string"},
+                  "last": obj({"at": ISO, "agent": STR_OR_NULL, "event": STR_OR_NULL,
+                               "tool": STR_OR_NULL, "cwd": STR_OR_NULL,
+                               "error": STR_OR_NULL})})]}},
              forked_from=FORKED_FROM)
 CONFIG = obj({"type": {"const": "config"}, "user_file": {"type": "string"},
               "workspace_file": STR_OR_NULL,

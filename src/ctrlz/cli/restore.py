@@ -10,16 +10,26 @@ import click
 from . import progress, render
 from .context import State, pass_state
 from .rolling import actions as _actions
+from .rolling import git_lines as _git_lines
 from .rolling import report as _report
+
+#: ``--git``: what a restore does to each ``.git`` in the workspace (ctrlz.engine.githistory)
+git_option = click.option(
+    "--git", "git", type=click.Choice(["auto", "keep", "restore"]), default="auto",
+    show_default=True,
+    help="keep: leave .git as it is (the working tree only); restore: put .git back too "
+         "(branches move, commits made since leave the repository; ctrlz undo brings them "
+         "back); auto: restore unless that drops commits, else refuse and say so.")
 
 
 @click.command("rollback")
 @click.argument("snap")
 @click.argument("paths", nargs=-1, metavar="[PATH...]")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@git_option
 @render.json_option
 @pass_state
-def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool,
+def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool, git: str,
                  as_json: bool) -> None:
     """Roll the workspace (or only PATHs) back to SNAP, in place.
 
@@ -27,15 +37,20 @@ def rollback_cmd(state: State, snap: str, paths: tuple[str, ...], dry_run: bool,
     undone with `ctrlz undo`; that is why there is no prompt. Only paths the snapshot covered
     are written or deleted; excluded, ignored and unknown files are left alone.
 
+    A git repository's .git goes back too, which moves its branches: the output names what
+    moves. When that would drop commits made since the snapshot, the rollback is refused
+    until you choose --git=keep (the working tree only) or --git=restore.
+
     \b
     Examples:
       ctrlz rollback latest
       ctrlz rollback baseline src/ --dry-run
       ctrlz rollback snap_k3x9 --json
+      ctrlz rollback baseline --git=keep      files only; branches stay where they are
     """
     ws = state.workspace()
     with progress.shown():
-        result = ws.rollback(snap, list(paths) or None, dry_run=dry_run)
+        result = ws.rollback(snap, list(paths) or None, dry_run=dry_run, git=git)
     _report(result, "rollback", "rolled back to", as_json)
 
 
@@ -115,24 +130,23 @@ def _undo_report(res, as_json: bool) -> None:  # noqa: ANN001
     if res.restore.dry_run:
         render.out(f"Would {res.action} {what}: "
                    f"{render.plan_summary(res.restore.plan.counts())}")
-        for err, text in _actions(res.restore):
+        for err, text in _git_lines(res.restore) + _actions(res.restore):
             render.echo(text, err=err)
         render.note("Nothing was changed (dry run).")
         return
     counts = render.done_summary(res.restore.counts())
-    if res.action == "undo":
-        render.out(f"Undid {what}: {counts}")
-        render.out("Redo with: ctrlz redo")
-    else:
-        render.out(f"Redid {what}: {counts}")
-        render.out("Undo with: ctrlz undo")
+    render.out(f"{'Undid' if res.action == 'undo' else 'Redid'} {what}: {counts}")
+    for err, text in _git_lines(res.restore):
+        render.echo(text, err=err)
+    render.out("Redo with: ctrlz redo" if res.action == "undo" else "Undo with: ctrlz undo")
 
 
 @click.command("undo")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@git_option
 @render.json_option
 @pass_state
-def undo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
+def undo_cmd(state: State, dry_run: bool, git: str, as_json: bool) -> None:
     """Undo the last rollback or revert (from its safety snapshot). Repeat to go further back.
 
     \b
@@ -143,15 +157,16 @@ def undo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
     """
     ws = state.workspace()
     with progress.shown():
-        result = ws.undo(dry_run=dry_run)
+        result = ws.undo(dry_run=dry_run, git=git)
     _undo_report(result, as_json)
 
 
 @click.command("redo")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@git_option
 @render.json_option
 @pass_state
-def redo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
+def redo_cmd(state: State, dry_run: bool, git: str, as_json: bool) -> None:
     """Redo the last undone rollback or revert. A new rollback or revert clears the redo list.
 
     \b
@@ -161,7 +176,7 @@ def redo_cmd(state: State, dry_run: bool, as_json: bool) -> None:
     """
     ws = state.workspace()
     with progress.shown():
-        result = ws.redo(dry_run=dry_run)
+        result = ws.redo(dry_run=dry_run, git=git)
     _undo_report(result, as_json)
 
 

@@ -21,16 +21,20 @@ def actions(result: Any) -> list[tuple[bool, str]]:
     """The files a plan writes or deletes (directory bookkeeping left out), and what it left
     alone; each line with whether it goes to stderr."""
     data = result.to_json()
-    out = [(False, f"  {a['op']:<8} {render.path_text(a['path'])}") for a in data["actions"]
+    out = [(False, f"  {a['op']:<8} {a['path']}") for a in data["actions"]
            if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
-    return out + left_alone(data["skipped"])
+    return out + [(True, f"left alone: {k['path']}: {k['reason']}") for k in data["skipped"]]
 
 
-def left_alone(skipped: list[dict[str, str]]) -> list[tuple[bool, str]]:
-    """A ``left alone: PATH: why`` line (for stderr) per path a restore did not touch, the
-    path quoted as in every message, so that a name with a newline cannot forge a line."""
-    return [(True, f"left alone: {render.path_text(k['path'])}: {k['reason']}")
-            for k in skipped]
+def git_lines(result: Any) -> list[tuple[bool, str]]:
+    """What the restore does (or did) to each git repository's history, one line each
+    (:mod:`ctrlz.engine.githistory`), and for a dry run whether the real one needs a
+    ``--git=`` choice."""
+    out = [(False, g["summary"]) for g in result.git]
+    if result.dry_run and any(g["at_risk"] for g in result.git):
+        out.append((True, "Without --git=keep (the working tree only) or --git=restore "
+                          "(.git back too) this is refused, as it drops commits."))
+    return out
 
 
 def report(result: Any, kind: str, verb: str, as_json: bool) -> None:
@@ -50,10 +54,11 @@ def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple
     if result.dry_run:
         return [(False, f"Would restore {target.id}{label}: "
                         f"{render.plan_summary(result.plan.counts())}"),
-                *actions(result), (True, "Nothing was changed (dry run).")]
+                *git_lines(result), *actions(result), (True, "Nothing was changed (dry run).")]
     out = [(False, f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
-                   f"{render.done_summary(result.counts())}")]
-    out += left_alone(result.to_json()["skipped"])
+                   f"{render.done_summary(result.counts())}"), *git_lines(result)]
+    out += [(True, f"left alone: {k['path']}: {k['reason']}")
+            for k in result.to_json()["skipped"]]
     if result.safety is not None:
         out += [(False, f"Safety snapshot: {result.safety.id}"),
                 (False, f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")]

@@ -34,12 +34,13 @@ class RestoreResult:
     undoes it."""
 
     __slots__ = ("target", "plan", "safety", "applied", "skipped", "conflicts", "dry_run",
-                 "destination", "kind")
+                 "destination", "kind", "git")
 
     def __init__(self, target: Snapshot, plan: RestorePlan, safety: Snapshot | None = None,
                  applied: list[Action] | None = None, skipped: list[Skipped] | None = None,
                  conflicts: list[Skipped] | None = None, dry_run: bool = False,
-                 destination: str | None = None, kind: str = "rollback") -> None:
+                 destination: str | None = None, kind: str = "rollback",
+                 git: list[dict[str, Any]] | None = None) -> None:
         self.target = target
         self.plan = plan
         self.safety = safety
@@ -49,6 +50,9 @@ class RestoreResult:
         self.dry_run = dry_run
         self.destination = destination
         self.kind = kind
+        #: what the restore does to each git repository whose ``.git`` it touches, as data
+        #: (:meth:`ctrlz.engine.githistory.GitChange.to_json`; ``summary`` is its one line)
+        self.git = git if git is not None else []
 
     def __repr__(self) -> str:
         return f"RestoreResult({self.to_json(strip_root=False)})"
@@ -72,6 +76,7 @@ class RestoreResult:
                         (self.plan.actions if self.dry_run else self.applied)],
             "skipped": [{"path": p(s.path), "reason": s.reason} for s in self.skipped],
             "conflicts": [{"path": p(s.path), "reason": s.reason} for s in self.conflicts],
+            "git": self.git,
         }
 
 
@@ -83,16 +88,19 @@ class Request:
     virtual paths the restore is limited to; ``explicit``: virtual paths captured and covered
     whatever the rules. ``undo``: how the undo entry is left (``{"record": {...}}``,
     ``{"undo_of": seq}``, ``{"redo_of": seq}`` or ``{}``). ``label``: what the safety
-    snapshot is labelled with."""
+    snapshot is labelled with. ``git``: what becomes of each ``.git`` in the workspace
+    (:mod:`ctrlz.engine.githistory`): ``auto`` (put back unless that makes commits
+    unreachable, else refuse), ``keep`` (left as it is) or ``restore`` (put back)."""
 
     __slots__ = ("kind", "target", "paths", "explicit", "build_target", "undo", "label",
-                 "dry_run", "numbered_safety")
+                 "dry_run", "numbered_safety", "git")
 
     def __init__(self, kind: str, target: Snapshot | None = None,
                  paths: Sequence[bytes] | None = None, explicit: Sequence[bytes] = (),
                  build_target: TargetBuilder | None = None,
                  undo: dict[str, Any] | None = None, label: str | None = None,
-                 dry_run: bool = False, numbered_safety: bool = True) -> None:
+                 dry_run: bool = False, numbered_safety: bool = True,
+                 git: str = "auto") -> None:
         self.kind = kind
         self.target = target
         self.paths = paths
@@ -102,6 +110,7 @@ class Request:
         self.label = label
         self.dry_run = dry_run
         self.numbered_safety = numbered_safety
+        self.git = git
 
 
 class TargetContext:

@@ -43,7 +43,7 @@ from ..state.scan import Limits
 from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, quote_path
-from . import journal
+from . import githistory, journal
 from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
@@ -79,6 +79,9 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         recover(repo)
         if req.dry_run:
             return _dry_run(repo, roots, rules, req, limits)
+        if req.git == "auto" and req.target is not None and req.paths is None:
+            # refused before the capture, so a refusal leaves no safety snapshot behind
+            githistory.precheck(req.target, repo.tree, repo.objects.read, dest_roots, req.kind)
         keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] = {}
         label = req.label or (f"before restoring {req.target.id}" if req.target else None)
         safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
@@ -90,9 +93,11 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
                           req.paths, check_disk=True, explicit=req.explicit)
         plan = planner.run(safety.root)
         _refuse_unreachable(plan, req.paths)
+        git = githistory.judge(plan, req.git, req.kind, False, repo.tree, repo.objects.read,
+                               dest_roots)
         result = RestoreResult(target, plan, safety=safety,
                                skipped=list(plan.skipped) + _left_out(safety, req, plan),
-                               kind=req.kind)
+                               kind=req.kind, git=git)
         undo = _with_created_uncovered(req.undo, plan, planner)
         identity = _identity(repo.load_statcache(), safety.id, keys)
         intent = journal.Intent(
@@ -421,9 +426,10 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
                    explicit=req.explicit).run(current_root)
     _refuse_unreachable(plan, req.paths)
+    git = githistory.judge(plan, req.git, req.kind, True, read, read_blob, dest_roots)
     return RestoreResult(target, plan, dry_run=True,
                          skipped=list(plan.skipped) + _left_out(current, req, plan),
-                         kind=req.kind)
+                         kind=req.kind, git=git)
 
 
 # -- into a new directory ----------------------------------------------------------------------

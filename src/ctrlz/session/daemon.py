@@ -299,8 +299,9 @@ class Daemon:
         try:
             if "rollback" in message:  # by the ref the user gave: resolved here
                 ref, rels, kind = restore_wire.decode_rollback(message["rollback"])
-                req = restores.rollback_request(self.ws, self.ws.resolve(ref), rels, kind,
-                                                dry_run=False)
+                req = restores.rollback_request(
+                    self.ws, self.ws.resolve(ref), rels, kind, dry_run=False,
+                    git=restore_wire.rollback_git(message["rollback"]))
             else:
                 req = restore_wire.decode_request(self.ws.resolve, message["request"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

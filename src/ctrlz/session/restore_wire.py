@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
 #: The format of a request and its reply. A daemon declines (before starting) a request of
 #: another version: a daemon left running across an upgrade, and the caller restores itself.
-#: 2: rollbacks by ref, and results with their snapshots' records.
-VERSION = 2
+#: 2: rollbacks by ref, and results with their snapshots' records. 3: the ``git`` choice of
+#: a request and the ``git`` consequences of a result (a daemon of 2 would ignore a
+#: ``--git=keep`` and put .git back).
+VERSION = 3
 
 
 def _hex(b: bytes | None) -> str | None:
@@ -72,12 +74,18 @@ def _unskips(d: list[list[str]]) -> list[Skipped]:
     return [Skipped(bytes.fromhex(p), r) for p, r in d]
 
 
-def encode_rollback(ref: str, rels: list[bytes], kind: str) -> dict[str, Any]:
+def encode_rollback(ref: str, rels: list[bytes], kind: str,
+                    git: str = "auto") -> dict[str, Any]:
     """A rollback (or revert) of ``rels`` (workspace-relative; none: everything) to the
     snapshot ``ref`` names, which the daemon resolves and turns into its :class:`Request`
     (``session.restores.rollback_request``), as the caller would have."""
     return {"rollback": {"version": VERSION, "ref": ref, "paths": [r.hex() for r in rels],
-                         "kind": kind}}
+                         "kind": kind, "git": git}}
+
+
+def rollback_git(d: dict[str, Any]) -> str:
+    """A rollback request's ``--git`` choice (:mod:`ctrlz.engine.githistory`)."""
+    return str(d.get("git", "auto"))
 
 
 def decode_rollback(d: dict[str, Any]) -> tuple[str, list[bytes], str]:
@@ -95,7 +103,8 @@ def encode_request(req: Request) -> dict[str, Any]:
         "version": VERSION, "kind": req.kind, "target": req.target.id,
         "paths": None if req.paths is None else [p.hex() for p in req.paths],
         "explicit": [p.hex() for p in req.explicit], "undo": req.undo,
-        "label": req.label, "dry_run": req.dry_run, "numbered_safety": req.numbered_safety}}
+        "label": req.label, "dry_run": req.dry_run, "numbered_safety": req.numbered_safety,
+        "git": req.git}}
 
 
 def decode_request(resolve: Callable[[str], Snapshot], d: dict[str, Any]) -> Request:
@@ -113,7 +122,8 @@ def decode_request(resolve: Callable[[str], Snapshot], d: dict[str, Any]) -> Req
                    paths=None if paths is None else [bytes.fromhex(p) for p in paths],
                    explicit=[bytes.fromhex(p) for p in d["explicit"]], undo=undo,
                    label=None if d["label"] is None else str(d["label"]),
-                   dry_run=bool(d["dry_run"]), numbered_safety=bool(d["numbered_safety"]))
+                   dry_run=bool(d["dry_run"]), numbered_safety=bool(d["numbered_safety"]),
+                   git=str(d.get("git", "auto")))
 
 
 def encode_result(r: RestoreResult) -> dict[str, Any]:
@@ -130,7 +140,7 @@ def encode_result(r: RestoreResult) -> dict[str, Any]:
                      "finals": [_action(a) for a in plan.finals],
                      "skipped": _skips(plan.skipped)},
             "applied": applied, "skipped": _skips(r.skipped),
-            "conflicts": _skips(r.conflicts)}
+            "conflicts": _skips(r.conflicts), "git": r.git}
 
 
 def _snapshot(s: Snapshot) -> dict[str, Any]:
@@ -158,7 +168,8 @@ def decode_result(d: dict[str, Any]) -> RestoreResult:
     applied = [actions[a] if isinstance(a, int) else _unaction(a) for a in d["applied"]]
     return RestoreResult(target, plan, safety, applied,
                          _unskips(d["skipped"]), _unskips(d["conflicts"]),
-                         bool(d["dry_run"]), d["destination"], str(d["kind"]))
+                         bool(d["dry_run"]), d["destination"], str(d["kind"]),
+                         git=list(d.get("git") or []))
 
 
 def encode_error(exc: BaseException) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..engine.githistory import check_mode
 from ..engine.requests import Request, RestoreResult
 from ..errors import RestoreError, UsageError
 from ..state import meter
@@ -92,8 +93,11 @@ def _by_daemon(ws: ProtectedWorkspace, body: dict[str, object],
 
 
 def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None = None,
-             dry_run: bool = False, kind: str = "rollback") -> RestoreResult:
+             dry_run: bool = False, kind: str = "rollback",
+             git: str = "auto") -> RestoreResult:
     """The workspace (or only ``paths``) back to snapshot ``ref``, in place; undoable.
+    ``git``: what becomes of each ``.git`` (:mod:`ctrlz.engine.githistory`: ``auto``,
+    ``keep`` or ``restore``).
 
     A daemon that serves it gets ``ref`` as given and resolves it itself, so this process
     never opens the store; one that declines (a ref it cannot resolve among them) leaves it
@@ -106,12 +110,12 @@ def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None =
     if _daemon_may_serve(ws, dry_run):
         from . import restore_wire
 
-        result = _by_daemon(ws, restore_wire.encode_rollback(ref, rels, kind), kind)
+        result = _by_daemon(ws, restore_wire.encode_rollback(ref, rels, kind, git), kind)
         if result is not None:
             return result
     if target is None:
         target = ws.resolve(ref)
-    return _run_here(ws, rollback_request(ws, target, rels, kind, dry_run), None)
+    return _run_here(ws, rollback_request(ws, target, rels, kind, dry_run, git), None)
 
 
 def _check_paths_exist(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes]) -> None:
@@ -152,13 +156,13 @@ def _on_disk(root: bytes, rel: bytes) -> bool:
 
 
 def rollback_request(ws: ProtectedWorkspace, target: Snapshot, rels: list[bytes], kind: str,
-                     dry_run: bool) -> Request:
+                     dry_run: bool, git: str = "auto") -> Request:
     """The request of a rollback (or revert) of ``rels`` (none: everything) to ``target``,
     whichever process runs it."""
     return Request(
         kind=kind, target=target, paths=[ws.vpath(r) for r in rels] or None, dry_run=dry_run,
         undo={"record": {"kind": kind, "paths": [r.hex() for r in rels]}},
-        label=f"before {kind} to {target.id}")
+        label=f"before {kind} to {target.id}", git=check_mode(git))
 
 
 def revert(ws: ProtectedWorkspace, path: PathArg, from_: str | None = None,
@@ -200,7 +204,7 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
                         record_in_dest=True)
 
 
-def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
+def undo(ws: ProtectedWorkspace, dry_run: bool = False, git: str = "auto") -> UndoResult:
     """Take back the newest operation that is not undone yet: restore the state captured just
     before it, over the same paths. ``dry_run``: the plan only; the log is untouched."""
     from ..engine.restore import recover
@@ -211,10 +215,10 @@ def undo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
         if op is None:
             raise UsageError("nothing to undo: no rollback, revert or rewind since the log "
                              "began")
-        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone", dry_run)
+        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone", dry_run, git)
 
 
-def redo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
+def redo(ws: ProtectedWorkspace, dry_run: bool = False, git: str = "auto") -> UndoResult:
     """Apply again the oldest undone operation: restore the state it had produced (captured
     by its undo), or else its target. ``dry_run``: the plan only."""
     from ..engine.restore import recover
@@ -225,18 +229,18 @@ def redo(ws: ProtectedWorkspace, dry_run: bool = False) -> UndoResult:
         if op is None:
             raise UsageError("nothing to redo")
         ref = op.after if op.after and ws.repo.catalog.snapshot(op.after) else op.target
-        return _replay(ws, "redo", op, ref, "its snapshot is gone", dry_run)
+        return _replay(ws, "redo", op, ref, "its snapshot is gone", dry_run, git)
 
 
 def _replay(ws: ProtectedWorkspace, action: str, op: Operation, ref: str | None,
-            gone: str, dry_run: bool = False) -> UndoResult:
+            gone: str, dry_run: bool = False, git: str = "auto") -> UndoResult:
     target = ws.repo.catalog.snapshot(ref) if ref else None
     if target is None:
         raise RestoreError(f"cannot {action} the {op.kind} to {op.target}: {gone}")
     result = run(ws, Request(
         kind=action, target=target, paths=[ws.vpath(p) for p in op.paths] or None,
         explicit=[ws.vpath(p) for p in op.explicit], undo={f"{action}_of": op.seq},
-        dry_run=dry_run,
+        dry_run=dry_run, git=check_mode(git),
         label=f"before {action}ing the {op.kind} to {op.target}"))
     from ..reports import UndoResult  # its dataclasses cost a rollback ~10 ms of imports
 
