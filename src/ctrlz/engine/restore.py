@@ -43,7 +43,7 @@ from ..state.scan import Limits
 from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, quote_path
-from . import githistory, journal
+from . import githistory, journal, madedirs
 from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
@@ -451,14 +451,17 @@ def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Pat
                            skipped=list(plan.skipped), kind="restore")
     if dry_run:
         return result
-    for d in dest_roots:
-        os.makedirs(d, exist_ok=True)
-    with repo.lock:
-        recover(repo)
-        intent = journal.Intent(token=os.urandom(6).hex(), kind="restore", target=target.id,
-                                safety=None, roots=dest_roots, dirs=sorted(plan.parents()),
-                                created_ns=time.time_ns())
-        _apply(repo, plan, result, intent, None, dest_b if record_in_dest else None)
+    made = madedirs.make(dest_roots)
+    try:
+        with repo.lock:
+            recover(repo)
+            intent = journal.Intent(token=os.urandom(6).hex(), kind="restore",
+                                    target=target.id, safety=None, roots=dest_roots,
+                                    dirs=sorted(plan.parents()), created_ns=time.time_ns())
+            _apply(repo, plan, result, intent, None, dest_b if record_in_dest else None)
+    except BaseException:  # what it made goes again, unless it holds what was put there
+        madedirs.remove(made, madedirs.by_plan(result.applied, dest_roots))
+        raise
     if result.conflicts:
         raise RestoreIncomplete(_incomplete_message("restore", target, result), result)
     return result
