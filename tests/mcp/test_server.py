@@ -117,7 +117,9 @@ async def test_tools_annotations_and_schemas(client: Client) -> None:
     assert set(listed["snapshots_rewind"].input_schema["properties"]) == {
         "target", "session_id", "dry_run", "force"}
     assert listed["snapshots_rewind"].input_schema["required"] == ["target"]
-    assert listed["snapshots_undo"].input_schema.get("properties", {}) == {}
+    # undo and redo take one optional argument: what becomes of .git (issue 41, section 6)
+    assert set(listed["snapshots_undo"].input_schema.get("properties", {})) == {"git"}
+    assert listed["snapshots_undo"].input_schema.get("required", []) == []
 
 
 # -- create / list / changes -------------------------------------------------------------------
@@ -423,3 +425,47 @@ async def test_a_server_started_in_a_subdirectory_takes_paths_from_the_workspace
         assert (ws / "sub" / "a.txt").read_text() == "new work, never snapshotted\n"
         msg = await fails(client, "snapshots_revert", path="../x")
         assert "../x is outside the workspace" in msg
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root.parent)}
+    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+async def test_restore_names_what_it_does_to_git_and_takes_a_choice(tmp_path: Path) -> None:
+    """A restore over commits made since its checkpoint says so in ``git``, is refused until
+    ``git`` chooses, and ``git="keep"`` leaves the history alone (issue 41, section 6)."""
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    env = _env(tmp_path)
+    _git(ws, "init", "-q", "-b", "main")
+    (ws / "a.txt").write_text("one\n")
+    _git(ws, "add", "a.txt")
+    _git(ws, "commit", "-qm", "one")
+    first = _git(ws, "rev-parse", "HEAD")
+    _init(ws, env)
+    async with _server(ws, env) as client:
+        await ok(client, "snapshots_create", name="A")
+        (ws / "a.txt").write_text("two\n")
+        _git(ws, "commit", "-qam", "two")
+        second = _git(ws, "rev-parse", "HEAD")
+        dry = await ok(client, "snapshots_restore", checkpoint="A", dry_run=True)
+        [change] = dry["git"]
+        assert change["unreachable_commits"] == 1 and change["at_risk"]
+        assert f"branch main moves {second[:7]} → {first[:7]}" in change["summary"]
+        msg = await fails(client, "snapshots_restore", checkpoint="A")
+        assert "--git=keep" in msg and "1 commit made since becomes unreachable" in msg
+        kept = await ok(client, "snapshots_restore", checkpoint="A", git="keep")
+        assert [g["mode"] for g in kept["git"]] == ["keep"]
+        assert (ws / "a.txt").read_text() == "one\n" and _git(ws, "rev-parse", "HEAD") == second
+        await ok(client, "snapshots_undo")
+        done = await ok(client, "snapshots_restore", checkpoint="A", git="restore")
+        assert done["git"][0]["refs"] == [{"ref": "refs/heads/main", "before": second,
+                                           "after": first}]
+        assert _git(ws, "rev-parse", "HEAD") == first
+        back = await ok(client, "snapshots_undo")
+        assert back["git"][0]["unreachable_commits"] == 0
+        assert _git(ws, "rev-parse", "HEAD") == second

@@ -154,10 +154,15 @@ def _project(scope: str, protect: bool = False) -> str:
 @click.option("--force", is_flag=True,
               help="Also put back files changed after the tool calls, by hand or by "
                    "another agent session's tool calls (captured first).")
+@click.option("--git", "git", type=click.Choice(["auto", "keep", "restore"]), default="auto",
+              show_default=True,
+              help="What becomes of .git when the rewind passes a shell call: keep (leave it "
+                   "as it is), restore (put it back too), auto (restore unless that drops "
+                   "commits, else refuse).")
 @render.json_option
 @pass_state
 def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | None,
-               dry_run: bool, force: bool, as_json: bool) -> None:
+               dry_run: bool, force: bool, git: str, as_json: bool) -> None:
     """Put the workspace back to just before an agent's tool call or turn, Bash included.
 
     TARGET is a tool_use_id or a turn number (see --list). A safety snapshot is taken first,
@@ -184,7 +189,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
             raise UsageError("give either --list or a TARGET")
         _print_timeline(rw.timeline(ws, session_id), rw.agent_sessions(ws), as_json)
         return
-    result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force)
+    result = rw.rewind(ws, target, session_id, dry_run=dry_run, force=force, git=git)
     if as_json:
         render.emit_json(result.to_json())
         return
@@ -193,6 +198,8 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
                f"({len(result.tool_calls)} tool call(s) undone"
                + (f", shell changes from {result.shell_snapshot}" if result.shell_snapshot
                   else "") + ")")
+    for g in result.git:
+        render.out(g["summary"])
     for p in result.changed_paths:
         render.out(f"  {render.path_text(p)}")
     for err, text in left_alone(result.skipped):

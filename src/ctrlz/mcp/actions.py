@@ -109,12 +109,13 @@ def revert(ws: Workspace, path: str, checkpoint: str | None = None) -> dict[str,
 
 
 def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
-            dry_run: bool = False) -> dict[str, Any]:
+            dry_run: bool = False, git: str = "auto") -> dict[str, Any]:
     """Roll the workspace (or ``paths``) back to ``checkpoint`` in place, after a safety
-    snapshot; ``dry_run`` only plans."""
+    snapshot; ``dry_run`` only plans; ``git``: what becomes of each ``.git``
+    (:mod:`ctrlz.engine.githistory`)."""
     absolute = [from_root(ws, p) for p in paths or ()]
     snap = policy.resolve_ref(ws, checkpoint)
-    result = ws.rollback(snap.id, absolute or None, dry_run=dry_run)
+    result = ws.rollback(snap.id, absolute or None, dry_run=dry_run, git=git)
     data = result.to_json()
     actions = [{"op": a["op"], "path": clean(a["path"]), "change": a["change"]}
                for a in data["actions"] if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
@@ -125,7 +126,8 @@ def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
             "actions_total": len(actions),
             "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
                         for k in data["skipped"]],
-            "safety_snapshot": data["safety_snapshot"], "undo": _undo_hint(result.safety)}
+            "safety_snapshot": data["safety_snapshot"], "undo": _undo_hint(result.safety),
+            "git": data["git"]}
 
 
 def _paths(paths: Sequence[str]) -> list[str]:
@@ -151,7 +153,7 @@ def rewind(ws: Workspace, target: str, session_id: str | None = None, dry_run: b
             "changed_paths": changed[:MAX_ACTIONS], "changed_total": len(changed),
             # another session's work names it: session_id, tool_use_id
             "skipped": [k | {"path": clean(k["path"])} for k in data["skipped"]],
-            "undo": _undo_hint(safety) if not dry_run else None}
+            "undo": _undo_hint(safety) if not dry_run else None, "git": data["git"]}
 
 
 def _replayed(done: UndoResult, again: str) -> dict[str, Any]:
@@ -167,15 +169,16 @@ def _replayed(done: UndoResult, again: str) -> dict[str, Any]:
             "actions": actions[:MAX_ACTIONS], "actions_total": len(actions),
             "skipped": [{"path": clean(k["path"]), "reason": k["reason"]}
                         for k in data["skipped"]],
-            "safety_snapshot": data["safety_snapshot"], "next": again}
+            "safety_snapshot": data["safety_snapshot"], "next": again, "git": data["git"]}
 
 
-def undo(ws: Workspace) -> dict[str, Any]:
+def undo(ws: Workspace, git: str = "auto") -> dict[str, Any]:
     """Take back the newest restore, revert or rewind not undone yet (``ctrlz undo``)."""
-    return _replayed(ws.undo(), "snapshots_redo applies it again (or `ctrlz redo` in a shell)")
+    return _replayed(ws.undo(git=git),
+                     "snapshots_redo applies it again (or `ctrlz redo` in a shell)")
 
 
-def redo(ws: Workspace) -> dict[str, Any]:
+def redo(ws: Workspace, git: str = "auto") -> dict[str, Any]:
     """Apply again the oldest undone one (``ctrlz redo``)."""
-    return _replayed(ws.redo(), "snapshots_undo takes it back again (or `ctrlz undo` in a "
-                                "shell)")
+    return _replayed(ws.redo(git=git), "snapshots_undo takes it back again (or `ctrlz undo` "
+                                       "in a shell)")

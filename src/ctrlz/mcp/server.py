@@ -52,6 +52,11 @@ Checkpoint = Annotated[str, Field(description="A snapshot id (snap_...), a uniqu
 StartIndex = Annotated[int, Field(ge=0, description="Character offset to start from "
                                                     "(pagination).")]
 MaxLength = Annotated[int, Field(ge=1, le=1_000_000, description="Most characters to return.")]
+GitChoice = Annotated[Literal["auto", "keep", "restore"], Field(
+    description="What becomes of each .git in the workspace: keep leaves it as it is (files "
+                "only; branches and commits stay), restore puts it back too (branches move; "
+                "commits made since leave the repository until an undo), auto restores it "
+                "unless that makes commits unreachable, and then refuses.")]
 Format = Literal["text", "json"]
 
 
@@ -140,6 +145,7 @@ class RestoreOut(TypedDict):
     actions_total: int
     safety_snapshot: str | None
     undo: str | None
+    git: list[dict[str, Any]]
 
 
 class RewindOut(TypedDict):
@@ -166,6 +172,7 @@ class UndoOut(TypedDict):
     skipped: list[dict[str, str]]
     safety_snapshot: str | None
     next: str
+    git: list[dict[str, Any]]
 
 
 # -- plumbing ----------------------------------------------------------------------------------
@@ -324,11 +331,15 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
         paths: Annotated[list[str] | None, Field(description="Only these files or folders "
                                                              "(default: everything).")] = None,
         dry_run: Annotated[bool, Field(description="Only report what would change.")] = False,
+        git: GitChoice = "auto",
     ) -> Annotated[CallToolResult, RestoreOut]:
         """Roll the workspace (or only `paths`) back to `checkpoint`, in place. A safety
         snapshot is taken first and the result says how to undo; only paths the snapshot
-        covered are touched."""
-        return _json_result(srv.call(lambda ws: actions.restore(ws, checkpoint, paths, dry_run)))
+        covered are touched. `git` in the result names what happens to each git repository's
+        branches and commits (the user's own commits may be among them: run with
+        dry_run first)."""
+        return _json_result(srv.call(
+            lambda ws: actions.restore(ws, checkpoint, paths, dry_run, git)))
 
     @mcp.tool(annotations=DESTRUCTIVE)
     def snapshots_rewind(
@@ -351,18 +362,18 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
             lambda ws: actions.rewind(ws, target, session_id, dry_run, force)))
 
     @mcp.tool(annotations=DESTRUCTIVE)
-    def snapshots_undo() -> Annotated[CallToolResult, UndoOut]:
+    def snapshots_undo(git: GitChoice = "auto") -> Annotated[CallToolResult, UndoOut]:
         """Take back the newest restore, revert or rewind (from these tools or the ctrlz CLI)
         that is not undone yet: the workspace goes back to the state just before it, over the
         same paths. Each undo takes a safety snapshot of its own; snapshots_redo applies the
         operation again."""
-        return _json_result(srv.call(actions.undo))
+        return _json_result(srv.call(lambda ws: actions.undo(ws, git)))
 
     @mcp.tool(annotations=DESTRUCTIVE)
-    def snapshots_redo() -> Annotated[CallToolResult, UndoOut]:
+    def snapshots_redo(git: GitChoice = "auto") -> Annotated[CallToolResult, UndoOut]:
         """Apply again the operation snapshots_undo (or `ctrlz undo`) took back most recently.
         Each redo takes a safety snapshot of its own."""
-        return _json_result(srv.call(actions.redo))
+        return _json_result(srv.call(lambda ws: actions.redo(ws, git)))
 
     return mcp
 

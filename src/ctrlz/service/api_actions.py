@@ -28,6 +28,12 @@ def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str
 STR = {"type": "string"}
 BOOL = {"type": "boolean"}
 PATHS = {"type": "array", "items": {"type": "string"}}
+#: what a restore does to each .git in the workspace (ctrlz.engine.githistory); the answer's
+#: ``git`` list names what moves, and ``auto`` refuses (400) a restore that drops commits
+GIT = {"type": "string", "enum": ["auto", "keep", "restore"],
+       "description": "keep: leave .git as it is (files only); restore: put .git back too; "
+                      "auto (default): restore unless that makes commits unreachable, else "
+                      "refuse"}
 
 
 def _check_fields(call: Call, allowed: tuple[str, ...]) -> None:
@@ -96,28 +102,32 @@ def remove(call: Call) -> Any:
 @endpoint("GET", "/v1/workspaces/{ws}/plan", "The restore plan of a rollback, changing "
           "nothing (a dry run).",
           params=(Param("snapshot", "query", "The snapshot to roll back to.", required=True),
-                  Param("path", "query", "Only these paths (repeatable).", repeat=True)),
+                  Param("path", "query", "Only these paths (repeatable).", repeat=True),
+                  Param("git", "query", "auto, keep or restore: what becomes of .git "
+                        "(see `ctrlz rollback --git`).")),
           returns="as `ctrlz rollback --dry-run --json`", tag="restore")
 def plan(call: Call) -> Any:
     ref = call.arg("snapshot")
     if not ref:
         raise UsageError("snapshot is required")
     paths = [call.path(p) for p in call.args("path")]
-    result = call.workspace().rollback(ref, paths or None, dry_run=True)
+    result = call.workspace().rollback(ref, paths or None, dry_run=True,
+                                       git=call.arg("git") or "auto")
     return {"type": "rollback", **result.to_json()}
 
 
 @endpoint("POST", "/v1/workspaces/{ws}/rollback", "Roll the workspace (or some paths) back "
           "to a snapshot, after a safety snapshot; `dry_run` returns the plan.",
-          body=_schema(("snapshot",), snapshot=STR, paths=PATHS, dry_run=BOOL), changes=True,
-          returns="as `ctrlz rollback --json`", tag="restore")
+          body=_schema(("snapshot",), snapshot=STR, paths=PATHS, dry_run=BOOL, git=GIT),
+          changes=True, returns="as `ctrlz rollback --json`", tag="restore")
 def rollback(call: Call) -> Any:
-    _check_fields(call, ("snapshot", "paths", "dry_run"))
+    _check_fields(call, ("snapshot", "paths", "dry_run", "git"))
     ref = call.arg("snapshot")
     if not ref:
         raise UsageError("snapshot is required")
     paths = [call.path(p) for p in call.args("paths")]
-    result = call.workspace().rollback(ref, paths or None, dry_run=call.flag("dry_run"))
+    result = call.workspace().rollback(ref, paths or None, dry_run=call.flag("dry_run"),
+                                       git=call.arg("git") or "auto")
     return {"type": "rollback", **result.to_json()}
 
 
@@ -149,19 +159,21 @@ def rewind(call: Call) -> Any:
 
 
 @endpoint("POST", "/v1/workspaces/{ws}/undo", "Undo the newest rollback, revert or rewind; "
-          "`dry_run` returns the plan.", body=_schema((), dry_run=BOOL),
+          "`dry_run` returns the plan.", body=_schema((), dry_run=BOOL, git=GIT),
           changes=True, returns="as `ctrlz undo --json`", tag="restore")
 def undo(call: Call) -> Any:
-    _check_fields(call, ("dry_run",))
-    return call.workspace().undo(dry_run=call.flag("dry_run")).to_json()
+    _check_fields(call, ("dry_run", "git"))
+    return call.workspace().undo(dry_run=call.flag("dry_run"),
+                                 git=call.arg("git") or "auto").to_json()
 
 
 @endpoint("POST", "/v1/workspaces/{ws}/redo", "Redo the newest undone operation; `dry_run` "
-          "returns the plan.", body=_schema((), dry_run=BOOL),
+          "returns the plan.", body=_schema((), dry_run=BOOL, git=GIT),
           changes=True, returns="as `ctrlz redo --json`", tag="restore")
 def redo(call: Call) -> Any:
-    _check_fields(call, ("dry_run",))
-    return call.workspace().redo(dry_run=call.flag("dry_run")).to_json()
+    _check_fields(call, ("dry_run", "git"))
+    return call.workspace().redo(dry_run=call.flag("dry_run"),
+                                 git=call.arg("git") or "auto").to_json()
 
 
 @endpoint("POST", "/v1/workspaces/{ws}/verify", "Check the store end to end (`ok` says "

@@ -113,8 +113,8 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
                        beyond: list[records.SnapRow] | None = None,
                        only: set[bytes] | None = None, force: bool = False,
                        force_others: bool | None = None,
-                       kind: str = "toolcall", label: str = "", dry_run: bool = False
-                       ) -> Outcome:
+                       kind: str = "toolcall", label: str = "", dry_run: bool = False,
+                       git: str = "auto") -> Outcome:
     """Restore the pre-images of the file tool calls ``calls`` (in capture order) and, with
     ``shell``, the whole workspace to the snapshot taken just before that shell call. ``beyond``:
     the file tool calls after the shell call, whose pre-images go back on the paths the shell
@@ -215,7 +215,7 @@ def restore_tool_calls(ws: ProtectedWorkspace, place: Place, session_id: str,
         undo={"record": {"kind": kind, "paths": [] if shell is not None else
                          [r.hex() for r in rels], "explicit": [r.hex() for r in named],
                          "session_id": session_id}},
-        label=f"before {kind} {label}".strip())
+        label=f"before {kind} {label}".strip(), git=git)
     if not explicit and shell is None:
         # nothing to put back: an empty plan, and no undo entry (an entry with no paths would
         # read as "the whole workspace")

@@ -52,13 +52,16 @@ class RewindResult:
     safety: str | None = None
     changed_paths: list[str] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    #: what the rewind does to each git repository (ctrlz.engine.githistory), as data
+    git: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "target": self.target, "dry_run": self.dry_run,
                 "tool_calls": self.tool_calls, "shell_snapshot": self.shell_snapshot,
                 "safety_snapshot": self.safety, "changed_paths": self.changed_paths,
                 "skipped": self.skipped,
-                "undo": "ctrlz undo" if self.safety and not self.dry_run else None}
+                "undo": "ctrlz undo" if self.safety and not self.dry_run else None,
+                "git": self.git}
 
 
 def agent_sessions(ws: ProtectedWorkspace) -> list[dict[str, Any]]:
@@ -119,8 +122,8 @@ def _refuse_evicted(db: Any, sid: str, snaps: list[records.SnapRow], target: str
 
 
 def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
-           dry_run: bool = False, force: bool = False, force_others: bool | None = None
-           ) -> RewindResult:
+           dry_run: bool = False, force: bool = False, force_others: bool | None = None,
+           git: str = "auto") -> RewindResult:
     """Restore the workspace to just before tool call ``target`` (an id) or turn ``target``.
     ``force_others`` (default: ``force``) decides apart from ``force`` whether other sessions'
     later work is overwritten: ACP forces over its own previous rollback, never over them."""
@@ -142,8 +145,10 @@ def rewind(ws: ProtectedWorkspace, target: str, session_id: str | None = None,
                               shell_snapshot=bash.ws_snapshot if bash else None)
         outcome = restore_tool_calls(ws, place, sid, files, shell=bash, beyond=beyond,
                                      force=force, force_others=force_others,
-                                     kind="rewind", label=f"to {target}", dry_run=dry_run)
+                                     kind="rewind", label=f"to {target}", dry_run=dry_run,
+                                     git=git)
         restored = outcome.result
+        result.git = restored.git
         actions = restored.plan.actions if dry_run else restored.applied
         result.changed_paths = sorted({show_path(a.path.partition(b"/")[2]) for a in actions
                                        if (a.entry or a.expect) is not None

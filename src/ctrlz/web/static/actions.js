@@ -19,13 +19,32 @@ function ask(title, body, okLabel = "Confirm", danger = false) {
   });
 }
 
-function planView(plan, extra) {
+// What the restore does to each git repository's history (ctrlz.engine.githistory): one line
+// each. When it would drop commits, the real restore is refused unless the caller chooses, so
+// the dialog asks: keep .git as it is (files only, the preselected, safe choice) or put it
+// back too. ``mode()`` is the choice to send (undefined: none was needed).
+function gitView(plan) {
+  const changes = plan.git || [];
+  if (!changes.length) return { node: null, mode: () => undefined };
+  const lines = el("ul", { "data-testid": "plan-git" }, changes.map((g) => el("li", { text: g.summary })));
+  if (!changes.some((g) => g.at_risk)) return { node: lines, mode: () => undefined };
+  const radio = (value, label, checked) => el("label", { style: "display:block" },
+    el("input", { type: "radio", name: "git-mode", value, checked, "data-testid": `git-${value}` }), " ", label);
+  const node = el("div", {}, lines,
+    el("p", { text: "This would take commits made since the snapshot out of the repository. Choose:" }),
+    radio("keep", "Keep .git as it is: files only, branches and commits stay", true),
+    radio("restore", "Put .git back too: branches move back (Undo brings the commits back)", false));
+  return { node, mode: () => (node.querySelector("input[name=git-mode]:checked") || {}).value || "keep" };
+}
+
+function planView(plan, extra, git) {
   const c = plan.counts || {};
   const items = (plan.actions || []).filter((a) => !["mkdir", "rmdir", "dirmode", "utime"].includes(a.op));
   const list = el("ul", { "data-testid": "plan-actions" }, items.slice(0, 200).map((a) => el("li", {}, el("code", {}, a.op), " ", a.path)));
   if (items.length > 200) list.append(el("li.muted", { text: `… and ${items.length - 200} more` }));
   return el("div", {},
     extra || null,
+    git ? git.node : null,
     el("div.plan-counts", {},
       el("span", { text: `${c.created || 0} to create` }), el("span", { text: `${c.modified || 0} to modify` }),
       el("span", { text: `${c.deleted || 0} to delete` }), el("span", { text: `${c.permissions_changed || 0} mode changes` })),
@@ -66,11 +85,13 @@ export class Actions {
     let plan;
     try { plan = await api("POST", `${this.base()}/rollback`, { ...body, dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
     const what = paths && paths.length ? paths.join(", ") : "the workspace";
-    const ok = await ask(`Roll ${what} back to ${snap.id}${snap.label ? ` "${snap.label}"` : ""}?`, planView(plan), "Roll back");
+    const git = gitView(plan);
+    const ok = await ask(`Roll ${what} back to ${snap.id}${snap.label ? ` "${snap.label}"` : ""}?`, planView(plan, null, git), "Roll back");
     if (!ok) return null;
-    return this.run(() => api("POST", `${this.base()}/rollback`, body), (r) => {
+    return this.run(() => api("POST", `${this.base()}/rollback`, { ...body, git: git.mode() }), (r) => {
       const c = r.counts;
-      toast(`Rolled back to ${r.target}: ${c.created} created, ${c.modified} modified, ${c.deleted} deleted. Safety snapshot ${r.safety_snapshot}.`, { action: this.undoAction() });
+      const moved = (r.git || []).map((g) => ` ${g.summary}.`).join("");
+      toast(`Rolled back to ${r.target}: ${c.created} created, ${c.modified} modified, ${c.deleted} deleted.${moved} Safety snapshot ${r.safety_snapshot}.`, { action: this.undoAction() });
     });
   }
 
@@ -100,13 +121,15 @@ export class Actions {
     const ops = await api("GET", `${this.base()}/operations`).catch(() => null);
     const op = ops && ops.next_undo;
     if (!op) return toast("Nothing to undo.", { error: true });
+    let git = { mode: () => undefined };
     if (!skipConfirm) {
       let dry;
       try { dry = await api("POST", `${this.base()}/undo`, { dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
       const intro = el("p", { text: `Undo the ${op.kind} to ${op.target}${op.paths.length ? ` of ${op.paths.join(", ")}` : ""}: put back the state from its safety snapshot ${op.before}. Redo takes it forward again.` });
-      if (!(await ask("Undo?", planView(dry.restore, intro), "Undo"))) return null;
+      git = gitView(dry.restore);
+      if (!(await ask("Undo?", planView(dry.restore, intro, git), "Undo"))) return null;
     }
-    return this.run(() => api("POST", `${this.base()}/undo`), (r) => {
+    return this.run(() => api("POST", `${this.base()}/undo`, { git: git.mode() }), (r) => {
       const c = r.restore.counts;
       toast(`Undid the ${r.operation.kind} to ${r.operation.target}: ${c.created} created, ${c.modified} modified, ${c.deleted} deleted.`, { action: { label: "Redo", run: () => this.redo(true) } });
     });
@@ -116,12 +139,14 @@ export class Actions {
     const ops = await api("GET", `${this.base()}/operations`).catch(() => null);
     const op = ops && ops.next_redo;
     if (!op) return toast("Nothing to redo.", { error: true });
+    let git = { mode: () => undefined };
     if (!skipConfirm) {
       let dry;
       try { dry = await api("POST", `${this.base()}/redo`, { dry_run: true }); } catch (err) { return toast(err.message, { error: true }); }
-      if (!(await ask("Redo?", planView(dry.restore, el("p", { text: `Apply the ${op.kind} to ${op.target} again.` })), "Redo"))) return null;
+      git = gitView(dry.restore);
+      if (!(await ask("Redo?", planView(dry.restore, el("p", { text: `Apply the ${op.kind} to ${op.target} again.` }), git), "Redo"))) return null;
     }
-    return this.run(() => api("POST", `${this.base()}/redo`), (r) => {
+    return this.run(() => api("POST", `${this.base()}/redo`, { git: git.mode() }), (r) => {
       toast(`Redid the ${r.operation.kind} to ${r.operation.target}.`, { action: this.undoAction() });
     });
   }
