@@ -348,3 +348,49 @@ def test_timeline_rows_and_pages(svc: Service) -> None:
     assert svc.api("GET", f"{base}/snapshots?limit=-1").status_code == 400
     one = svc.ok("GET", f"{base}/snapshots/{full[3]['id']}")
     assert {k: one[k] for k in full[3]} == full[3]
+
+
+def test_rollback_names_what_it_does_to_git_and_takes_the_choice(svc: Service) -> None:
+    """Issue 41 §6 through the API: the plan and the rollback carry ``git`` (the ref moves and
+    the commits made unreachable); without a choice a rollback that drops commits is refused
+    (400, nothing changed); ``git: keep`` leaves the history, ``git: restore`` puts it back and
+    an undo brings the commits back."""
+    import subprocess
+
+    root, ws = svc.workspace("gitrepo", {"a.txt": "one\n"})
+    base = f"/v1/workspaces/{ws}"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "HOME": str(root),
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "a.txt")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    svc.ok("POST", f"{base}/snapshots", {"label": "A"})
+    (root / "a.txt").write_text("two\n")
+    git("commit", "-qam", "two")
+    second = git("rev-parse", "HEAD")
+    plan = svc.ok("GET", f"{base}/plan?snapshot=A")
+    check("rollback", plan)
+    [change] = plan["git"]
+    assert change["refs"] == [{"ref": "refs/heads/main", "before": second, "after": first}]
+    assert change["unreachable_commits"] == 1 and change["at_risk"]
+    refused = svc.api("POST", f"{base}/rollback", {"snapshot": "A"})
+    assert refused.status_code == 400 and "--git=keep" in refused.text
+    assert git("rev-parse", "HEAD") == second and (root / "a.txt").read_text() == "two\n"
+    kept = svc.ok("POST", f"{base}/rollback", {"snapshot": "A", "git": "keep"})
+    assert [g["mode"] for g in kept["git"]] == ["keep"] and git("rev-parse", "HEAD") == second
+    assert (root / "a.txt").read_text() == "one\n"
+    svc.ok("POST", f"{base}/undo")
+    done = svc.ok("POST", f"{base}/rollback", {"snapshot": "A", "git": "restore"})
+    assert done["git"][0]["unreachable_commits"] == 1 and git("rev-parse", "HEAD") == first
+    back = svc.ok("POST", f"{base}/undo", {"git": "auto"})
+    assert back["restore"]["git"][0]["unreachable_commits"] == 0
+    assert git("rev-parse", "HEAD") == second
+    assert svc.api("POST", f"{base}/rollback", {"snapshot": "A", "git": "bogus"}
+                   ).status_code == 400
