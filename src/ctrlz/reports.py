@@ -68,6 +68,8 @@ class Status:
                                                             "last_failure": None})
     #: snapshots retention dropped in the last day, newest first (``Catalog.drops``)
     dropped: list[dict[str, Any]] = field(default_factory=list)
+    #: the agent hooks that failed in the last day (``hook_log.hook_failures``), or None
+    hooks: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +91,7 @@ class Status:
             "daemon": self.daemon,
             "dropped": [{k: v for k, v in d.items() if k != "dropped_ns"}
                         | {"dropped_at": iso_utc(d["dropped_ns"])} for d in self.dropped],
+            "hooks": self.hooks,
         }
 
 

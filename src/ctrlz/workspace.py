@@ -259,7 +259,7 @@ class Workspace(ProtectedWorkspace):
         elif self._write_left_files():
             problems.append("a write that failed or was killed left files in the store; the "
                             "next snapshot, or `ctrlz gc`, removes them")
-        from .toolcalls.hook_log import recent_hook_errors
+        from .toolcalls.hook_log import describe, hook_failures
 
         day_ago = time.time_ns() - 86_400 * 10**9
         from .engine.retention import OVER_STORE_CAP
@@ -272,13 +272,9 @@ class Workspace(ProtectedWorkspace):
             problems.append(f"store_cap dropped {counted(capped)} snapshot(s) in the last day "
                             f"(the newest: {newest['id']}, {newest['type']}); raise store_cap "
                             "to keep more history")
-        hook_errors = recent_hook_errors(self, limit=20, since_ns=day_ago)
-        if hook_errors:
-            last_error = hook_errors[-1]
-            problems.append(f"{len(hook_errors)} agent hook error(s) in the last day; the "
-                            f"newest ({last_error.get('agent') or '?'} "
-                            f"{last_error.get('event') or '?'}): "
-                            f"{last_error.get('error')}")
+        hooks = hook_failures(self, since_ns=day_ago)  # the agent never hears of them
+        if hooks:
+            problems.append(describe(hooks))
         from .session import daemon_client
 
         failure = daemon_client.recent_failure(self.store_path)
@@ -296,7 +292,8 @@ class Workspace(ProtectedWorkspace):
             skipped=last.shown_skipped()
             if last else [],
             problems=problems, can_undo=log.next_undo() is not None,
-            can_redo=log.next_redo() is not None, daemon=daemon, dropped=dropped)
+            can_redo=log.next_redo() is not None, daemon=daemon, dropped=dropped,
+            hooks=hooks)
 
 
 def _version(entry: Entry | None, group: list[Snapshot]) -> Version:

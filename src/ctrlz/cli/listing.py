@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 def open_here() -> Workspace:
     """The protected workspace containing the current directory (errors clearly if none),
-    saying on stderr what an interrupted restore left and opening it cleaned up."""
+    saying on stderr what an interrupted restore left and opening it cleaned up, and, once,
+    which agent hooks failed since the last command."""
     from ..workspace import Workspace
 
     ws = Workspace.open(".")
@@ -28,7 +29,23 @@ def open_here() -> Workspace:
     ws.start_daemon = True
     for note in ws.recovered:
         render.note(f"ctrlz: {note}")
+    tell_hook_failures(ws)
     return ws
+
+
+def tell_hook_failures(ws: Workspace) -> None:
+    """The agent hooks that failed since the last command, on stderr, once. A hook never
+    tells the agent (it exits 0 whatever happens, as the agents require), so the person at
+    the next command is told: a hook that fails on every call would otherwise stop the
+    captures without a word. Telling is never worth failing the command for."""
+    from ..toolcalls.hook_log import describe, untold
+
+    try:
+        news = untold(ws)
+    except Exception:  # noqa: BLE001 - `ctrlz status` still shows them
+        return
+    if news:
+        render.note(f"ctrlz: warning: {describe(news)} (`ctrlz status` shows the last day's)")
 
 
 HEADERS = ("ID", "TYPE", "LABEL", "SIZE", "FILES", "CREATED")

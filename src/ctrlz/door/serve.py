@@ -20,9 +20,11 @@ another command or form; another workspace or store than this daemon's, as the o
 finds them from the caller's directory and environment; settings other than this daemon's
 (the caller's files and ``CTRLZ_*`` variables, as for any served request); an output that
 would not be UTF-8; a ``$CTRLZ_PROGRESS_DELAY`` (the CLI checks it); a configuration or home
-that is an error (the CLI says which); a listing's table bound for a terminal (``tty``: rich
-draws that); a rollback whose stderr is a terminal (the CLI draws its progress bar there);
-a restore's journal; and whatever the snapshot or restore request itself declines.
+that is an error (the CLI says which); an agent hook failure the user has not been told of
+yet (the CLI tells, once: :func:`ctrlz.toolcalls.hook_log.untold`); a listing's table bound
+for a terminal (``tty``: rich draws that); a rollback whose stderr is a terminal (the CLI
+draws its progress bar there); a restore's journal; and whatever the snapshot or restore
+request itself declines.
 
 A rollback is at most once, as :func:`ctrlz.session.served.ask_restore` has it: once this
 daemon has started it, the answer is its outcome, a failure included (its one error line
@@ -258,6 +260,10 @@ def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any
         logging.getLogger("ctrlz.daemon").warning(
             "door: the client located %r %r, the locator %r %r",
             message.get("root"), message.get("store"), root, store)
+    from ..toolcalls.hook_log import pending
+
+    if pending(store, home_dir(env)):
+        raise _Declined("an agent hook failed since the last command (the CLI says so, once)")
     as_json = argv[-1] == "--json"
     return as_json, jsontext.loads(jsontext.dumps(config.values))
 

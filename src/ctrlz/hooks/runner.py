@@ -4,9 +4,10 @@ An agent runs a hook before each tool call and waits for it, so a hook must neve
 the agent: whatever happens (garbage on stdin, no workspace, a full disk, a bug) the runner exits
 0 and prints nothing, which every supported agent reads as "no decision, go ahead". Errors are
 appended to a JSON-lines file in the store (``<store>/toolcalls/hook-errors.jsonl``, or
-``$CTRLZ_HOME/hook-errors.jsonl`` when no workspace could be found) with a traceback in
-``hooks.log`` next to it (see :mod:`ctrlz.toolcalls.hook_log`, which also reads them back for
-``ctrlz status``).
+``$CTRLZ_HOME/hook-errors.jsonl`` when no workspace could be found or its log cannot be
+written) with a traceback in ``hooks.log`` next to it (see :mod:`ctrlz.toolcalls.hook_log`,
+which reads them back for ``ctrlz status`` and for the next command, which says so once on
+stderr: the agent is never told, the user always is).
 
 Imports are lazy: a file-tool hook loads the tool-call store only, never the scanner or engine,
 and nothing it does not use (no ``dataclasses``, no ``logging`` unless something else loaded it):
@@ -104,12 +105,16 @@ def handle_recorded(payload: dict[str, Any], event: str, ctx: HookContext) -> No
 
 def _record(log_dir: str | None, agent: str, payload: dict[str, Any],
             exc: BaseException) -> None:
-    try:
-        from ..toolcalls.hook_log import record_error
+    """Log the failure where ``ctrlz status`` and the next command find it: the store's log,
+    else (a store that cannot be written) the home's, which they read too."""
+    for where in (log_dir, None) if log_dir else (None,):
+        try:
+            from ..toolcalls.hook_log import record_error
 
-        record_error(log_dir, agent, payload, exc)
-    except BaseException:  # noqa: BLE001 - not even a failure to log
-        pass
+            record_error(where, agent, payload, exc)
+            return
+        except BaseException:  # noqa: BLE001 - not even a failure to log fails the agent
+            continue
 
 
 def parse(raw: bytes) -> dict[str, Any]:
