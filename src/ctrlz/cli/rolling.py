@@ -21,9 +21,16 @@ def actions(result: Any) -> list[tuple[bool, str]]:
     """The files a plan writes or deletes (directory bookkeeping left out), and what it left
     alone; each line with whether it goes to stderr."""
     data = result.to_json()
-    out = [(False, f"  {a['op']:<8} {a['path']}") for a in data["actions"]
+    out = [(False, f"  {a['op']:<8} {render.path_text(a['path'])}") for a in data["actions"]
            if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
-    return out + [(True, f"left alone: {k['path']}: {k['reason']}") for k in data["skipped"]]
+    return out + left_alone(data["skipped"])
+
+
+def left_alone(skipped: list[dict[str, str]]) -> list[tuple[bool, str]]:
+    """A ``left alone: PATH: why`` line (for stderr) per path a restore did not touch, the
+    path quoted as in every message, so that a name with a newline cannot forge a line."""
+    return [(True, f"left alone: {render.path_text(k['path'])}: {k['reason']}")
+            for k in skipped]
 
 
 def git_lines(result: Any) -> list[tuple[bool, str]]:
@@ -57,8 +64,7 @@ def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple
                 *git_lines(result), *actions(result), (True, "Nothing was changed (dry run).")]
     out = [(False, f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
                    f"{render.done_summary(result.counts())}"), *git_lines(result)]
-    out += [(True, f"left alone: {k['path']}: {k['reason']}")
-            for k in result.to_json()["skipped"]]
+    out += left_alone(result.to_json()["skipped"])
     if result.safety is not None:
         out += [(False, f"Safety snapshot: {result.safety.id}"),
                 (False, f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")]
