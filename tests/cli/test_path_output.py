@@ -72,3 +72,16 @@ def test_messages_quote_a_path_with_a_newline(ws: Path, tmp_path: Path) -> None:
     refused = run("rollback", "base", "no\nsuch", cwd=ws, ok=False)
     [line] = [x for x in refused.err.splitlines() if x.strip()]
     assert line.startswith('ctrlz: error: "no\\nsuch": in neither'), line
+
+
+def test_a_workspace_whose_folder_name_has_a_newline_is_shown_on_one_line(tmp_path: Path
+                                                                          ) -> None:
+    root = tmp_path / "my\nproject"
+    root.mkdir()
+    init = run("init", cwd=root)
+    first = init.out.splitlines()[0]
+    assert first.startswith('Protecting "') and first.endswith('my\\nproject"'), init.out
+    status = run("status", cwd=root)
+    assert status.out.splitlines()[0].endswith('my\\nproject"'), status.out
+    nowhere = run("history", "no\nsuch", cwd=root)
+    assert nowhere.err.splitlines() == ['"no\\nsuch" is in no snapshot'], nowhere.err

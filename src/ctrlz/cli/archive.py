@@ -82,7 +82,8 @@ def import_cmd(state: State, file: str, dest: str | None, as_json: bool) -> None
                 return
             files = sum(1 for a in restored.applied if a.op in ("write", "symlink"))
             k = len(report.imported)
-            render.out(f"imported {k} snapshot{'s' if k != 1 else ''} into {ws.root}; restored "
+            render.out(f"imported {k} snapshot{'s' if k != 1 else ''} into "
+                       f"{render.path_text(str(ws.root))}; restored "
                        f"{restored.target.id} ({files} files)")
         return
     report = archives.import_into(state.workspace(), file)

@@ -169,7 +169,7 @@ def history_cmd(state: State, path: str, as_json: bool) -> None:
         render.emit_json(h.to_json())
         return
     if not h.versions:
-        render.note(f"{path} is in no snapshot")
+        render.note(f"{render.path_text(path)} is in no snapshot")
         return
     rows = []
     for i, v in enumerate(h.versions, 1):
@@ -203,7 +203,7 @@ def status_cmd(state: State, as_json: bool) -> None:
     if as_json:
         render.emit_json(st.to_json() | {"forked_from": forked_from, "remotes": remote_info})
         return
-    render.out(f"Workspace: {st.root}")
+    render.out(f"Workspace: {render.path_text(str(st.root))}")
     if forked_from:
         render.out(f"Forked:    from {forked_from['workspace']} at {forked_from['snapshot']}")
     render.out(f"Excluded:  {excluded_text(st.rules)}")

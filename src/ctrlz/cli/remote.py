@@ -287,7 +287,8 @@ def clone_cmd(url: str, directory: str, snapshot: str | None, workspace: str | N
                               "bytes_fetched": report.bytes})
             return
         files = sum(1 for a in restored.applied if a.op in ("write", "symlink"))
-        render.out(f"cloned {len(report.pulled)} snapshots into {ws.root}; restored "
+        render.out(f"cloned {len(report.pulled)} snapshots into "
+                   f"{render.path_text(str(ws.root))}; restored "
                    f"{restored.target.id} ({files} files)")
 
 

@@ -219,7 +219,7 @@ def register_cmd(directory: str, as_json: bool) -> None:
     if as_json:
         _workspace_json(w)
         return
-    render.out(f"registered {w.root} ({w.id})")
+    render.out(f"registered {render.path_text(str(w.root))} ({w.id})")
 
 
 @service_group.command("unregister")
@@ -242,7 +242,7 @@ def unregister_cmd(directory: str, as_json: bool) -> None:
     if as_json:
         _workspace_json(w)
         return
-    render.out(f"unregistered {w.root} ({w.id}); its snapshots are kept")
+    render.out(f"unregistered {render.path_text(str(w.root))} ({w.id}); its snapshots are kept")
 
 
 @click.command("ui")

@@ -53,7 +53,7 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
         click.echo(message, err=True)
 
     if verbose:
-        notify(f"ctrlz: protecting {ws.root}")
+        notify(f"ctrlz: protecting {render.path_text(str(ws.root))}")
     result = run_session(ws, argv, label=label, trace=not no_trace, notify=notify)
     if verbose:
         kinds = ", ".join(s.type for s in result.snapshots)

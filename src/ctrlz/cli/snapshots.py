@@ -40,8 +40,9 @@ def init_cmd(directory: str, as_json: bool) -> None:
                               "store": str(ws.store_path), "created": fresh,
                               "excluded": rules})
             return
-        render.out(f"{'Protecting' if fresh else 'Already protecting'} {ws.root}")
-        render.out(f"Store:    {ws.store_path}")
+        render.out(f"{'Protecting' if fresh else 'Already protecting'} "
+                   f"{render.path_text(str(ws.root))}")
+        render.out(f"Store:    {render.path_text(str(ws.store_path))}")
         render.out(f"Excluded: {excluded_text(rules)}")
         if fresh:
             render.note("Next: ctrlz snapshot -m \"baseline\"")
