@@ -17,7 +17,9 @@ milliseconds a look, not a decode of its whole history.
 Event types: ``snapshot`` (a new one, its record as in ``ctrlz show --json``),
 ``snapshot-removed``, ``snapshot-updated`` (pinned or label), ``restore`` (an operation on the
 undo stack: ``action`` is ``done``, ``undo`` or ``redo``), ``toolcall`` (an agent's tool call
-as in ``ctrlz rewind --list --json``), ``workspace`` (registered, unregistered, new, gone) and
+as in ``ctrlz rewind --list --json``), ``hooks`` (an agent hook failed: the day's count, the
+last error and its log, as ``hooks`` in ``ctrlz status --json``; the agent is never told, see
+:mod:`ctrlz.toolcalls.hook_log`), ``workspace`` (registered, unregistered, new, gone) and
 ``watcher`` (a watcher's state changed). Each has a per-service ``id``; a client that
 reconnects with ``Last-Event-ID`` gets what it missed from the last :data:`REPLAY` events.
 """
@@ -44,9 +46,10 @@ KEEPALIVE_S = 15.0
 #: announced by its ``workspace`` event alone, not one event per snapshot
 FRESH_MAX = 50
 #: ``toolcalls/inbox`` is a directory: a hook's capture renamed into it changes its mtime,
-#: and the look that follows indexes it (``ctrlz.toolcalls.intake``)
+#: and the look that follows indexes it (``ctrlz.toolcalls.intake``); a failed hook writes
+#: nothing else, only its line in ``toolcalls/hook-errors.jsonl``
 DB_FILES = ("catalog.db", "catalog.db-wal", "session.db-wal", "toolcalls/catalog.db",
-            "toolcalls/catalog.db-wal", "toolcalls/inbox")
+            "toolcalls/catalog.db-wal", "toolcalls/inbox", "toolcalls/hook-errors.jsonl")
 
 
 class EventBus:
@@ -166,6 +169,7 @@ class _Seen:
         self.snapshots: dict[str, tuple[bool, str | None]] = {}
         self.operations: dict[int, bool] = {}
         self.toolcalls: set[tuple[str, str]] = set()
+        self.hooks: Any = None  # the last hook failure seen (its time and error)
         self.primed = False
 
 
@@ -173,11 +177,14 @@ Marks = dict[str, tuple[bool, str | None]]  # snapshot id -> (pinned, label)
 
 
 def _look(known: Any, home: Path, before: Marks, primed: bool
-          ) -> tuple[Marks, dict[str, dict[str, Any]], list[Any], list[dict[str, Any]]]:
+          ) -> tuple[Marks, dict[str, dict[str, Any]], list[Any], list[dict[str, Any]],
+                     dict[str, Any] | None]:
     """(every snapshot's marks, the records of the new and changed ones, operations, tool
-    calls) of a workspace; runs in a worker thread. ``before`` is what the poller last saw;
-    before the first look (not ``primed``) no record is needed, nothing being published."""
+    calls, the hook failures of the last day) of a workspace; runs in a worker thread.
+    ``before`` is what the poller last saw; before the first look (not ``primed``) no record
+    is needed, nothing being published."""
     from ..toolcalls import rewinds
+    from ..toolcalls.hook_log import DAY_NS, hook_failures
     from .opening import open_known
 
     with open_known(known, home) as ws:
@@ -194,7 +201,7 @@ def _look(known: Any, home: Path, before: Marks, primed: bool
         calls: list[dict[str, Any]] = []
         for s in rewinds.agent_sessions(ws):
             calls += rewinds.timeline(ws, s["session_id"])
-        return marks, records, ops, calls
+        return marks, records, ops, calls, hook_failures(ws, time.time_ns() - DAY_NS)
 
 
 class Poller:
@@ -254,7 +261,7 @@ class Poller:
 
     def _diff(self, ws_id: str, seen: _Seen, now_snaps: Marks,
               records: dict[str, dict[str, Any]], ops: list[Any],
-              calls: list[dict[str, Any]]) -> None:
+              calls: list[dict[str, Any]], hooks: dict[str, Any] | None) -> None:
         publish = seen.primed
         for sid, record in records.items():  # oldest first, as the catalog lists them
             kind = "snapshot" if sid not in seen.snapshots else "snapshot-updated"
@@ -278,4 +285,8 @@ class Poller:
             if publish and key not in seen.toolcalls:
                 self.bus.publish("toolcall", {"workspace": ws_id, "tool_call": c})
         seen.toolcalls = keys
+        last = hooks and (hooks["last"]["at"], hooks["last"]["error"])
+        if publish and hooks and last != seen.hooks:
+            self.bus.publish("hooks", {"workspace": ws_id, "hooks": hooks})
+        seen.hooks = last
         seen.primed = True

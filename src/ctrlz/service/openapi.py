@@ -24,7 +24,7 @@ ERROR_SCHEMA = {
 EXTRA_PATHS: dict[str, Any] = {
     "/v1/events": {"get": {
         "summary": "Live events (server-sent events): snapshot, snapshot-removed, "
-                   "snapshot-updated, restore, toolcall, workspace, watcher.",
+                   "snapshot-updated, restore, toolcall, hooks, workspace, watcher.",
         "tags": ["events"],
         "parameters": [{"name": "workspace", "in": "query", "required": False,
                         "description": "Only this workspace's events.",

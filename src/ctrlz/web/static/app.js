@@ -324,7 +324,7 @@ class App {
       else if (ev.type !== "watcher" && (!data.workspace || here)) this.refresh();
       this.refreshList();
     };
-    for (const kind of ["snapshot", "snapshot-removed", "snapshot-updated", "restore", "toolcall", "workspace", "watcher", "resync"]) source.addEventListener(kind, onEvent);
+    for (const kind of ["snapshot", "snapshot-removed", "snapshot-updated", "restore", "toolcall", "hooks", "workspace", "watcher", "resync"]) source.addEventListener(kind, onEvent);
   }
 }
 
