@@ -202,3 +202,25 @@ def test_the_workspace_daemon_honours_the_choice_and_reports_the_consequences(re
         fsck(root)
     finally:
         run("daemon", "stop", cwd=root, env=env)
+
+
+def test_a_workspace_that_excludes_git_rolls_back_its_files_and_says_nothing_of_git(
+        tmp_path: Path) -> None:
+    """.git left out by the user's own rules is neither judged nor touched: the check before
+    the capture used to read its absence from the snapshot as "`.git` is removed" and refuse."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / ".ctrlz.toml").write_text('exclude_patterns = [".git"]\n')
+    (root / "a.txt").write_text("one\n")
+    git(root, "add", "a.txt")
+    git(root, "commit", "-qm", "one")
+    run("init", cwd=root)
+    run("snapshot", "-m", "A", cwd=root)
+    (root / "a.txt").write_text("two\n")
+    git(root, "commit", "-qam", "two")
+    now = head(root)
+    data = run("rollback", "A", "--json", cwd=root).json()
+    assert data["git"] == [] and head(root) == now
+    assert (root / "a.txt").read_text() == "one\n"
+    fsck(root)

@@ -298,12 +298,17 @@ def precheck(target: Any, read_tree: Callable[[bytes], list[Any]],
     for i, root in enumerate(dest_roots):
         g = str(i).encode() + b"/" + GIT
         entry = tree_at(read_tree, target.root, g)
+        if entry is None:
+            # the snapshot holds no .git (taken before `git init`, or .git excluded): whether
+            # the restore removes one is for its plan to say (an excluded .git is never
+            # removed), so it is judged there
+            continue
         disk = os.path.join(root, GIT)
         before = parse_refs(files_on_disk(disk))
-        after = parse_refs(files_in_tree(read_tree, read_blob, entry.oid if entry else None))
+        after = parse_refs(files_in_tree(read_tree, read_blob, entry.oid))
         lost = before.tips() - after.tips()
         if lost:
-            loose = loose_in_tree(read_tree, read_blob, entry.oid if entry else None)
+            loose = loose_in_tree(read_tree, read_blob, entry.oid)
             changes.append(GitChange(_show_repo(g, len(dest_roots)), "restore", before, after,
                                      count_unreachable(disk, lost, after.tips(), loose)))
     refuse_if_at_risk(changes, kind, target.id)
