@@ -34,10 +34,10 @@ def _limit_hint(exc: LimitExceeded) -> LimitExceeded:
 
 
 def create(ws: Workspace, name: str) -> dict[str, Any]:
-    """A manual snapshot named ``name``; a full manual pool is an error, never an eviction."""
-    name = policy.check_name(name)
+    """A manual snapshot named ``name``, the agent's own (so snapshots_delete may remove it
+    again); a full manual pool is an error, never an eviction."""
     try:
-        snap = ws.snapshot(type="manual", label=name)
+        snap = policy.create(ws, name)
     except LimitExceeded as exc:
         raise _limit_hint(exc) from None
     snaps = ws.snapshots()

@@ -5,16 +5,24 @@ These rules used to live in the MCP face. They are decisions, not rendering, so 
 today; the CLI and the service as they grow the same operations) calls one function here and
 renders what it returns, and the rules cannot drift apart between faces.
 
+What an agent may delete (:func:`check_deletable`) is the rule this module exists for: the
+agent's own snapshots and automatic ones that no restore path needs. Everything else is the
+person's way back from what the agent did, and an agent that could delete it could make its
+own mistakes permanent.
+
 The functions take any object with the few workspace operations they use
 (:class:`SnapshotPools`), such as a :class:`ctrlz.Workspace`; nothing here imports a face.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import LimitExceeded, UsageError
@@ -22,6 +30,8 @@ from ..types import Snapshot
 
 if TYPE_CHECKING:
     from ..engine.retention import Policy
+
+log = logging.getLogger(__name__)
 
 NAME_MAX = 64
 NAME_RULE = (f"a snapshot name is 1-{NAME_MAX} characters, each a letter (A-Z, a-z), a digit, "
@@ -33,6 +43,14 @@ _RESERVED = re.compile(r"^(latest|HEAD|@|cp-\d+|#?\d+|snap_.*)$")
 class UndoLog(Protocol):
     def referenced(self) -> set[str]: ...
 
+    def needed_next(self) -> set[str]: ...
+
+
+class AgentMarks(Protocol):
+    def mark_agent_made(self, snapshot_id: str, face: str) -> None: ...
+
+    def agent_made(self) -> set[str]: ...
+
 
 class SnapshotPools(Protocol):
     """What these rules need of a workspace (a :class:`ctrlz.Workspace` has all of it)."""
@@ -42,6 +60,17 @@ class SnapshotPools(Protocol):
 
     @property
     def oplog(self) -> UndoLog: ...
+
+    @property
+    def session_db(self) -> AgentMarks: ...
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def store_path(self) -> Path: ...
+
+    def snapshot(self, type: str = "manual", label: str | None = None) -> Snapshot: ...
 
     def snapshots(self) -> list[Snapshot]: ...
 
@@ -83,21 +112,97 @@ def manual_available(ws: SnapshotPools, snaps: Sequence[Snapshot]) -> int:
     return max(0, ws.policy.manual_max - manual)
 
 
+def create(ws: SnapshotPools, name: str, face: str = "mcp") -> Snapshot:
+    """A manual snapshot named ``name`` that an agent asked for through ``face``, recorded as
+    the agent's: the only manual snapshots :func:`check_deletable` lets an agent delete or
+    fold again. A full manual pool is an error, never an eviction."""
+    snap = ws.snapshot(type="manual", label=check_name(name))
+    _mark(ws, snap.id, face)
+    return snap
+
+
+def _mark(ws: SnapshotPools, snapshot_id: str, face: str) -> None:
+    """Record ``snapshot_id`` as an agent's. A record that cannot be written (a full disk)
+    leaves the snapshot the person's: kept, which is the safe way to be wrong."""
+    import sqlite3
+
+    from ..errors import CtrlzError
+
+    try:
+        ws.session_db.mark_agent_made(snapshot_id, face)
+    except (sqlite3.Error, CtrlzError, OSError) as exc:
+        log.warning("%s stays protected from agents: cannot record it as theirs: %s",
+                    snapshot_id, exc)
+
+
+#: Snapshots that are a person's whatever an agent asks, by type: one a person took, or one a
+#: restore path is built on. (``manual`` ones an agent took through :func:`create` are its
+#: own; ``auto``, ``idle``, ``git`` and ``build`` ones are nobody's way back, unless a record
+#: below names them.)
+PERSONS = {
+    "manual": "a manual snapshot a person took",
+    "pre-run": "the snapshot taken before `ctrlz run` started the agent",
+    "post-run": "the snapshot taken when a `ctrlz run` ended",
+    "tool": "a workspace snapshot taken before an agent's shell command (`ctrlz rewind` "
+            "restores it)",
+    "safety": "a safety snapshot, holding what a restore replaced (its way back)",
+}
+
+
 def check_deletable(ws: SnapshotPools, snaps: Sequence[Snapshot]) -> None:
-    """Refuse to delete, on an agent's request, a snapshot that is pinned or a safety snapshot
-    that ``ctrlz undo`` still needs: deleting it would take away the way back. The user at a
-    shell may still remove either with ``ctrlz rm``, which the message says."""
-    needed = ws.oplog.referenced()
+    """Refuse, when an agent asks (MCP's snapshots_delete and snapshots_compact; ACP has no
+    such method), to delete or fold a snapshot that a person made or that a restore path
+    needs. An agent may delete only what it took itself (:func:`create`) and automatic
+    snapshots (``auto``, ``idle``, ``git``, ``build``), and of those only ones that are not
+    pinned, not needed by undo or redo, and not the workspace snapshot a recorded tool call or
+    turn of an agent session starts from (``ctrlz rewind --list``). The refusal names the
+    snapshot and why; the person may still remove it from a shell with ``ctrlz rm``.
+
+    This used to protect only pinned snapshots and those the undo log names, so an agent could
+    delete the snapshot its own ``rm`` would be rewound from, and the person's ``base``."""
+    if not snaps:
+        return
+    undo = ws.oplog.referenced() | ws.oplog.needed_next()
+    calls = _tool_call_refs(ws)
+    mine = ws.session_db.agent_made()
     for s in snaps:
-        if s.id in needed:
-            raise UsageError(f"{s.id} is a safety snapshot that `ctrlz undo` still needs; it "
-                             "can only be removed from a shell with `ctrlz rm`")
-        if s.pinned:
-            raise UsageError(f"{s.id} is pinned; unpin it from a shell before removing it")
+        why = _why_kept(s, undo, calls, mine)
+        if why:
+            name = f"{s.id} ({s.label})" if s.label else s.id
+            raise UsageError(f"{name} is {why}; an agent may delete or compact only snapshots "
+                             "it took itself and automatic ones no restore needs (a person "
+                             f"can remove it from a shell with `ctrlz rm {s.id}`)")
+
+
+def _why_kept(s: Snapshot, undo: set[str], calls: dict[str, tuple[str, str]],
+              mine: set[str]) -> str | None:
+    if s.pinned:
+        return "pinned"
+    if s.id in undo:
+        return "a snapshot that `ctrlz undo` or `ctrlz redo` still needs"
+    if s.id in calls:
+        session, call = calls[s.id]
+        return (f"the workspace snapshot taken before tool call {call} of agent session "
+                f"{session}, which `ctrlz rewind {call}` restores")
+    if s.type == "manual" and s.id in mine:
+        return None
+    return PERSONS.get(s.type)
+
+
+def _tool_call_refs(ws: SnapshotPools) -> dict[str, tuple[str, str]]:
+    """The workspace snapshots recorded tool calls and turns start from (none when no agent
+    was ever recorded here: the tool-call store is not made just to look)."""
+    if not os.path.isdir(ws.store_path / "toolcalls"):
+        return {}
+    from ..toolcalls import records
+    from ..toolcalls.core import opened
+
+    with opened(ws) as place:  # captures hooks left in the inbox are indexed first
+        return records.workspace_snapshot_refs(place.db)
 
 
 def delete(ws: SnapshotPools, snap: Snapshot) -> Snapshot:
-    """Delete one snapshot if :func:`check_deletable` allows it."""
+    """Delete one snapshot on an agent's request, if :func:`check_deletable` allows it."""
     check_deletable(ws, [snap])
     ws.remove([snap.id])
     return snap
@@ -113,15 +218,17 @@ class Compaction:
     merged: int
 
 
-def compact(ws: SnapshotPools, refs: Sequence[str], name: str | None = None) -> Compaction:
+def compact(ws: SnapshotPools, refs: Sequence[str], name: str | None = None,
+            face: str = "mcp") -> Compaction:
     """Fold the snapshots ``refs`` name into one: the newest of them, renamed ``name`` (default
     ``compacted_<epoch>``) and moved to the manual pool; the older ones are removed.
 
     Each snapshot is the complete state of the workspace, so the newest one already holds
     everything the others led up to, including deletions: a file deleted before the newest
     snapshot stays deleted (Capsem's merge of file sets brought such files back). A full
-    manual pool is an error, never an eviction; the snapshots :func:`check_deletable`
-    protects are never dropped."""
+    manual pool is an error, never an eviction. Every snapshot named must pass
+    :func:`check_deletable`, the newest one too: compacting renames it and makes it the
+    agent's, which a person's snapshot or a rewind's must never become."""
     if not refs:
         raise UsageError("give at least one checkpoint to compact")
     name = check_name(name if name is not None else f"compacted_{int(time.time())}")
@@ -131,7 +238,7 @@ def compact(ws: SnapshotPools, refs: Sequence[str], name: str | None = None) -> 
         chosen[s.id] = s
     ordered = sorted(chosen.values(), key=lambda s: (s.created_ns, s.number or 0))
     keep, drop = ordered[-1], ordered[:-1]
-    check_deletable(ws, drop)
+    check_deletable(ws, ordered)  # the one kept too: it is renamed and becomes the agent's
     if keep.type != "manual":
         dropped = {s.id for s in drop}
         manual = sum(1 for s in ws.snapshots() if s.type == "manual" and s.id not in dropped)
@@ -143,4 +250,5 @@ def compact(ws: SnapshotPools, refs: Sequence[str], name: str | None = None) -> 
     if drop:
         ws.remove([s.id for s in drop])
     kept = ws.relabel(keep.id, name, type="manual")
+    _mark(ws, kept.id, face)  # the agent may delete or fold its result again
     return Compaction(kept, drop, len(ordered))

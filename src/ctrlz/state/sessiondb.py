@@ -13,7 +13,8 @@ query runs unchanged:
 
 Beside them, ctrlz adds ``exec_events`` (Moat's ExecEvent, from the tracer), ``sessions`` (the
 SessionMetadata fields, the exit code and the chain of Merkle roots) and ``session_snapshots``
-(which snapshot row belongs to which session and store snapshot). A session's file events are
+(which snapshot row belongs to which session and store snapshot), and ``agent_snapshots`` (the
+snapshots an agent took through MCP, which it may delete again). A session's file events are
 the id range recorded on its row. Readers never block: WAL, and short write transactions.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -84,6 +86,11 @@ CREATE TABLE IF NOT EXISTS session_snapshots (
     session_id TEXT,
     snapshot_id TEXT NOT NULL,
     merkle_root TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agent_snapshots (
+    snapshot_id TEXT PRIMARY KEY,
+    face TEXT NOT NULL,
+    made_ns INTEGER NOT NULL
 );
 """
 
@@ -237,6 +244,26 @@ class SessionDB:
 
     def change_counts(self) -> list[tuple[int, int, int, int]]:
         return list(self.db.execute(CHANGE_COUNT_QUERY))
+
+    # -- snapshots an agent made ------------------------------------------------------------
+
+    def mark_agent_made(self, snapshot_id: str, face: str) -> None:
+        """Record that an agent, through ``face`` (``mcp``), took ``snapshot_id``: the only
+        snapshots of a person's pools (manual) that an agent may later delete or fold
+        (:func:`ctrlz.session.policy.check_deletable`). A snapshot with no row here is a
+        person's, so a row lost or never written errs on the side of keeping it."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("INSERT OR REPLACE INTO agent_snapshots VALUES (?, ?, ?)",
+                            (snapshot_id, face, time.time_ns()))
+
+    def agent_made(self) -> set[str]:
+        """The ids :meth:`mark_agent_made` recorded (some may since be removed); none from
+        a database opened read-only from before the table existed (a full disk)."""
+        try:
+            return {r[0] for r in self.db.execute("SELECT snapshot_id FROM agent_snapshots")}
+        except sqlite3.OperationalError:
+            return set()
 
     # -- exec events ------------------------------------------------------------------------
 

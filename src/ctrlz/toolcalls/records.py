@@ -168,6 +168,20 @@ def by_seq(db: sqlite3.Connection, seq: int) -> SnapRow | None:
     return _snap(db, row) if row else None
 
 
+def workspace_snapshot_refs(db: sqlite3.Connection) -> dict[str, tuple[str, str]]:
+    """Each workspace snapshot a recorded tool call or turn starts from (a shell call's, or the
+    start of an ACP turn), with the (session, tool call) that names it first: what ``ctrlz
+    rewind`` to that call restores, so what no agent may delete
+    (:func:`ctrlz.session.policy.check_deletable`). Rolled-back calls count: ``ctrlz undo``
+    of the rollback brings them back into the timeline."""
+    refs: dict[str, tuple[str, str]] = {}
+    for ws_snapshot, session_id, call in db.execute(
+            "SELECT ws_snapshot, session_id, snapshot_id FROM tc_snapshots "
+            "WHERE ws_snapshot IS NOT NULL ORDER BY seq"):
+        refs.setdefault(ws_snapshot, (session_id, call))
+    return refs
+
+
 def snapshots(db: sqlite3.Connection, session_id: str, kinds: tuple[str, ...] = (
         "files", "bash"), include_rolled_back: bool = True) -> list[SnapRow]:
     """The session's snapshots in capture order."""
