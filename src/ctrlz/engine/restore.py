@@ -48,7 +48,7 @@ from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
-from .plan import LEFT_UNREADABLE, PARENT_NOT_DIR, Planner
+from .plan import Planner, refuse_unreachable
 from .requests import (  # noqa: F401 - the engine's records, re-exported
     Request,
     RestoreResult,
@@ -92,7 +92,7 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
                           req.paths, check_disk=True, explicit=req.explicit)
         plan = planner.run(safety.root)
-        _refuse_unreachable(plan, req.paths)
+        refuse_unreachable(plan, req.paths)
         git = githistory.judge(plan, req.git, req.kind, False, repo.tree, repo.objects.read,
                                dest_roots)
         result = RestoreResult(target, plan, safety=safety,
@@ -108,29 +108,6 @@ def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Ru
         if result.conflicts:
             raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
         return result
-
-
-def _refuse_unreachable(plan: RestorePlan, requested: Sequence[bytes] | None) -> None:
-    """A path the user asked for that the restore would have to leave alone, because what is
-    now in the way of it is not a directory (a symlink perhaps pointing out of the
-    workspace), or is a folder it may not enter: the whole request fails before anything is
-    written, rather than succeed without it (exit 0 and a note is how a user learns the
-    wrong thing). Below a requested folder, an unreadable path is left alone and reported."""
-    blocked = [k.path for k in plan.skipped if k.reason == PARENT_NOT_DIR]
-    if blocked:
-        where = quote_path(blocked[0].partition(b"/")[2])
-        more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
-        raise RestoreError(f"{where}{more}: the snapshot has a directory there, the "
-                           "workspace now a file or a symlink, which a restore never writes "
-                           "through; move it away and retry (nothing was changed)")
-    shut = [p for p in requested or () for k in plan.skipped
-            if k.reason == LEFT_UNREADABLE and (p == k.path or p.startswith(k.path + b"/"))]
-    if shut:
-        where = quote_path(shut[0].partition(b"/")[2])
-        more = f" (and {len(shut) - 1} more)" if len(shut) > 1 else ""
-        raise RestoreError(f"{where}{more}: a folder on the way to it cannot be entered "
-                           "(permission denied), so the restore cannot see what is there; "
-                           "make it readable (chmod u+rx) and retry (nothing was changed)")
 
 
 def _left_out(capture: Snapshot, req: Request, plan: RestorePlan) -> list[Skipped]:
@@ -425,7 +402,7 @@ def _dry_run(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], re
 
     plan = Planner(target, read, read, read_blob, dest_roots, req.paths, check_disk=True,
                    explicit=req.explicit).run(current_root)
-    _refuse_unreachable(plan, req.paths)
+    refuse_unreachable(plan, req.paths)
     git = githistory.judge(plan, req.git, req.kind, True, read, read_blob, dest_roots)
     return RestoreResult(target, plan, dry_run=True,
                          skipped=list(plan.skipped) + _left_out(current, req, plan),
