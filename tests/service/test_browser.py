@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Service, needs_chromium, shoot, user_like_service
+from .conftest import Service, needs_chromium, shoot, user_like_service, wait_for
 
 pytestmark = [needs_chromium]
 
@@ -103,5 +103,63 @@ def test_dashboard_end_to_end(browser: object, dev_svc: Service, tmp_path: Path)
     assert {p: (root / p).read_text() for p in before} == before
     assert not (root / "README.md").exists()
     assert svc.ok("POST", f"/v1/workspaces/{ws}/verify")["ok"]
+    assert not errors, errors
+    page.close()
+
+
+def test_the_rollback_dialog_names_the_git_consequences_and_asks(browser: object,
+                                                                 dev_svc: Service) -> None:
+    """Issue 41 §6 in the dashboard: over commits made since the snapshot, the confirmation
+    names the branch move and the commits, and asks keep or restore (keep preselected); the
+    rollback it sends keeps the history, and a second one with "restore" moves the branch."""
+    import os
+    import subprocess
+
+    svc = dev_svc.start()
+    root, ws = svc.workspace("projects/gitapp", {"a.txt": "one\n"})
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+           "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(root)}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "a.txt")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    snap = svc.ok("POST", f"/v1/workspaces/{ws}/snapshots", {"label": "A"})
+    (root / "a.txt").write_text("two\n")
+    git("commit", "-qam", "two")
+    second = git("rev-parse", "HEAD")
+    login = svc.ok("POST", "/v1/ui/login")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(login["url"])
+    page.click(f"[data-testid=workspace][data-id='{ws}']")
+
+    def roll_back(choice: str) -> None:
+        page.click(f"#snap-table tr[data-id='{snap['id']}']")
+        page.click("[data-testid=rollback]")
+        page.wait_for_selector("[data-testid=plan-git]")
+        text = page.inner_text("[data-testid=plan-git]")
+        assert f"branch main moves {second[:7]} → {first[:7]}" in text
+        assert "1 commit made since becomes unreachable" in text
+        assert page.is_checked("[data-testid=git-keep]")
+        if choice == "restore":
+            page.check("[data-testid=git-restore]")
+        page.click("[data-testid=confirm-ok]")
+        page.wait_for_selector("text=Rolled back to")
+
+    page.wait_for_selector(f"#snap-table tr[data-id='{snap['id']}']")
+    roll_back("keep")
+    assert (root / "a.txt").read_text() == "one\n" and git("rev-parse", "HEAD") == second
+    (root / "a.txt").write_text("two\n")  # as it was, so the next plan is the same one
+    roll_back("restore")
+    # the first rollback's toast may still be up: wait for the branch itself
+    wait_for(lambda: git("rev-parse", "HEAD") == first, what="main back at the snapshot")
+    assert (root / "a.txt").read_text() == "one\n"
     assert not errors, errors
     page.close()
