@@ -9,10 +9,9 @@ and says nothing was changed. Both doors give the same outcome: before the fix, 
 ``Permission denied (b'a')`` (exit 1) and the other ``the workspace daemon's restore failed:
 PermissionError...`` (exit 7).
 
-As root, permission bits bite only without ``CAP_DAC_OVERRIDE``: the CLI (and the daemon it
-starts, which inherits the bounding set) runs under ``setpriv`` without it, as root still,
-so the interpreter under root's 0700 home stays reachable for the daemon's own exec (a
-``setpriv --reuid`` to another user could not start the daemon from this checkout).
+As root, the CLI runs as uid 65534 (``nobody``) in a workspace of its own, through the
+``other_user`` fixture (whose interpreter that user can reach, so the daemon the CLI starts runs
+as that user too); as any other user, as that user itself.
 """
 
 from __future__ import annotations
@@ -21,65 +20,70 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import is_root, make_tree
+from tests.conftest import NOBODY, OtherUser, is_root, make_tree
 
-CAPS = "-dac_override,-dac_read_search"
 MAIN = "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"
 
 
-def _prefix() -> list[str]:
-    if not is_root():
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("setpriv (util-linux) is needed to drop CAP_DAC_OVERRIDE as root")
-    return [setpriv, f"--bounding-set={CAPS}", f"--inh-caps={CAPS}"]
-
-
 class Cli:
-    """The ``ctrlz`` command line in a workspace, without the power to ignore permissions."""
+    """The ``ctrlz`` command line in a workspace, as a user that permission bits bind."""
 
-    def __init__(self, root: Path, daemon: bool) -> None:
+    def __init__(self, root: Path, base: Path, daemon: bool, user: OtherUser | None) -> None:
         self.root = root
-        self.prefix = [*_prefix(), sys.executable, "-P", "-c", MAIN, "ctrlz"]
-        self.env = {**os.environ, "CTRLZ_DAEMON": "1" if daemon else "0"}
         self.daemon = daemon
+        self.prefix = (user.ctrlz_command() if user is not None
+                       else [sys.executable, "-P", "-c", MAIN, "ctrlz"])
+        self.env = {**os.environ, "CTRLZ_DAEMON": "1" if daemon else "0",
+                    "CTRLZ_HOME": str(base / "home"), "HOME": str(base),
+                    "XDG_CONFIG_HOME": str(base / "config"),
+                    "XDG_DATA_HOME": str(base / "data")}
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*self.prefix, *args], cwd=self.root, env=self.env,
                               capture_output=True, text=True, timeout=120)
 
+    def daemon_log(self) -> str:
+        [log] = self.root.parent.glob("home/workspaces/*/daemon.log")
+        return log.read_text()
+
 
 @pytest.fixture(params=["in-process", "daemon"])
-def cli(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cli]:
+def cli(request: pytest.FixtureRequest) -> Iterator[Cli]:
     """A workspace with snapshot S1 (``nox/a`` is "a1"), then ``nox/a`` and ``top`` edited
     and ``nox`` made unsearchable (600); with the daemon running for the ``daemon`` case."""
-    root = tmp_path / "ws"
+    user = request.getfixturevalue("other_user") if is_root() else None
+    base = Path(tempfile.mkdtemp(prefix="ctrlz-nox-"))  # tmp_path is root's alone
+    os.chmod(base, 0o755)
+    root = base / "ws"
     make_tree(root, {"nox": {"a": "a1\n"}, "top": "t1\n"})
-    run = Cli(root, daemon=request.param == "daemon")
-    for args in (("init",), ("snapshot", "-m", "S1")):
-        done = run(*args)
-        assert done.returncode == 0, done.stderr
-    if request.param == "daemon":
-        done = run("daemon", "start")
-        assert done.returncode == 0, done.stderr
-    (root / "nox" / "a").write_text("a2\n")
-    (root / "top").write_text("t2\n")
-    os.chmod(root / "nox", 0o600)
+    if user is not None:
+        for dirpath, dirnames, filenames in os.walk(base):
+            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                os.lchown(name, NOBODY, NOBODY)
+    run = Cli(root, base, daemon=request.param == "daemon", user=user)
     try:
+        for args in (("init",), ("snapshot", "-m", "S1")):
+            done = run(*args)
+            assert done.returncode == 0, done.stderr
+        if run.daemon:
+            done = run("daemon", "start")
+            assert done.returncode == 0, done.stderr
+        (root / "nox" / "a").write_text("a2\n")
+        (root / "top").write_text("t2\n")
+        os.chmod(root / "nox", 0o600)
         yield run
     finally:
-        os.chmod(root / "nox", 0o755)
-        if request.param == "daemon":
+        if run.daemon:
             run("daemon", "stop")
-    if request.param == "daemon":  # the daemon ran the rollback: its log says how it ended
-        [log] = (tmp_path / "ctrlz-home" / "workspaces").glob("*/daemon.log")
-        assert "restore to snap_" in log.read_text() or "restore failed: " in log.read_text()
+        if (root / "nox").exists():
+            os.chmod(root / "nox", 0o755)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _stderr_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -95,6 +99,8 @@ def test_rollback_leaves_an_unreadable_folder_alone_and_says_so(cli: Cli) -> Non
     left = [line for line in _stderr_lines(done) if line.startswith("left alone: nox/a: ")]
     assert len(left) == 1 and "cannot be entered (permission denied)" in left[0], done.stderr
     assert (cli.root / "top").read_text() == "t1\n"
+    if cli.daemon:  # the daemon ran it
+        assert "restore to snap_" in cli.daemon_log()
     os.chmod(cli.root / "nox", 0o700)
     assert (cli.root / "nox" / "a").read_text() == "a2\n"  # never written blind
 
@@ -106,8 +112,7 @@ def test_rollback_of_a_path_it_cannot_reach_names_it_and_changes_nothing(cli: Cl
     assert line.startswith("ctrlz: error: nox/a: "), line
     assert "permission denied" in line and "nothing was changed" in line, line
     assert (cli.root / "top").read_text() == "t2\n"
-    if cli.daemon:
-        [log] = cli.root.parent.glob("ctrlz-home/workspaces/*/daemon.log")
-        assert f"restore failed: {line.removeprefix('ctrlz: error: ')}" in log.read_text()
+    if cli.daemon:  # the daemon ran it
+        assert f"restore failed: {line.removeprefix('ctrlz: error: ')}" in cli.daemon_log()
     os.chmod(cli.root / "nox", 0o700)
     assert (cli.root / "nox" / "a").read_text() == "a2\n"
