@@ -134,3 +134,10 @@ async def test_what_undo_needs_and_a_pinned_snapshot_are_refused_by_name(
     assert done["safety_snapshot"] in msg and "ctrlz undo" in msg
     ctrlz("undo", cwd=ws)
     assert (ws / "a.txt").read_text() == "changed"
+
+
+async def test_the_tools_tell_the_agent_the_rule(client: Client) -> None:
+    """An agent reads the rule before it calls, not only in a refusal."""
+    listed = {t.name: t.description or "" for t in (await client.list_tools()).tools}
+    assert "you took" in listed["snapshots_delete"] and "manual" in listed["snapshots_delete"]
+    assert "snapshots_delete may delete" in listed["snapshots_compact"]

@@ -285,8 +285,9 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
 
     @mcp.tool(annotations=DESTRUCTIVE_IDEMPOTENT)
     def snapshots_delete(checkpoint: Checkpoint) -> Annotated[CallToolResult, DeleteOut]:
-        """Delete one snapshot. Pinned snapshots and safety snapshots that undo still needs are
-        refused."""
+        """Delete one snapshot you took (snapshots_create, snapshots_compact) or an automatic
+        one that no restore needs. The user's snapshots (manual, pre-run, tool, safety), pinned
+        ones, and any that undo or a rewind of a recorded tool call needs are refused."""
         return _json_result(srv.call(lambda ws: actions.delete(ws, checkpoint)))
 
     @mcp.tool(annotations=READ_ONLY)
@@ -308,7 +309,8 @@ def build(start: str | os.PathLike[str] = ".") -> MCPServer:
     ) -> Annotated[CallToolResult, CompactOut]:
         """Fold several snapshots into one manual snapshot: the newest of them is kept (renamed)
         and the older ones are deleted. A snapshot is the full workspace state, so files
-        deleted by the newest one stay deleted."""
+        deleted by the newest one stay deleted. Only snapshots snapshots_delete may delete can
+        be folded, the kept one too."""
         return _json_result(srv.call(lambda ws: actions.compact(ws, checkpoints, name)))
 
     @mcp.tool(annotations=READ_ONLY)
