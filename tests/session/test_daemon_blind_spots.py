@@ -215,3 +215,48 @@ def test_a_file_bind_mounted_and_edited_through_its_source_is_captured(
         assert content_at(ws, reply["snapshot"]["id"], "app.conf") == b"a = 2\n"
     finally:
         subprocess.run(["umount", "-l", str(ws.root / "app.conf")], check=False)
+
+
+def test_a_hard_link_made_inside_while_the_daemon_runs_brings_its_other_name(
+        make) -> None:  # noqa: ANN001
+    """``ln src/a.txt copy/a.txt`` and a write through the new name: the event names only
+    ``copy/``, yet ``src/a.txt`` changed too, in the same snapshot."""
+    def setup(r: Path) -> None:
+        (r / "src").mkdir()
+        (r / "copy").mkdir()
+        (r / "src" / "a.txt").write_text("v1\n")
+    ws = make(setup)
+    os.link(ws.root / "src" / "a.txt", ws.root / "copy" / "a.txt")
+    with open(ws.root / "copy" / "a.txt", "r+b") as f:
+        f.write(b"v2\n")
+    reply = daemon_snapshot(ws)
+    assert content_at(ws, reply["snapshot"]["id"], "src/a.txt") == b"v2\n"
+
+
+def test_a_tree_copied_as_hard_links_is_watched_through_both_names(make) -> None:  # noqa: ANN001
+    """``cp -al``: a new folder full of links, which the watcher reports as one new folder."""
+    def setup(r: Path) -> None:
+        (r / "pkg" / "sub").mkdir(parents=True)
+        for n in range(5):
+            (r / "pkg" / "sub" / f"m{n}.py").write_text(f"{n}\n")
+    ws = make(setup)
+    subprocess.run(["cp", "-al", str(ws.root / "pkg"), str(ws.root / "pkg.bak")], check=True)
+    daemon_snapshot(ws)
+    (ws.root / "pkg.bak" / "sub" / "m3.py").write_text("edited through the copy\n")
+    reply = daemon_snapshot(ws)
+    assert content_at(ws, reply["snapshot"]["id"], "pkg/sub/m3.py") == \
+        b"edited through the copy\n"
+
+
+def test_mount_points_are_read_from_mountinfo_with_their_escapes(tmp_path: Path) -> None:
+    from ctrlz.state.scan.blind import mount_points
+
+    info = tmp_path / "mountinfo"
+    info.write_bytes(
+        b"22 1 0:21 / / rw - ext4 /dev/sda1 rw\n"
+        b"40 22 0:40 / /w/ws/cache rw - tmpfs tmpfs rw\n"
+        b"41 22 0:41 / /w/ws/with\\040space rw - tmpfs tmpfs rw\n"
+        b"42 22 0:42 / /w/wsx rw - tmpfs tmpfs rw\n"  # a sibling that shares the prefix
+        b"43 22 0:43 / /w/ws rw - tmpfs tmpfs rw\n")  # the root itself: not inside
+    assert mount_points(b"/w/ws", str(info)) == [b"cache", b"with space"]
+    assert mount_points(b"/w/ws", str(tmp_path / "none")) == []

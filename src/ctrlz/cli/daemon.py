@@ -26,6 +26,9 @@ def _show(info: dict[str, Any]) -> None:
                    f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full; "
                    f"changes handed to {served.get('handed', 0)} other snapshot(s); "
                    f"restores run: {served.get('restores', 0)}")
+        if info.get("missed"):
+            render.out(f"  changes no event reported, found by its checks: {info['missed']} "
+                       "(each made the next snapshot take it; the log names the paths)")
         render.out(f"  stops after {info['idle_seconds']} s without requests "
                    f"(idle for {info['idle_for_s']} s)")
     failure = info.get("last_failure")

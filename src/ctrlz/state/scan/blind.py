@@ -76,10 +76,16 @@ def mount_points(root: bytes, mountinfo: str = MOUNTINFO) -> list[bytes]:
 
 
 def with_blind_spots(dirty: set[bytes], linked: list[bytes], mounts: list[bytes],
-                     cache: dict[bytes, DirCache]) -> set[bytes]:
+                     cache: dict[bytes, DirCache], root: bytes | None = None) -> set[bytes]:
     """``dirty`` with what the watcher cannot vouch for: each file of ``linked`` is re-stat'ed
     (its directory partly dirty with its name), and so is each of ``mounts``, a folder then
-    listed whole with every cached directory below it."""
+    listed whole with every cached directory below it.
+
+    With ``root``, a name the watcher reported that is now a file with more than one link and
+    not in ``linked`` (a hard link made since: ``ln a b``) brings the other names the cache
+    knows for its inode: a write through the new name changes them without an event."""
+    if root is not None and isinstance(dirty, DirtyDirs) and dirty.names:
+        linked = linked + new_link_names(root, dirty, linked, cache)
     if not linked and not mounts:
         return dirty
     dirs = set(dirty)
@@ -104,6 +110,39 @@ def with_blind_spots(dirty: set[bytes], linked: list[bytes], mounts: list[bytes]
             dirs.add(d)
             names.pop(d, None)
     return DirtyDirs(dirs, names)
+
+
+def new_link_names(root: bytes, dirty: DirtyDirs, linked: list[bytes],
+                   cache: dict[bytes, DirCache]) -> list[bytes]:
+    """The other names, in ``cache``, of the files among ``dirty``'s names that now have more
+    than one link and are not in ``linked``. One ``lstat`` per name reported (the scan's own
+    follows from the page cache); the cache is searched only when such a file is found."""
+    known = set(linked)
+    inodes: set[int] = set()
+    for d, names in dirty.names.items():
+        for name in names:
+            path = d + b"/" + name if d else name
+            if path in known:
+                continue
+            try:
+                st = os.lstat(root + b"/" + path)
+            except OSError:
+                continue
+            if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                inodes.add(st.st_ino)
+    return names_of(inodes, cache) if inodes else []
+
+
+def names_of(inodes: set[int], cache: dict[bytes, DirCache]) -> list[bytes]:
+    """Every path in ``cache`` whose file has one of ``inodes``: one pass over the cache, for
+    the rare snapshot that meets a new hard link."""
+    found = []
+    for d, (_oid, mapping, _totals) in cache.items():
+        prefix = d + b"/" if d else b""
+        for name, (key, _eoid, _trusted) in mapping.items():
+            if key[4] in inodes and key[0] & IFMT != IFDIR:
+                found.append(prefix + name)
+    return found
 
 
 def mapped_for_write(root: bytes, proc: str = "/proc") -> list[bytes]:

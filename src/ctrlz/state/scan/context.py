@@ -101,11 +101,13 @@ class ScanContext:
         self.previous_skipped = previous_skipped if previous_skipped is not None else []
         if dirty is not None:
             dirty = recheck_left_out(dirty, self.previous_skipped)
-            dirty = with_blind_spots(dirty, linked or [], mounts or [], self.cache)
+            dirty = with_blind_spots(dirty, linked or [], mounts or [], self.cache,
+                                     os.fsencode(root))
         self.dirty = dirty
         #: the files this scan stat'ed and found with more than one link: with the dirty
         #: scan above re-stating every file the last scan found so, this is all of them
         self.linked: list[bytes] = []
+        self._linked_before = frozenset(linked or ())
         self.tree_cache = tree_cache
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []

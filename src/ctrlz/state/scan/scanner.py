@@ -13,6 +13,7 @@ import os
 from ...errors import WorkspaceError
 from ..exclude import GITIGNORE
 from ..statcache import DirCache
+from .blind import names_of
 from .build import finish
 from .context import ScanContext
 from .incremental import list_unchanged
@@ -54,7 +55,22 @@ class Scanner(ScanContext):
             raise WorkspaceError(f"cannot list the workspace root {self.root}"
                                  f"{': ' + why if why else ''}; check its permissions")
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
-                          self._changes.get(b""), self.linked)
+                          self._changes.get(b""), self._all_linked(new_cache))
+
+    def _all_linked(self, new_cache: dict[bytes, DirCache]) -> list[bytes]:
+        """The files found with more than one link, with the other names the cache knows for
+        the inodes new among them (a copy of a tree made with ``cp -al`` links files no event
+        named): from the next scan on, each is stat'ed again."""
+        new = [p for p in self.linked if p not in self._linked_before]
+        if not new:
+            return self.linked
+        inodes = set()
+        for path in new:
+            d, _, name = path.rpartition(b"/")
+            entry = new_cache.get(d, (None, {}, None))[1].get(name)
+            if entry is not None:
+                inodes.add(entry[0][4])
+        return sorted(set(self.linked).union(names_of(inodes, new_cache)))
 
     def _list(self, node: DirNode, stack: list[DirNode]) -> None:
         """A directory the watcher saw no change in is listed from the cache, one it saw only
