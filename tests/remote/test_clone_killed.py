@@ -111,3 +111,46 @@ def test_a_killed_clone_restored_from_since_is_not_started_over(tmp_path: Path) 
     r = ctrlz("clone", url, str(dest), cwd=tmp_path, home=home, ok=False)
     assert "workspace now" in r.err
     ctrlz("undo", cwd=dest, home=home)  # the store, and what undo needs, are still there
+
+
+#: a clone held once it has pulled (no lock held), whose restore then fails with EIO
+HELD_THEN_FAILS = """
+import errno, sys
+from ctrlz.state import failpoints
+failpoints.arm_pause("clone-pulled", sys.argv[1])
+failpoints.arm_error("restore-place", errno.EIO)
+from ctrlz.session.cloning import clone
+clone(sys.argv[2], sys.argv[3])
+"""
+
+
+def test_a_failed_clone_keeps_a_store_someone_took_a_snapshot_in_meanwhile(
+        tmp_path: Path) -> None:
+    """A failed clone removes the store it made, but not once it holds a snapshot the clone
+    did not pull: someone took it in DIR while the clone ran, and it is theirs."""
+    import time
+
+    _, url = _source(tmp_path)
+    home, dest, go = tmp_path / "home-c", tmp_path / "c", tmp_path / "go"
+    child = subprocess.Popen([sys.executable, "-c", HELD_THEN_FAILS, str(go), url, str(dest)],
+                             env={**os.environ, "CTRLZ_HOME": str(home)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while not Path(f"{go}.held").exists():  # pulled, not restored yet
+            assert child.poll() is None, child.communicate()
+            time.sleep(0.01)
+        (dest / "w").write_text("work\n")
+        made = ctrlz("snapshot", "-m", "my work", "--json", cwd=dest, home=home)
+        mine = json.loads(made.out)["id"]
+        go.touch()
+        _, err = child.communicate(timeout=120)
+    finally:
+        go.touch()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode not in (0, -signal.SIGKILL), err.decode()
+    assert mine in ctrlz("list", cwd=dest, home=home).out
+    assert not any((home / "workspaces").glob("*/cloning"))
+    ctrlz("rollback", mine, cwd=dest, home=home)
+    assert (dest / "w").read_text() == "work\n"

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..engine.remote.refs import entries
 from ..errors import RemoteError, UsageError
+from ..state import failpoints
 from ..state.remote import check_url
 from ..state.remote.repo import RemoteRepo
 from .protected import ProtectedWorkspace
@@ -88,6 +89,7 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
         with registry(ws) as reg:
             reg.set_origins({e["id"]: e.get("origin") or {} for e in found})
             reg.set_pushed(name, [e["id"] for e in found])
+        failpoints.hit("clone-pulled")  # no lock held: someone may take a snapshot here
         restored = restore_into(ws.repo, len(ws.roots), ws.resolve(chosen["id"]), ws.root)
         if fresh:
             (ws.store_path / CLONING).unlink(missing_ok=True)  # a whole clone from now on
@@ -95,16 +97,22 @@ def clone(url: str, dest: str | os.PathLike[str], *, snapshot: str | None = None
         # what this call made goes with it, so that the same clone can simply be run again
         # (a failed one used to leave a store with the remote registered: "a remote named
         # 'origin' exists already"); files a restore had begun to put into DIR stay
-        discard_new(ws, fresh, target if made else None)
+        discard_new(ws, fresh, target if made else None, {e["id"] for e in found})
         raise
     return ws, report, restored
 
 
-def discard_new(ws: ProtectedWorkspace, store_made: bool, dir_made: Path | None) -> None:
+def discard_new(ws: ProtectedWorkspace, store_made: bool, dir_made: Path | None,
+                made: set[str] | None = None) -> None:
     """After a failed clone or ``import --to DIR``: close ``ws``, remove its store if this call
     made it, and the directory if this call made it and nothing is in it now (files a
-    restore had begun to put there stay)."""
+    restore had begun to put there stay). A clone names the snapshots it pulled (``made``):
+    a store that holds anything else by now (a snapshot someone took in DIR while the clone
+    ran) is theirs, and it and DIR stay, without the clone's mark."""
     ws.close()
+    if store_made and made is not None and _made_since(ws.store_path, made):
+        (ws.store_path / CLONING).unlink(missing_ok=True)
+        return
     if store_made:
         import shutil
 
