@@ -260,3 +260,63 @@ def test_mount_points_are_read_from_mountinfo_with_their_escapes(tmp_path: Path)
         b"43 22 0:43 / /w/ws rw - tmpfs tmpfs rw\n")  # the root itself: not inside
     assert mount_points(b"/w/ws", str(info)) == [b"cache", b"with space"]
     assert mount_points(b"/w/ws", str(tmp_path / "none")) == []
+
+
+UNREADABLE_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+from ctrlz.engine.snapshot import scan_working
+from ctrlz.session import daemon_client
+from ctrlz.workspace import Workspace
+
+root = Path(sys.argv[1])
+ws = Workspace.init(root)
+ws.snapshot(label="base")
+info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+assert info["ready"], info
+out = {}
+for step, mode in (("locked", 0o000), ("opened", 0o755)):
+    os.chmod(root / "nox", mode)
+    reply = daemon_client.snapshot(ws.store_path, type="tool")
+    snap = ws.resolve(reply["snapshot"]["id"])
+    full = scan_working(ws.repo, ws.roots, [ws.config.rules], ws.config.limits)
+    out[step] = {"equal": snap.root == full.root, "scan": reply["scan"],
+                 "skipped": sorted(os.fsdecode(k.path) for k in snap.skipped)}
+daemon_client.stop(ws.store_path)
+print(json.dumps(out))
+"""
+
+
+def test_a_folder_that_became_unreadable_gives_the_daemon_the_same_root_as_a_full_scan(
+        other_user) -> None:  # noqa: ANN001
+    """The daemon kept a folder's old entries from its cache where a full scan could not list
+    it and marked it skipped: two roots for one tree. As a plain user (root reads anything)."""
+    import json
+    import tempfile
+
+    from ..conftest import NOBODY
+
+    base = Path(tempfile.mkdtemp(prefix="ctrlz-nox-"))
+    try:
+        os.chmod(base, 0o755)
+        root = base / "ws"
+        (root / "nox").mkdir(parents=True)
+        (root / "nox" / "a.txt").write_text("a\n")
+        (root / "top.txt").write_text("top\n")
+        for dirpath, dirnames, filenames in os.walk(base):
+            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                os.lchown(name, NOBODY, NOBODY)
+        env = {**os.environ, "CTRLZ_HOME": str(base / "home"), "HOME": str(base),
+               "XDG_CONFIG_HOME": str(base / "config"), "XDG_DATA_HOME": str(base / "data"),
+               "XDG_RUNTIME_DIR": str(base / "run")}
+        done = subprocess.run(other_user.python_command("-c", UNREADABLE_SCRIPT, str(root)),
+                              cwd=base, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["locked"]["equal"] and out["opened"]["equal"], out
+        assert out["locked"]["skipped"] == ["0/nox"] or \
+            any(p.endswith("nox") for p in out["locked"]["skipped"]), out
+        assert out["opened"]["skipped"] == [], out
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(base)], check=False)
+        shutil.rmtree(base, ignore_errors=True)

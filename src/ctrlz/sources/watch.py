@@ -301,6 +301,8 @@ class Watcher:
         if not name:  # an event on the watched directory itself
             if d == b"" and mask & (F.DELETE_SELF | F.MOVE_SELF | F.UNMOUNT):
                 self._lose("workspace root moved, deleted or unmounted")
+            elif mask & F.ATTRIB:  # chmod, chown: whether it can be listed may have changed
+                self._mark_dirty(d)
             return
         rel = d + b"/" + name if d else name
         is_dir = bool(mask & F.ISDIR)

@@ -129,6 +129,8 @@ class ScanContext:
         self.patched_trees: dict[bytes, bytes] = {}
         #: per needed directory, the names of its needed subdirectories
         self._needed_children: dict[bytes, list[bytes]] = {}
+        #: directories whose mode changed since the cache: listed from the disk, never reused
+        self.relist: set[bytes] = set()
         #: per partly dirty directory, the only names in it that changed (:class:`DirtyDirs`)
         self.dirty_names = dirty.names if isinstance(dirty, DirtyDirs) else {}
         if self.dirty is not None:

@@ -76,7 +76,7 @@ class Scanner(ScanContext):
         """A directory the watcher saw no change in is listed from the cache, one it saw only
         some names change in from the cache and those names; any other one from the disk."""
         if self._needed is not None and node.cached is not None and self.dirty is not None:
-            if node.rel not in self.dirty:
+            if node.rel not in self.dirty and node.rel not in self.relist:
                 list_unchanged(self, node, stack)
                 return
             names = self.dirty_names.get(node.rel)

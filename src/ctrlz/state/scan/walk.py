@@ -154,6 +154,9 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
             entries.append(entry)
             if cached is None or cached[0][0] != mode:
                 dirty = True
+                # its permissions changed: whether it can be read at all may have too, so it
+                # is listed from the disk, as a full scan would (never from the cache)
+                sc.relist.add(rel)
             elif needed is not None and rel not in needed:
                 sub = sc.cache.get(rel)
                 if sub is not None and sub[0] == cached[1]:
