@@ -28,6 +28,7 @@ from acp import (
     CreateTerminalResponse,
     ReadTextFileResponse,
     ReleaseTerminalResponse,
+    RequestError,
     RequestPermissionResponse,
     TerminalOutputResponse,
     WaitForTerminalExitResponse,
@@ -47,6 +48,8 @@ class RealClient(Client):
         self.outputs: dict[str, bytes] = {}
         #: called before each write is done (a test may act while a prompt runs)
         self.before_write: Callable[[str], Awaitable[None]] | None = None
+        #: where a terminal runs when the agent names no cwd: the session's
+        self.cwd: str | None = None
 
     async def request_permission(self, options: list[Any], session_id: str, tool_call: Any,
                                  **kwargs: Any) -> RequestPermissionResponse:
@@ -66,15 +69,27 @@ class RealClient(Client):
 
     async def read_text_file(self, path: str, session_id: str, limit: int | None = None,
                              line: int | None = None, **kwargs: Any) -> ReadTextFileResponse:
-        return ReadTextFileResponse(content=Path(path).read_text())
+        try:
+            return ReadTextFileResponse(content=Path(path).read_text())
+        except FileNotFoundError:
+            # an editor opens a new, empty buffer for a path with no file. Agents read before
+            # they create a file, and Gemini CLI 0.61 cannot read an error answer here (the JS
+            # SDK rejects with a plain object, which it takes for "[object Object]"): its
+            # write_file fails with "Error checking existing file: Resource not found"
+            return ReadTextFileResponse(content="")
 
     async def create_terminal(self, command: str, session_id: str, args: list[str] | None = None,
                               cwd: str | None = None, env: Any = None,
                               output_byte_limit: int | None = None,
                               **kwargs: Any) -> CreateTerminalResponse:
+        where = cwd or self.cwd
+        if where is None:  # never run an agent's command wherever the test happens to be
+            raise RequestError.invalid_params({"cwd": "no cwd, and no session cwd known"})
+        # a command with no args may be a shell line (claude-code-acp sends "rm -rf build"),
+        # which an editor runs in a shell, as Zed does
+        argv = [command, *args] if args else ["sh", "-c", command]
         proc = await asyncio.create_subprocess_exec(
-            command, *(args or []), cwd=cwd, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT)
+            *argv, cwd=where, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         terminal_id = f"term-{len(self.terminals) + 1}"
         self.terminals[terminal_id] = proc
         return CreateTerminalResponse(terminal_id=terminal_id)
@@ -145,6 +160,7 @@ async def editor(cwd: Path, *proxy_args: str, agent: list[str] | None = None,
                  stderr: Path | None = None) -> AsyncIterator[Editor]:
     """Spawn ``ctrlz acp [proxy_args] -- <agent>`` in ``cwd`` and connect to it."""
     client = RealClient()
+    client.cwd = str(cwd)
     wire: list[dict[str, Any]] = []
 
     def keep(event: StreamEvent) -> None:

@@ -37,6 +37,9 @@ class Package:
     # the binary's path under node_modules, for a package that links none into .bin (Droid's
     # platform package: the @factory/cli wrapper only finds it through an install script)
     path: str | None = None
+    # whether ``<binary> --version`` prints the version; an ACP agent that has no such flag
+    # (claude-code-acp serves ACP on stdin whatever its arguments) is checked by its manifest
+    version_flag: bool = True
 
     def executable(self, prefix: Path) -> Path:
         modules = prefix / "node_modules"
@@ -55,6 +58,9 @@ PACKAGES = {p.name: p for p in (
     Package("droid", "@factory/cli-linux-x64", "0.225.2", "droid",
             "@factory/cli-linux-x64/bin/droid"),
     Package("auggie", "@augmentcode/auggie", "0.36.0", "auggie"),
+    # Zed's ACP adapter around the Claude Agent SDK (which bundles Claude Code's cli.js)
+    Package("claude-acp", "@zed-industries/claude-code-acp", "0.16.2", "claude-code-acp",
+            version_flag=False),
 )}
 
 
@@ -89,6 +95,10 @@ def install(pkg: Package) -> Path:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
                 raise RuntimeError(f"`{' '.join(argv)}` failed (exit {proc.returncode}): "
                                    + " | ".join(tail))
+    if not pkg.version_flag:
+        if not binary.exists():
+            raise RuntimeError(f"{binary} is missing after the install")
+        return binary
     try:
         proc = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
                               timeout=VERSION_TIMEOUT, stdin=subprocess.DEVNULL,
