@@ -99,6 +99,10 @@ async def test_an_agent_cannot_delete_the_snapshots_its_rewind_needs(client: Cli
         msg = await fails(client, "snapshots_compact", checkpoints=pair, name="folded")
         assert "an agent may delete or compact only" in msg, msg
     assert await fails(client, "snapshots_compact", checkpoints=["base"], name="renamed")
+    for kind, why in (("pre-run", "before `ctrlz run`"), ("tool", "shell command")):
+        snap = json.loads(ctrlz("snapshot", "--type", kind, "--json", cwd=ws))["id"]
+        msg = await fails(client, "snapshots_delete", checkpoint=snap)
+        assert snap in msg and why in msg, msg
     listed = ctrlz("list", "--json", cwd=ws)
     assert before_rm in listed and '"base"' in listed and mine["checkpoint"] in listed
     assert not (ws / "important.txt").exists()
@@ -109,6 +113,8 @@ async def test_an_agent_cannot_delete_the_snapshots_its_rewind_needs(client: Cli
 async def test_an_agent_still_deletes_and_compacts_its_own_and_automatic_snapshots(
         client: Client, ws: Path) -> None:
     (ws / "a.txt").write_text("a")
+    idle = json.loads(ctrlz("snapshot", "--type", "idle", "--json", cwd=ws))["id"]
+    await ok(client, "snapshots_delete", checkpoint=idle)
     auto = json.loads(ctrlz("snapshot", "--type", "auto", "--json", cwd=ws))["id"]
     first = await ok(client, "snapshots_create", name="first")
     (ws / "a.txt").write_text("b")
@@ -141,3 +147,13 @@ async def test_the_tools_tell_the_agent_the_rule(client: Client) -> None:
     listed = {t.name: t.description or "" for t in (await client.list_tools()).tools}
     assert "you took" in listed["snapshots_delete"] and "manual" in listed["snapshots_delete"]
     assert "snapshots_delete may delete" in listed["snapshots_compact"]
+
+
+def test_every_snapshot_type_has_a_rule() -> None:
+    """A type is either automatic (an agent may delete it) or named with why it is the
+    person's; a new type is the person's until it is put in one of the two."""
+    from ctrlz.session.policy import AUTOMATIC, PERSONS
+    from ctrlz.types import SNAPSHOT_TYPES
+
+    assert set(SNAPSHOT_TYPES) == AUTOMATIC | set(PERSONS)
+    assert not AUTOMATIC & set(PERSONS)

@@ -135,10 +135,13 @@ def _mark(ws: SnapshotPools, snapshot_id: str, face: str) -> None:
                     snapshot_id, exc)
 
 
-#: Snapshots that are a person's whatever an agent asks, by type: one a person took, or one a
-#: restore path is built on. (``manual`` ones an agent took through :func:`create` are its
-#: own; ``auto``, ``idle``, ``git`` and ``build`` ones are nobody's way back, unless a record
-#: below names them.)
+#: The automatic snapshots, nobody's way back unless a record names them: the only types an
+#: agent may delete besides the ``manual`` ones it took through :func:`create`. A list of what
+#: is allowed, so a type added later is the person's until someone decides otherwise.
+AUTOMATIC = frozenset({"auto", "idle", "git", "build"})
+
+#: Why the other types are a person's whatever an agent asks: one a person took, or one a
+#: restore path is built on.
 PERSONS = {
     "manual": "a manual snapshot a person took",
     "pre-run": "the snapshot taken before `ctrlz run` started the agent",
@@ -153,7 +156,7 @@ def check_deletable(ws: SnapshotPools, snaps: Sequence[Snapshot]) -> None:
     """Refuse, when an agent asks (MCP's snapshots_delete and snapshots_compact; ACP has no
     such method), to delete or fold a snapshot that a person made or that a restore path
     needs. An agent may delete only what it took itself (:func:`create`) and automatic
-    snapshots (``auto``, ``idle``, ``git``, ``build``), and of those only ones that are not
+    snapshots (:data:`AUTOMATIC`), and of those only ones that are not
     pinned, not needed by undo or redo, and not the workspace snapshot a recorded tool call or
     turn of an agent session starts from (``ctrlz rewind --list``). The refusal names the
     snapshot and why; the person may still remove it from a shell with ``ctrlz rm``.
@@ -184,9 +187,9 @@ def _why_kept(s: Snapshot, undo: set[str], calls: dict[str, tuple[str, str]],
         session, call = calls[s.id]
         return (f"the workspace snapshot taken before tool call {call} of agent session "
                 f"{session}, which `ctrlz rewind {call}` restores")
-    if s.type == "manual" and s.id in mine:
+    if (s.type == "manual" and s.id in mine) or s.type in AUTOMATIC:
         return None
-    return PERSONS.get(s.type)
+    return PERSONS.get(s.type, f"a {s.type} snapshot, which only a person may remove")
 
 
 def _tool_call_refs(ws: SnapshotPools) -> dict[str, tuple[str, str]]:
