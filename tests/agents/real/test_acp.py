@@ -195,6 +195,9 @@ async def test_gemini_acp_through_ctrlz_acp(agent_bin, sandbox, anyio_backend) -
     calls = listing(sb)
     assert len({c["turn"] for c in calls}) == 1, calls  # one turn for both doors
     assert [c["kind"] for c in calls][0] == "bash", calls  # the turn's start snapshot
+    # its BeforeTool/AfterTool hooks do not fire for the tools it runs in ACP mode: every
+    # record is the proxy's, under Gemini's ACP ids
+    assert all(not c["tool_use_id"].startswith("gemini-") for c in calls), calls
 
 
 @pytest.mark.anyio
