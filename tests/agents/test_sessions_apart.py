@@ -127,6 +127,21 @@ def test_rewinding_session_b_leaves_session_a_work(ws: Path) -> None:
     assert (ws / "a.txt").read_text() == "a, by A again\n"
 
 
+def test_rewinding_session_b_leaves_what_a_changed_in_b_file_since(ws: Path) -> None:
+    """A edits the file B created: that edit is A's work, named as such (it used to be
+    reported as "a later edit" by hand), and B's rewind keeps it unless --force."""
+    interleave(ws)
+    file_tool(ws, A, "toolu_A4", "Edit", "c.txt", "c, by B, then A\n")
+    out = json.loads(run("rewind", "--session", B, "toolu_B1", "--json", cwd=ws).stdout)
+    assert [(s["path"], s["session_id"], s["tool_use_id"]) for s in out["skipped"]] == [
+        ("c.txt", A, "toolu_A4")]
+    assert f"session {A}'s work" in out["skipped"][0]["reason"]
+    assert (ws / "c.txt").read_text() == "c, by B, then A\n" and not (ws / "b.txt").exists()
+    run("undo", cwd=ws)
+    run("rewind", "--session", B, "toolu_B1", "--force", cwd=ws)
+    assert not (ws / "c.txt").exists()
+
+
 def test_a_turn_rollback_and_a_tool_call_restore_leave_another_session_work(
         ws: Path) -> None:
     """No shell call: the rule holds for the pre-images themselves (turn rollback and
