@@ -148,9 +148,11 @@ def test_a_tool_snapshot_samples_the_tree_and_rescans_when_the_watch_missed_a_ch
     assert daemon_client.status(ws.store_path)["missed"] >= 1
 
 
-def test_writes_through_a_shared_mapping_are_captured_before_a_tool_snapshot(
+def test_writes_through_a_shared_mapping_are_captured_before_a_pre_run_snapshot(
         make) -> None:  # noqa: ANN001
-    """``mmap`` writes raise no event; a process still holds the mapping."""
+    """``mmap`` writes raise no event; a process still holds the mapping. Before a ``pre-run``
+    snapshot (and a restore's capture) the daemon looks for such mappings and stats their
+    files: found there, not by the sample (which would count a miss)."""
     ws = make(lambda r: (r / "db.bin").write_bytes(b"\0" * 4096))
     script = ("import mmap, sys\n"
               "f = open(sys.argv[1], 'r+b')\n"
@@ -164,9 +166,10 @@ def test_writes_through_a_shared_mapping_are_captured_before_a_tool_snapshot(
         assert proc.stdout is not None and proc.stdout.readline() == b"written\n"
         with open(ws.root / "db.bin", "rb") as f:
             assert mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)[:7] == b"mmapped"
-        reply = daemon_client.snapshot(ws.store_path, type="tool")
+        reply = daemon_client.snapshot(ws.store_path, type="pre-run")
         assert ws.resolve(reply["snapshot"]["id"]).root == full_root(ws)
         assert content_at(ws, reply["snapshot"]["id"], "db.bin")[:7] == b"mmapped"
+        assert reply["scan"] == "dirty" and daemon_client.status(ws.store_path)["missed"] == 0
     finally:
         proc.communicate(b"")
 

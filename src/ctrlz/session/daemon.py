@@ -57,7 +57,7 @@ from ..state.trees import encode_tree
 from . import daemon_client
 from .protected import ProtectedWorkspace
 from .serial import Serial
-from .watch_audit import CHECKED_TYPES, Audit
+from .watch_audit import CHECKED_TYPES, MAPPED_TYPES, Audit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -258,7 +258,8 @@ class Daemon:
             interrupted = self._interrupted()
             if interrupted is not None:
                 return interrupted
-            dirs, trusted, sync_ns = self._take_dirty(checked=kind in CHECKED_TYPES)
+            dirs, trusted, sync_ns = self._take_dirty(checked=kind in CHECKED_TYPES,
+                                                      mapped=kind in MAPPED_TYPES)
             dirty = dirs if trusted else None
             try:
                 snap = ws.snapshot(type=kind, label=str(label) if label is not None else None,
@@ -327,7 +328,7 @@ class Daemon:
 
         def dirty_source() -> list[frozenset[bytes] | None] | None:
             # asked by the capture step under the store lock, as for a snapshot
-            dirs, trusted, sync_ns = self._take_dirty(checked=True)
+            dirs, trusted, sync_ns = self._take_dirty(checked=True, mapped=True)
             taken.append((dirs, trusted, sync_ns))
             return [dirs] if trusted else None
 
@@ -356,12 +357,13 @@ class Daemon:
             self.pusher.kick()
         return {"ok": True, "result": restore_wire.encode_result(result)}
 
-    def _take_dirty(self, *, checked: bool = False) -> tuple[DirtyDirs, bool, int]:
+    def _take_dirty(self, *, checked: bool = False,
+                    mapped: bool = False) -> tuple[DirtyDirs, bool, int]:
         """The directories changed since ``since_ns`` (with any a failed snapshot left), whether
         they may be combined with the store's stat cache (the rule in the module docstring, and
-        the checks of :mod:`.watch_audit`, hardest when ``checked``: a restore depends on the
-        snapshot), and the moment the set was taken, which becomes ``since_ns`` once a
-        snapshot uses it."""
+        the checks of :mod:`.watch_audit`, harder when ``checked`` or ``mapped``: a restore
+        depends on the snapshot), and the moment the set was taken, which becomes
+        ``since_ns`` once a snapshot uses it."""
         from ..state.scan import DirtyDirs
 
         cache = self.ws.repo.load_statcache()
@@ -374,7 +376,8 @@ class Daemon:
         dirty = DirtyDirs(self._carry | taken.dirs, names)
         if trusted:
             checked_dirty = self.audit.before_snapshot(cache, dirty, self.watcher,
-                                                       checked=checked, since_ns=sync_ns)
+                                                       checked=checked, mapped=mapped,
+                                                       since_ns=sync_ns)
             if checked_dirty is None:
                 trusted = False
             else:
@@ -399,7 +402,7 @@ class Daemon:
         self.last_request = time.monotonic()
         repo.flush_statcache()
         repo.defer_statcache_writes = True
-        dirs, trusted, sync_ns = self._take_dirty(checked=True)
+        dirs, trusted, sync_ns = self._take_dirty(checked=True, mapped=True)
         trusted = trusted and len(dirs) <= HAND_OUT_MAX
         self._carry, self._carry_rescan = frozenset(), False
         self.since_ns = sync_ns

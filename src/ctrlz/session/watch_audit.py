@@ -14,8 +14,11 @@ says is taken on trust alone:
   scan and the watcher renew every watch;
 - **before the snapshots a restore depends on** (:data:`CHECKED_TYPES`: the safety capture
   of a restore, ``pre-run``, and the agents' pre-tool ``tool`` snapshots) the sample is
-  :data:`SAMPLE_CHECKED` files, and the files some process has mapped shared and writable
-  are re-stat'ed too;
+  :data:`SAMPLE_CHECKED` files; before a restore's capture and a ``pre-run`` snapshot
+  (:data:`MAPPED_TYPES`), the files some process has mapped shared and writable are
+  re-stat'ed too. That takes reading every process's ``/proc/PID/maps``, 15 ms with 90
+  processes: too much for the snapshot before every shell command, and the capture before
+  a restore is where an unseen write would be lost;
 - **while idle**, :meth:`Audit.step` re-stats the whole tree, :data:`AUDIT_FILES` files per
   second in order, so whatever escaped the rest is found within minutes, not never; what it
   finds goes into the dirty set, and the next snapshot takes it.
@@ -40,12 +43,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ctrlz.daemon")
 
-#: Files re-stat'ed at random before each snapshot (about 2 µs each).
-SAMPLE = 32
+#: Files re-stat'ed at random before each snapshot (2-25 µs each, as busy as the machine is).
+SAMPLE = 16
 #: ... and before a snapshot a restore depends on.
-SAMPLE_CHECKED = 256
+SAMPLE_CHECKED = 64
 #: The snapshot types a restore depends on: their capture is checked hardest.
 CHECKED_TYPES = frozenset({"safety", "pre-run", "tool"})
+#: ... and those before which the files mapped for writing are looked for too.
+MAPPED_TYPES = frozenset({"safety", "pre-run"})
 #: Files the idle audit re-stats per tick (one tick a second without requests): 100,000
 #: files in under two minutes, at ~3 ms of one core per tick.
 AUDIT_FILES = 1000
@@ -67,12 +72,13 @@ class Audit:
         self._at = 0
 
     def before_snapshot(self, cache: StatCache, dirty: DirtyDirs, watcher: Watcher, *,
-                        checked: bool, since_ns: int) -> DirtyDirs | None:
-        """``dirty`` with the files mapped for writing (when ``checked``), or None when a
-        sample finds a change the watcher missed: then the snapshot must scan fully, and the
-        watcher renews its watches. ``since_ns``: when ``dirty`` was taken; a file changed
-        after that is not a miss (its event is on the way)."""
-        if checked:
+                        checked: bool, mapped: bool, since_ns: int) -> DirtyDirs | None:
+        """``dirty`` with the files mapped for writing (when ``mapped``), or None when a
+        sample (a larger one when ``checked``) finds a change the watcher missed: then the
+        snapshot must scan fully, and the watcher renews its watches. ``since_ns``: when
+        ``dirty`` was taken; a file changed after that is not a miss (its event is on the
+        way)."""
+        if mapped:
             mapped = mapped_for_write(self.root)
             if mapped:
                 dirty = with_blind_spots(dirty, mapped, [], {})  # type: ignore[assignment]
