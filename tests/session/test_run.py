@@ -93,9 +93,10 @@ def test_scripted_agent_session(project: Path) -> None:
     counts = con.execute(CHANGE_COUNT_QUERY).fetchall()
     assert sum(c[0] for c in counts) >= 2 and sum(c[2] for c in counts) >= 2
 
-    # and rolling back to the pre-run snapshot restores the original tree, .git included
-    back = subprocess.run([CTRLZ, "rollback", pre.id], cwd=project, capture_output=True,
-                          text=True)
+    # and rolling back to the pre-run snapshot restores the original tree, .git included (the
+    # agent's commit goes: that takes asking for it)
+    back = subprocess.run([CTRLZ, "rollback", pre.id, "--git=restore"], cwd=project,
+                          capture_output=True, text=True)
     assert back.returncode == 0, back.stderr
     assert tree_state(project) == original
     restored = [r for r in ws.session_db.fs_events() if r[2] == "restored"]

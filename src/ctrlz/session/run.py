@@ -29,11 +29,13 @@ from ..errors import UsageError
 from ..sources.changes import git_paths
 from ..sources.trace import ExecEvent, Tracer
 from ..state.exclude import Matcher
+from ..state.scan import DirtyDirs
 from ..types import Snapshot, clip, iso_utc, signal_name, text_path
 from .autopush import AutoPusher
 from .protected import check_label
 from .scheduler import Scheduler, TriggerConfig
 from .triggers import is_build, is_git_commit, is_git_ref_change
+from .watch_audit import CHECKED_TYPES, MAPPED_TYPES, Audit
 
 if TYPE_CHECKING:
     from .protected import ProtectedWorkspace as Workspace
@@ -101,6 +103,8 @@ class Session:
         self._exit_code = 127  # the command's status, once it ran
         self._lock = threading.Lock()  # one snapshot at a time (scheduler vs. main thread)
         self.watcher = self._make_watcher()
+        #: the same checks as the daemon's before a snapshot from the watcher's dirty set
+        self.audit = Audit(os.fsencode(os.path.realpath(self.ws.root)))
 
     # -- the watcher ------------------------------------------------------------------------
 
@@ -166,8 +170,13 @@ class Session:
         with self._lock:
             dirty: set[bytes] | None = None
             if not full:
+                since = time.time_ns()
                 taken = self.watcher.take_dirty()
-                dirty = None if taken.rescan_all else set(taken.dirs)
+                if not taken.rescan_all:
+                    dirty = self.audit.before_snapshot(
+                        self.ws.repo.load_statcache(), DirtyDirs(taken.dirs, taken.names),
+                        self.watcher, checked=type in CHECKED_TYPES,
+                        mapped=type in MAPPED_TYPES, since_ns=since)
             else:
                 self.watcher.take_dirty()  # a full scan covers everything seen so far
             snap = self.ws.snapshot(type=type, label=label, pinned=pinned, dirty=dirty,
