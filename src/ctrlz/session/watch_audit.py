@@ -78,11 +78,11 @@ class Audit:
         snapshot must scan fully, and the watcher renews its watches. ``since_ns``: when
         ``dirty`` was taken; a file changed after that is not a miss (its event is on the
         way)."""
-        if mapped:
-            mapped = mapped_for_write(self.root)
-            if mapped:
-                dirty = with_blind_spots(dirty, mapped, [], {})  # type: ignore[assignment]
         mounts = mount_points(self.root)
+        linked = cache.linked_in(0) + (mapped_for_write(self.root) if mapped else [])
+        # what the scan will look at again anyway (a new hard link brings its other names)
+        dirty = with_blind_spots(dirty, linked, mounts, cache.root(0),  # type: ignore[assignment]
+                                 self.root)
         missed = sample_differs(self.root, cache.root(0), dirty,
                                 SAMPLE_CHECKED if checked else SAMPLE, self.rng,
                                 after_ns=since_ns, mounts=mounts, linked=cache.linked_in(0))
