@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from acp import RequestError
 from tests.conftest import make_tree
 
 from .editor import editor
@@ -163,6 +164,22 @@ async def test_a_rollback_that_puts_nothing_back_says_which_files_the_turn_chang
         [skipped] = rolled["skippedPaths"]
         assert skipped["path"] == str(ws / "existing.txt")
         assert "the turn changed it" in skipped["reason"]
+
+
+async def test_a_tool_call_whose_capture_failed_is_an_error_not_an_empty_success(
+        ws: Path) -> None:
+    """A write whose pre-image could not be captured (here a path under a file, which the
+    client cannot write either) leaves a record with no paths: restoring it answered success
+    with empty lists and a safety snapshot."""
+    async with editor(ws) as ed:
+        await ed.initialize()
+        sid = await ed.new_session(ws)
+        with pytest.raises(RequestError):  # the client's write fails, and so the prompt
+            await ed.prompt(sid, steps({"write": "existing.txt/x", "content": "x\n",
+                                        "toolCallId": "w1"}))
+        message = await refused(ed, "session/restore_tool_call",
+                                {"sessionId": sid, "toolCallId": "w1"})
+        assert "holds no pre-image" in message and "nothing was put back" in message
 
 
 async def test_a_turn_that_only_talked_rolls_back_to_nothing(ws: Path) -> None:

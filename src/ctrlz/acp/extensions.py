@@ -128,6 +128,14 @@ class Extensions:
         skipped = [{"path": os.path.join(root, s["path"]) if s["path"] else "",
                     "reason": s["reason"]} for s in report["skipped_paths_with_reasons"]]
         safety = report["safety_snapshot"]
+        if not restored and not skipped:
+            # the record is there because the agent asked the client to write a file, but it
+            # holds no pre-image (capturing it failed): never an empty success
+            raise rpc.MethodError(
+                f"tool call {call_id} of session {sid} wrote through the client, but ctrlz "
+                "holds no pre-image of what it wrote (capturing it failed; the proxy's stderr "
+                "says why), so nothing was put back; session/rollback takes back its whole "
+                "turn from the workspace snapshot taken at session/prompt", rpc.INTERNAL_ERROR)
         if restored:
             await self.notify(rpc.notification("session/update", {
                 "sessionId": sid,
