@@ -9,10 +9,12 @@ edit, ``session/rollback`` of the turn (the whole tree, byte for byte), ``sessio
 
 What each agent does through this door (issue 41 §4, docs/acp.md):
 
-- Gemini CLI 0.61 names each tool call in ``session/request_permission`` only (its default
-  mode), writes files through the client (``fs/write_text_file``, having read them with
-  ``fs/read_text_file``) and runs its shell command itself, no ``terminal/create``. Its hooks,
-  installed as docs/agents.md says, fire BeforeAgent for the same session id.
+- Gemini CLI 0.61, in its default mode, names a file write only in
+  ``session/request_permission`` (status pending, the path in ``locations``); once the client
+  allowed edits for the session, the next edit comes as a ``tool_call`` update. It writes files
+  through the client (``fs/write_text_file``, having read them with ``fs/read_text_file``) and
+  runs its shell command itself, no ``terminal/create``. With its hooks installed too, the
+  session still has one turn, and its BeforeTool/AfterTool hooks record nothing.
 - claude-code-acp 0.16 reports tool calls in ``session/update``, asks permission, writes through
   the client and runs Bash through ``terminal/create``.
 """
