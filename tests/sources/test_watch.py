@@ -509,3 +509,20 @@ def test_a_folder_renamed_over_or_swapped_with_another_stays_watched(start, move
         rel = os.fsencode(target.relative_to(root))
         assert rel in taken.dirs, (name, taken)
         assert not taken.rescan_all
+
+
+def test_the_watch_map_keeps_a_path_that_names_another_descriptor_now() -> None:
+    """The bookkeeping behind the rename-over case, without the kernel: the late IN_IGNORED of
+    the folder that was replaced must not take the new folder's entry with it."""
+    from ctrlz.sources.watch_map import WatchMap
+
+    m = WatchMap()
+    m.put(1, b"out")
+    m.put(2, b"build.tmp")
+    m.drop_tree(b"build.tmp", moved=True)  # MOVED_FROM build.tmp
+    m.put(2, b"out")  # MOVED_TO out: the same inode, the same descriptor
+    m.forget(1, b"out")  # IN_IGNORED for the old out
+    assert m.path(2) == b"out" and b"out" in m and m.path(1) is None
+    assert m.take_unmapped() == set()  # descriptor 2 is mapped again: nothing to remove
+    m.drop_tree(b"out", moved=True)  # moved out of the workspace
+    assert m.take_unmapped() == {2} and len(m) == 0

@@ -8,6 +8,7 @@ git trigger, tests) does not load inotify.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -44,6 +45,65 @@ class DirtySet:
     dirs: frozenset[bytes]
     rescan_all: bool
     names: dict[bytes, frozenset[bytes]] = field(default_factory=dict)
+
+
+_NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
+
+
+class DirtyBook:
+    """The dirty set a watcher keeps between two takes, safe to use from any thread: per
+    folder, the names events named in it, or None for the whole folder; and whether nothing
+    can be vouched for (``rescan_all``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirty: dict[bytes, set[bytes] | None] = {}
+        self._rescan_all = False
+
+    def mark(self, d: bytes, name: bytes | None = None) -> None:
+        """``d`` changed: only at ``name`` when one is given, else anywhere (a directory new to
+        the watcher). Whole wins over names, whatever the order the two come in."""
+        with self._lock:
+            if name is None:
+                self._dirty[d] = None
+                return
+            names = self._dirty.get(d, _NO_NAMES)
+            if names is _NO_NAMES:
+                self._dirty[d] = {name}
+            elif names is not None:
+                names.add(name)
+                if len(names) > NAMES_MAX:
+                    self._dirty[d] = None
+
+    def rescan(self) -> None:
+        """Changes may have gone unseen anywhere: the next take asks for a full scan."""
+        with self._lock:
+            self._rescan_all = True
+
+    def covers(self, d: bytes) -> bool:
+        """Whether a change marked since the last take covers folder ``d``: one in it, or one
+        in a folder above it naming the branch that leads down to it (a rename, a deletion)."""
+        with self._lock:
+            if d in self._dirty or self._rescan_all:
+                return True
+            while d:
+                parent, _, name = d.rpartition(b"/")
+                if parent in self._dirty:
+                    names = self._dirty[parent]
+                    if names is None or name in names:
+                        return True
+                d = parent
+            return False
+
+    def take(self, rescan_all: bool = False) -> DirtySet:
+        """Return and clear the set; ``rescan_all`` raises the flag for this take whatever
+        was marked (the watcher cannot vouch for it)."""
+        with self._lock:
+            names = {d: frozenset(n) for d, n in self._dirty.items() if n is not None}
+            out = DirtySet(frozenset(self._dirty), self._rescan_all or rescan_all, names)
+            self._dirty = {}
+            self._rescan_all = False
+        return out
 
 
 def combine(earlier: Action, later: Action) -> Action | None:

@@ -49,7 +49,8 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from .changes import NAMES_MAX, Action, DirtySet, FileEvent, Pending, combine, git_paths
+from .changes import NAMES_MAX, Action, DirtyBook, DirtySet, FileEvent, Pending, combine, git_paths
+from .watch_map import WatchMap
 
 __all__ = ["NAMES_MAX", "WATCH_MASK", "Action", "DirtySet", "FileEvent", "Watcher", "combine",
            "git_paths"]
@@ -71,7 +72,6 @@ _GITIGNORE = b".gitignore"
 _GIT_INFO_EXCLUDE = b".git/info/exclude"
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
-_NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
 # default) still has ten times the room it needs.
 _BATCH_DELAY = 0.01
@@ -110,18 +110,14 @@ class Watcher:
 
         # Owned by the watcher thread (and by start() before the thread runs).
         self._inotify: INotify | None = None
-        self._wd_path: dict[int, bytes] = {}
-        self._path_wd: dict[bytes, int] = {}
+        self._watches = WatchMap()  # which folder each watch descriptor stands for
         self._pending = Pending(coalesce_seconds, max(1.0, 10 * coalesce_seconds))
         self._reasons: list[str] = []  # overflow reasons waiting to be delivered
         self._moved: set[bytes] = set()  # folders the batch being read moved (from or to)
-        self._dropped: set[int] = set()  # watches forgotten by path since the last settling
 
         # Shared, under _lock.
         self._lock = threading.Lock()
-        #: per dirty directory, the names events named in it; ``None``: the whole directory
-        self._dirty: dict[bytes, set[bytes] | None] = {}
-        self._rescan_all = False
+        self._book = DirtyBook()  # the dirty set (its own lock)
         self._unwatched: set[bytes] = set()  # dirs whose watch failed: rescan_all stays up
         self._sync_waiters: list[threading.Event] = []
         self._failed = False
@@ -141,7 +137,7 @@ class Watcher:
         self._inotify = INotify(nonblocking=True)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._add_tree(b"", emit=False)
-        if b"" not in self._path_wd:
+        if b"" not in self._watches:
             self._close_fds()
             raise OSError(errno.ENOENT, "cannot watch workspace root", str(self.root))
         self._thread = threading.Thread(target=self._run, name="ctrlz-watch", daemon=True)
@@ -181,33 +177,16 @@ class Watcher:
         with self._lock:
             thread_dead = self._thread is not None and not self._thread.is_alive() \
                 and not self._stopping.is_set()
-            names = {d: frozenset(n) for d, n in self._dirty.items() if n is not None}
-            out = DirtySet(frozenset(self._dirty),
-                           self._rescan_all or bool(self._unwatched) or self._failed
-                           or thread_dead or not synced, names)
-            self._dirty = {}
-            self._rescan_all = False
-        return out
+            blind = bool(self._unwatched) or self._failed or thread_dead or not synced
+        return self._book.take(rescan_all=blind)
 
     def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """Put ``d`` (only ``name`` in it, when given) in the dirty set: a change found by
-        another way than an event (an audit's ``lstat``; ``session/watch_audit.py``)."""
-        self._mark_dirty(d, name)
+        """A change found by another way than an event (``session/watch_audit.py``)."""
+        self._book.mark(d, name)
 
     def is_dirty(self, d: bytes) -> bool:
-        """Whether an event since the last take covers folder ``d``: one in it, or one in a
-        folder above it naming the branch that leads down to it (a rename, a deletion)."""
-        with self._lock:
-            if d in self._dirty or self._rescan_all:
-                return True
-            while d:
-                parent, _, name = d.rpartition(b"/")
-                if parent in self._dirty:
-                    names = self._dirty[parent]
-                    if names is None or name in names:
-                        return True
-                d = parent
-            return False
+        """Whether a change since the last take covers folder ``d`` (:meth:`DirtyBook.covers`)."""
+        return self._book.covers(d)
 
     def renew(self, reason: str) -> None:
         """Walk the tree again and put back every watch that should be there, as after a queue
@@ -220,7 +199,7 @@ class Watcher:
     def watched_dirs(self) -> int:
         """How many directories currently hold a watch (each costs one of the user's
         ``fs.inotify.max_user_watches``)."""
-        return len(self._path_wd)
+        return len(self._watches)
 
     def __enter__(self) -> Watcher:
         self.start()
@@ -292,17 +271,17 @@ class Watcher:
             self._lose("inotify queue overflow")
             self._rewatch()
             return
-        d = self._wd_path.get(wd)
+        d = self._watches.path(wd)
         if d is None:  # a watch we already dropped
             return
         if mask & F.IGNORED:
-            self._forget(wd, d)
+            self._watches.forget(wd, d)
             return
         if not name:  # an event on the watched directory itself
             if d == b"" and mask & (F.DELETE_SELF | F.MOVE_SELF | F.UNMOUNT):
                 self._lose("workspace root moved, deleted or unmounted")
             elif mask & F.ATTRIB:  # chmod, chown: whether it can be listed may have changed
-                self._mark_dirty(d)
+                self._book.mark(d)
             return
         rel = d + b"/" + name if d else name
         is_dir = bool(mask & F.ISDIR)
@@ -310,7 +289,7 @@ class Watcher:
             self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
             return
-        self._mark_dirty(d, name)
+        self._book.mark(d, name)
         if is_dir and mask & (F.MOVED_FROM | F.MOVED_TO):
             self._moved.add(rel)  # settled once the batch is read (:meth:`_settle_moves`)
         if mask & _CREATED:
@@ -348,13 +327,9 @@ class Watcher:
                 if e.errno in _LOST_ERRNOS:
                     lost.append(d)
                 continue  # vanished, not a directory any more, or unreadable: nothing to see
-            old = self._wd_path.get(wd)
-            if old is not None and old != d and self._path_wd.get(old) == wd:
-                del self._path_wd[old]  # the folder moved here; its old path is another's
-            self._wd_path[wd] = d
-            self._path_wd[d] = wd
+            self._watches.put(wd, d)
             if emit or mark:
-                self._mark_dirty(d)
+                self._book.mark(d)
             try:
                 with os.scandir(self._abs(d)) as it:
                     for entry in it:
@@ -389,8 +364,7 @@ class Watcher:
         if rel != _GIT_INFO_EXCLUDE and (rel.startswith(_GIT + b"/") or b"/.git/" in rel):
             return  # a file inside a .git directory is not an ignore file
         log.info("file watcher: %s changed; the next snapshot scans everything", os.fsdecode(rel))
-        with self._lock:
-            self._rescan_all = True
+        self._book.rescan()
         self._call(self._on_rules_change, rel)
         self._add_tree(b"" if rel == _GIT_INFO_EXCLUDE else rel.rpartition(b"/")[0], emit=False)
 
@@ -402,20 +376,15 @@ class Watcher:
         for d in sorted(retry):
             self._add_tree(d, emit=False, report=False)
         with self._lock:
-            if not self._unwatched:
-                self._rescan_all = True
+            unwatched = bool(self._unwatched)
+        if not unwatched:
+            self._book.rescan()
 
     def _drop_tree(self, top: bytes, *, moved: bool) -> None:
-        """Forget ``top`` and the directories under it. The kernel watches stay: a deleted
-        directory loses its own, and a ``moved`` one keeps them at its new place, which
-        :meth:`_settle_moves` maps again or removes."""
+        """Forget ``top`` and the directories under it (:meth:`.WatchMap.drop_tree`), and any
+        of them still waiting for a watch."""
+        self._watches.drop_tree(top, moved=moved)
         prefix = top + b"/"
-        for path in [p for p in self._path_wd if p == top or p.startswith(prefix)]:
-            wd = self._path_wd.pop(path)
-            if self._wd_path.get(wd) == path:
-                del self._wd_path[wd]
-            if moved:
-                self._dropped.add(wd)
         with self._lock:
             self._unwatched = {p for p in self._unwatched
                                if not (p == top or p.startswith(prefix))}
@@ -438,61 +407,33 @@ class Watcher:
         for top in sorted(moved):
             if not self._is_excluded(top, True):
                 self._add_tree(top, emit=False, mark=True)
-        gone, self._dropped = self._dropped - self._wd_path.keys(), set()
+        self._rm_watches(self._watches.take_unmapped())
+
+    def _rm_watches(self, wds: set[int]) -> None:
         assert self._inotify is not None
-        for wd in gone:
+        for wd in wds:
             try:
                 self._inotify.rm_watch(wd)
             except OSError:  # already gone with its folder
                 pass
-
-    def _forget(self, wd: int, d: bytes) -> None:
-        """The kernel dropped watch ``wd`` (its folder was deleted or left the filesystem).
-        The path may already hold a new watch (a folder renamed over it): keep that one."""
-        self._wd_path.pop(wd, None)
-        if self._path_wd.get(d) == wd:
-            del self._path_wd[d]
 
     def _rewatch(self) -> None:
         """After an overflow the map may be stale (directories created, moved or deleted while
         events were lost): walk the tree again, adding missing watches and dropping those whose
         directory is no longer where we thought. No events are emitted: ``rescan_all`` covers
         them."""
-        before = set(self._wd_path) | self._dropped
-        self._moved, self._dropped = set(), set()
-        self._wd_path.clear()
-        self._path_wd.clear()
+        before = self._watches.clear()
+        self._moved = set()
         with self._lock:
             self._unwatched.clear()
         self._add_tree(b"", emit=False)
-        assert self._inotify is not None
-        for wd in before - self._wd_path.keys():
-            try:
-                self._inotify.rm_watch(wd)
-            except OSError:
-                pass
+        self._rm_watches(before - self._watches.descriptors())
 
     # -- dirty set, pending events, delivery ------------------------------------------------
 
-    def _mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """``d`` changed: only at ``name`` when one is given, else anywhere (a directory new to
-        the watcher). Whole wins over names, whatever the order the two come in."""
-        with self._lock:
-            if name is None:
-                self._dirty[d] = None
-                return
-            names = self._dirty.get(d, _NO_NAMES)
-            if names is _NO_NAMES:
-                self._dirty[d] = {name}
-            elif names is not None:
-                names.add(name)
-                if len(names) > NAMES_MAX:
-                    self._dirty[d] = None
-
     def _lose(self, reason: str) -> None:
         log.warning("file watcher: %s; the session must rescan", reason)
-        with self._lock:
-            self._rescan_all = True
+        self._book.rescan()
         self._reasons.append(reason)
 
     def _record(self, rel: bytes, action: Action, is_dir: bool) -> None:
