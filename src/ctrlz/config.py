@@ -65,6 +65,9 @@ DEFAULTS: dict[str, Any] = {
     # agent hooks start it unless this is false (see ctrlz.session.daemon)
     "daemon": True,
     "daemon_idle_seconds": 1800,
+    # the most inotify watches (one per folder) the daemon takes; 0: as many as the kernel's
+    # fs.inotify.max_user_watches leaves. Folders past it are listed at every snapshot
+    "daemon_max_watches": 0,
     # the ctrlz service's web gateway on 127.0.0.1 (the next free port when taken; 0: any)
     "gateway_port": 19322,
     # store

@@ -323,3 +323,31 @@ def test_a_folder_that_became_unreadable_gives_the_daemon_the_same_root_as_a_ful
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(base)], check=False)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_past_the_watch_limit_the_daemon_scans_what_it_cannot_watch(
+        make, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Out of inotify watches (here ``daemon_max_watches``, which runs out the same way as
+    ``fs.inotify.max_user_watches``), the daemon watches what fits, says which folders it
+    could not, and lists those at every snapshot: incremental, and exact."""
+    monkeypatch.setenv("CTRLZ_DAEMON_MAX_WATCHES", "5")  # the daemon and this process alike
+
+    def setup(r: Path) -> None:
+        for d in range(12):
+            (r / f"pkg{d}" / "sub").mkdir(parents=True)
+            (r / f"pkg{d}" / "sub" / "m.py").write_text(f"{d}\n")
+    ws = make(setup)
+    info = daemon_client.status(ws.store_path)
+    assert info["watched_dirs"] == 5 and info["unwatched_count"] >= 1, info
+    first = daemon_snapshot(ws)  # the first take after the loss: a full scan
+    assert first["scan"] == "full"
+    for d in range(12):
+        (ws.root / f"pkg{d}" / "sub" / "m.py").write_text(f"{d} edited\n")
+        reply = daemon_snapshot(ws)  # equal to a full scan, watched or not
+        assert reply["scan"] == "dirty", reply
+        assert content_at(ws, reply["snapshot"]["id"], f"pkg{d}/sub/m.py") == \
+            f"{d} edited\n".encode()
+    shown = subprocess.run([sys.executable, "-c", "import sys; from ctrlz.cli import main; "
+                            "sys.exit(main())", "daemon", "status"], cwd=ws.root,
+                           capture_output=True, text=True)
+    assert "without a watch" in shown.stdout, shown.stdout + shown.stderr

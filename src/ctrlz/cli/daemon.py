@@ -26,6 +26,13 @@ def _show(info: dict[str, Any]) -> None:
                    f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full; "
                    f"changes handed to {served.get('handed', 0)} other snapshot(s); "
                    f"restores run: {served.get('restores', 0)}")
+        if info.get("unwatched_count"):
+            shown = ", ".join(render.path_text(p) for p in info["unwatched"][:5])
+            more = info["unwatched_count"] - min(5, len(info["unwatched"]))
+            render.out(f"  {info['unwatched_count']:,} folder(s) without a watch (no watches "
+                       f"left: fs.inotify.max_user_watches or daemon_max_watches): {shown}"
+                       f"{f' and {more:,} more' if more > 0 else ''}; each is listed with "
+                       "everything under it at every snapshot")
         if info.get("missed"):
             render.out(f"  changes no event reported, found by its checks: {info['missed']} "
                        "(each made the next snapshot take it; the log names the paths)")

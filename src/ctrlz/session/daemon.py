@@ -11,8 +11,10 @@ When a dirty set may be trusted: the watcher's dirty set holds every change sinc
 :meth:`~ctrlz.sources.watch.Watcher.take_dirty` (or since all watches were in place). A stat
 cache may be combined with it only when the scan that wrote the cache started after that moment
 (``cache.scan_ns >= since``); otherwise (a cache from before the daemon, a queue overflow,
-changed ignore rules, an unwatched directory) the snapshot is a full scan. The check runs under
-the store's writer lock, so another process's snapshot cannot slip in between.
+changed ignore rules, the first watch that could not be added) the snapshot is a full scan.
+Folders left without a watch (``fs.inotify.max_user_watches`` or ``daemon_max_watches``
+reached) are listed whole at every snapshot. The check runs under the store's writer lock,
+so another process's snapshot cannot slip in between.
 
 Priming: right after its watches are in place the daemon scans the tree once without writing
 anything. When that scan's root equals the newest snapshot's, the fresh stat cache describes
@@ -119,7 +121,8 @@ class Daemon:
         self.audit = Audit(os.fsencode(os.path.realpath(ws.root)))
         self.watcher = Watcher(ws.root, self._is_excluded, lambda events: None,
                                on_overflow=self._on_overflow,
-                               on_rules_change=self._on_rules_change)
+                               on_rules_change=self._on_rules_change,
+                               max_watches=int(ws.config["daemon_max_watches"]))
 
     # -- watching ---------------------------------------------------------------------------
 
@@ -208,6 +211,8 @@ class Daemon:
                 "started_ns": self.started_ns, "watched_dirs": self.watcher.watched_dirs,
                 "overflows": self.watcher.overflowed, "primed": self.primed,
                 "missed": self.audit.missed,
+                "unwatched": sorted(os.fsdecode(d) for d in self.watcher.unwatched)[:20],
+                "unwatched_count": len(self.watcher.unwatched),
                 "served": dict(self.served), "idle_seconds": self.idle_seconds,
                 "supervised": self.parent_pid is not None,
                 "idle_for_s": round(time.monotonic() - self.last_request, 1)}
@@ -377,7 +382,8 @@ class Daemon:
         if trusted:
             checked_dirty = self.audit.before_snapshot(cache, dirty, self.watcher,
                                                        checked=checked, mapped=mapped,
-                                                       since_ns=sync_ns)
+                                                       since_ns=sync_ns,
+                                                       unwatched=taken.unwatched)
             if checked_dirty is None:
                 trusted = False
             else:

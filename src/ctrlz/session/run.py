@@ -176,7 +176,7 @@ class Session:
                     dirty = self.audit.before_snapshot(
                         self.ws.repo.load_statcache(), DirtyDirs(taken.dirs, taken.names),
                         self.watcher, checked=type in CHECKED_TYPES,
-                        mapped=type in MAPPED_TYPES, since_ns=since)
+                        mapped=type in MAPPED_TYPES, since_ns=since, unwatched=taken.unwatched)
             else:
                 self.watcher.take_dirty()  # a full scan covers everything seen so far
             snap = self.ws.snapshot(type=type, label=label, pinned=pinned, dirty=dirty,

@@ -72,13 +72,15 @@ class Audit:
         self._at = 0
 
     def before_snapshot(self, cache: StatCache, dirty: DirtyDirs, watcher: Watcher, *,
-                        checked: bool, mapped: bool, since_ns: int) -> DirtyDirs | None:
+                        checked: bool, mapped: bool, since_ns: int,
+                        unwatched: frozenset[bytes] = frozenset()) -> DirtyDirs | None:
         """``dirty`` with the files mapped for writing (when ``mapped``), or None when a
         sample (a larger one when ``checked``) finds a change the watcher missed: then the
         snapshot must scan fully, and the watcher renews its watches. ``since_ns``: when
         ``dirty`` was taken; a file changed after that is not a miss (its event is on the
-        way)."""
-        mounts = mount_points(self.root)
+        way). ``unwatched``: folders the watcher has no watch on (none left), listed whole
+        with everything under them, as mount points are."""
+        mounts = mount_points(self.root) + sorted(unwatched)
         linked = cache.linked_in(0) + (mapped_for_write(self.root) if mapped else [])
         # what the scan will look at again anyway (a new hard link brings its other names)
         dirty = with_blind_spots(dirty, linked, mounts, cache.root(0),  # type: ignore[assignment]

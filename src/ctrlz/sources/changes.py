@@ -45,6 +45,9 @@ class DirtySet:
     dirs: frozenset[bytes]
     rescan_all: bool
     names: dict[bytes, frozenset[bytes]] = field(default_factory=dict)
+    #: folders the watcher could not watch (no watches left): each, and everything under
+    #: it, is to be listed at every snapshot, as if it had changed
+    unwatched: frozenset[bytes] = frozenset()
 
 
 _NO_NAMES: set[bytes] = set()  # a sentinel: "not dirty yet"
@@ -95,12 +98,14 @@ class DirtyBook:
                 d = parent
             return False
 
-    def take(self, rescan_all: bool = False) -> DirtySet:
+    def take(self, rescan_all: bool = False,
+             unwatched: frozenset[bytes] = frozenset()) -> DirtySet:
         """Return and clear the set; ``rescan_all`` raises the flag for this take whatever
         was marked (the watcher cannot vouch for it)."""
         with self._lock:
             names = {d: frozenset(n) for d, n in self._dirty.items() if n is not None}
-            out = DirtySet(frozenset(self._dirty), self._rescan_all or rescan_all, names)
+            out = DirtySet(frozenset(self._dirty), self._rescan_all or rescan_all, names,
+                           unwatched)
             self._dirty = {}
             self._rescan_all = False
         return out

@@ -13,8 +13,9 @@ What the session gets:
 - :meth:`Watcher.take_dirty`: the directories whose listing or files changed since the last
   take, and in each the names that changed (unless there were many, or the directory is new),
   so a snapshot taken during a session re-scans only those. ``rescan_all`` means "the
-  watcher cannot vouch for the set": after a queue overflow, a watch that could not be added
-  (``max_user_watches`` exhausted), the root moving, or a callback raising.
+  watcher cannot vouch for the set": after a queue overflow, the first watch that could not
+  be added (``max_user_watches`` exhausted), the root moving, or a callback raising. Folders
+  left unwatched are in ``unwatched`` on every take, to be listed whole.
 - ``on_overflow(reason)``: fired whenever ``rescan_all`` is raised, so the session can reconcile
   by scanning instead of trusting an incomplete event stream.
 - ``on_git_change(rel_path)``: a ref, ``HEAD``, ``logs/HEAD`` or ``packed-refs`` changed in a
@@ -96,8 +97,12 @@ class Watcher:
         on_overflow: Callable[[str], None] | None = None,
         on_git_change: Callable[[bytes], None] | None = None,
         on_rules_change: Callable[[bytes], None] | None = None,
+        max_watches: int = 0,
     ) -> None:
         self.root = Path(root)
+        #: at most this many watches (0: as many as the kernel gives); past it, folders are
+        #: unwatched as when ``fs.inotify.max_user_watches`` runs out
+        self.max_watches = max_watches
         self._root_b = os.fsencode(self.root)
         self._is_excluded = is_excluded
         self._on_events = on_events
@@ -118,7 +123,7 @@ class Watcher:
         # Shared, under _lock.
         self._lock = threading.Lock()
         self._book = DirtyBook()  # the dirty set (its own lock)
-        self._unwatched: set[bytes] = set()  # dirs whose watch failed: rescan_all stays up
+        self._unwatched: set[bytes] = set()  # dirs whose watch failed (see ``unwatched``)
         self._sync_waiters: list[threading.Event] = []
         self._failed = False
         self._renew_reason: str | None = None
@@ -177,8 +182,9 @@ class Watcher:
         with self._lock:
             thread_dead = self._thread is not None and not self._thread.is_alive() \
                 and not self._stopping.is_set()
-            blind = bool(self._unwatched) or self._failed or thread_dead or not synced
-        return self._book.take(rescan_all=blind)
+            blind = self._failed or thread_dead or not synced
+            unwatched = frozenset(self._unwatched)
+        return self._book.take(rescan_all=blind, unwatched=unwatched)
 
     def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
         """A change found by another way than an event (``session/watch_audit.py``)."""
@@ -194,6 +200,13 @@ class Watcher:
         with self._lock:
             self._renew_reason = reason
         self._wake()
+
+    @property
+    def unwatched(self) -> frozenset[bytes]:
+        """The folders whose watch failed (no watches left), each standing for its subtree:
+        a snapshot lists them whole every time (``DirtySet.unwatched``)."""
+        with self._lock:
+            return frozenset(self._unwatched)
 
     @property
     def watched_dirs(self) -> int:
@@ -322,6 +335,9 @@ class Watcher:
         while stack:
             d = stack.pop()
             try:
+                if self.max_watches and len(self._watches) >= self.max_watches \
+                        and d not in self._watches:
+                    raise OSError(errno.ENOSPC, "daemon_max_watches reached")
                 wd = self._inotify.add_watch(self._abs(d), WATCH_MASK)
             except OSError as e:
                 if e.errno in _LOST_ERRNOS:
@@ -370,15 +386,11 @@ class Watcher:
 
     def _retry_unwatched(self) -> None:
         """Try again to watch directories whose watch failed (someone may have freed watches).
-        Whatever changed there meanwhile went unseen, so success still asks for one rescan."""
+        Whatever changed there meanwhile went unseen: each folder watched now is dirty whole."""
         with self._lock:
             retry, self._unwatched = self._unwatched, set()
         for d in sorted(retry):
-            self._add_tree(d, emit=False, report=False)
-        with self._lock:
-            unwatched = bool(self._unwatched)
-        if not unwatched:
-            self._book.rescan()
+            self._add_tree(d, emit=False, report=False, mark=True)
 
     def _drop_tree(self, top: bytes, *, moved: bool) -> None:
         """Forget ``top`` and the directories under it (:meth:`.WatchMap.drop_tree`), and any
