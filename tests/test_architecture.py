@@ -273,6 +273,7 @@ LAYERS = {
     "engine": "engine",
     "state": "state",
     "sources": "sources",
+    "sandbox": "sandbox",  # confining an agent: Landlock, bwrap, seccomp, the proxy
     "errors": "shared",
     "types": "shared",
     "paths": "shared",  # the one inside-the-workspace path check
@@ -282,12 +283,16 @@ LAYERS = {
 #: What each layer may import. Faces may reach past the session to engine and state records
 #: (diffs, tree entries) but never to a source: watchers and tracers are run by the session.
 #: Sources feed the session and may use the state layer (exclusion rules), nothing above it.
+#: The sandbox (Landlock, bwrap, seccomp, the proxy) knows nothing of workspaces or sessions:
+#: it takes paths and callbacks, so faces (``ctrlz sandbox check``, the nono-py API), the
+#: session (``ctrlz run --sandbox``) and the tracer may all use it.
 MAY_IMPORT = {
-    "faces": {"faces", "session", "engine", "state", "shared"},
-    "session": {"session", "engine", "state", "sources", "shared"},
+    "faces": {"faces", "session", "engine", "state", "sandbox", "shared"},
+    "session": {"session", "engine", "state", "sources", "sandbox", "shared"},
     "engine": {"engine", "state", "shared"},
     "state": {"state", "shared"},
-    "sources": {"sources", "state", "shared"},
+    "sources": {"sources", "state", "sandbox", "shared"},
+    "sandbox": {"sandbox", "shared"},
     "shared": {"shared"},
 }
 

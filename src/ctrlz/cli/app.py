@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     'rollback': ('restore', 'Roll the workspace (or only PATHs) back to SNAP, in place.'),
     'run': ('sessions', 'Run an agent (or any command) under protection, and exit with its exit '
                         'code.'),
+    'sandbox': ('sandbox', 'What `ctrlz run --sandbox` can use on this machine.'),
     'service': ('service', 'The ctrlz service: one per user, with the HTTP API, the web dashboard'
                            ' and a file watcher for every registered workspace.'),
     'session': ('sessions', 'Look at one session of `ctrlz run`.'),

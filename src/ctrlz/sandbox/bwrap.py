@@ -1,0 +1,81 @@
+"""The bubblewrap command line of a :class:`~.policy.SandboxPolicy`.
+
+Why bwrap at all, beside Landlock: it works where Landlock is missing (kernels before 5.13,
+the LSM turned off), and its read-only mounts also stop what Landlock lets through (chmod,
+chown, utimes and xattrs outside the writable set); tmpfs hides secrets and ctrlz's store
+entirely (not even their names), and a network namespace leaves only loopback.
+
+Always ``--unshare-user``: run by real root without it, the sandbox keeps every capability,
+and ``mount -o remount,rw /`` inside succeeded and wrote to the host (the reference's root
+pitfall). Mounts go parent before child, or a later tmpfs hides an earlier bind beneath it.
+No ``--new-session``: it would detach the controlling terminal, and TUI agents open
+``/dev/tty``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+
+from .policy import SandboxPolicy
+
+__all__ = ["bwrap_argv", "find_bwrap"]
+
+
+def find_bwrap() -> str | None:
+    """The system bwrap (on Ubuntu 24.04 AppArmor grants user namespaces to that path only)."""
+    for path in ("/usr/bin/bwrap", "/bin/bwrap"):
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("bwrap")
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(p for p in path.split("/") if p)
+
+
+def bwrap_argv(policy: SandboxPolicy, command: Sequence[str], *, bwrap: str,
+               placeholder: str | None = None) -> list[str]:
+    """``bwrap ... -- COMMAND`` for ``policy``. ``placeholder``: an empty regular file,
+    bound read-only as ``catalog.db`` beside each daemon socket in :attr:`~.policy.
+    SandboxPolicy.sockets`, so that a hook inside still finds its workspace's store (the
+    locator looks for that file) and reaches the daemon, while the store itself is a tmpfs."""
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+    if os.path.isdir("/dev/pts"):
+        argv += ["--dev-bind", "/dev/pts", "/dev/pts"]  # the terminal we run on, by its name
+    argv += ["--unshare-user", "--unshare-pid", "--proc", "/proc", "--die-with-parent"]
+    if policy.net == "off":
+        argv.append("--unshare-net")
+    mounts: list[tuple[tuple[str, ...], int, list[str]]] = []
+    for path in policy.writable:
+        real = _real(path)
+        if real is None or real.startswith(("/dev/", "/proc/")) and real != "/dev/shm":
+            continue  # the devices are bwrap's own /dev
+        mounts.append((_parts(real), 0, ["--bind", real, real]))
+    for path in policy.unreadable:
+        real = _real(path)
+        if real is None:
+            continue
+        if os.path.isdir(real):
+            mounts.append((_parts(real), 1, ["--tmpfs", real]))
+        else:
+            mounts.append((_parts(real), 1, ["--ro-bind", "/dev/null", real]))
+    for sock in policy.sockets:
+        real = _real(sock)
+        if real is None:
+            continue
+        mounts.append((_parts(real), 2, ["--bind", real, real]))
+        if placeholder is not None:
+            catalog = os.path.join(os.path.dirname(real), "catalog.db")
+            mounts.append((_parts(catalog), 2, ["--ro-bind", placeholder, catalog]))
+    for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
+        argv += args
+    return [*argv, "--", *command]
+
+
+def _real(path: str) -> str | None:
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError:
+        return None

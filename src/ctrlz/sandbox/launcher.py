@@ -1,0 +1,92 @@
+"""``python -m ctrlz.sandbox.launcher POLICY_JSON_FILE -- CMD...``: confine, then exec CMD.
+
+Why a launcher process of its own: Landlock and seccomp confine the process that asks and
+everything it starts, for good. ``ctrlz run`` and its tracer (strace) must stay free (they
+write the store, the session DB, the trace log), so the tracer execs this launcher, which
+confines itself and then becomes the agent by ``execvp`` (same pid, so the tracer's records
+and the ``sandboxed`` record in the store name the agent itself). Never ``preexec_fn`` on
+the tracer's ``Popen``: that would confine strace too.
+
+The policy file holds :meth:`SandboxPolicy.to_json` plus ``"mechanism"``: ``"landlock"``
+(path rules, the proxy's TCP port under ABI 4, scopes) or ``"bwrap"`` (run inside bwrap,
+which already did the mounts: only the network part here). Then
+``ctrlz.sandbox.seccomp.install(net_mode)``. Any failure ends the launcher with one line on
+stderr and status 126, before CMD runs: never unconfined.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from . import landlock
+from .policy import SandboxPolicy
+
+EXIT_REFUSED = 126
+
+
+def confine(policy: SandboxPolicy, mechanism: str) -> None:
+    """Apply ``policy`` to this process: Landlock (all of it, or only the proxy port under
+    bwrap), then the seccomp network filter."""
+    proxy_port = policy.proxy[1] if policy.proxy else None
+    if mechanism == "landlock":
+        version = landlock.abi()
+        rules = landlock.path_rules(version, policy.writable, policy.unreadable,
+                                    policy.devices)
+        ruleset = landlock.Ruleset(version=version, net=proxy_port is not None)
+        for path, rights in rules:
+            ruleset.allow_path(path, rights)
+        if proxy_port is not None:
+            ruleset.allow_connect(proxy_port)
+        ruleset.restrict_self()
+    elif proxy_port is not None:  # bwrap did the filesystem; the proxy port is ours
+        version = landlock.abi()
+        if version < 4:
+            raise OSError(f"--allow-host needs Landlock ABI 4 (this kernel: {version})")
+        ruleset = landlock.Ruleset(version=version, net=True, scopes=False, fs=False)
+        ruleset.allow_connect(proxy_port)
+        ruleset.restrict_self()
+    install = _seccomp_install()
+    if install is not None:
+        install(policy.net_mode)
+    elif policy.net_mode != "on":
+        raise OSError("--net off and --allow-host need ctrlz.sandbox.seccomp, which is "
+                      "missing from this install")
+
+
+def _seccomp_install():  # type: ignore[no-untyped-def]
+    try:
+        from .seccomp import install  # another part of this package; absent in older trees
+    except ImportError:
+        return None
+    return install
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if len(args) < 3 or args[1] != "--":
+        print("usage: python -m ctrlz.sandbox.launcher POLICY_JSON_FILE -- CMD [ARG...]",
+              file=sys.stderr)
+        return 2
+    try:
+        with open(args[0], encoding="utf-8") as f:
+            data = json.load(f)
+        policy = SandboxPolicy.from_json(data)
+        confine(policy, str(data.get("mechanism", "landlock")))
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        print(f"ctrlz: the sandbox could not be made, nothing was run: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    command = args[2:]
+    sys.stdout.flush()
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        print(f"ctrlz: {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127 if isinstance(exc, FileNotFoundError) else EXIT_REFUSED
+    return EXIT_REFUSED  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
