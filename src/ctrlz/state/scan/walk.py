@@ -225,8 +225,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
     if sc.entry_budget[0] > limits.max_entries:
         raise LimitExceeded(
             f"the workspace has more than max_entries={limits.max_entries:,} files and "
-            "directories; exclude large generated folders (exclude_patterns) or raise "
-            "max_entries")
+            "folders; exclude large generated folders (exclude_patterns in .ctrlz.toml) or "
+            "raise the limit (max_entries in .ctrlz.toml, or CTRLZ_MAX_ENTRIES)")
     if stats.bytes > limits.max_bytes and limits.refuse_over_max_bytes:
         raise LimitExceeded(
             f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
