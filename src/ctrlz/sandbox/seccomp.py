@@ -68,8 +68,10 @@ __all__ = ["MODES", "DenyRule", "SeccompError", "build_filter", "deny_syscalls",
 MODES = ("on", "off", "proxy")
 
 
-class SeccompError(CtrlzError):
-    """No filter was installed (unknown machine, the kernel refused, a bad rule)."""
+class SeccompError(CtrlzError, OSError):
+    """No filter was installed (unknown machine, the kernel refused, a bad rule). Also an
+    OSError, so that a launcher which already reports the OSErrors of confinement (Landlock's)
+    as "the sandbox could not be made" reports this one the same way."""
 
     exit_code = 2
 
