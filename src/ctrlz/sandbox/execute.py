@@ -1,0 +1,211 @@
+"""Run one command confined by a capability set: nono-py's ``sandboxed_exec`` and ``ExecResult``.
+
+The caller stays unconfined and may call it again with other capabilities. The command runs
+in a child that confines itself, then execs it; its stdout and stderr come back as bytes,
+its stdin is the caller's.
+
+Why a fresh interpreter as that child (``exec_child.py``), and not ``fork()`` plus Python code
+before ``exec``: a forked child of a threaded program may deadlock on a lock another thread
+held at the fork (``preexec_fn`` warns of it), and Landlock confines only the thread that asks.
+A new single-threaded process has neither problem; it costs one interpreter start (about
+20 ms, with ``-I -S``). Everything the child needs (grants, program, argv, env, cwd) travels
+as one ASCII JSON argument, so no name is mangled by a locale.
+
+The same outcomes as nono-py's: ValueError for an empty command, a negative timeout or a
+refused environment variable; RuntimeError for a program or working directory that cannot be
+found; exit code 124 on timeout (the child is killed), ``-N`` when killed by signal N, 126 when
+the sandbox could not be applied and 127 when the command could not be executed (a line on
+stderr says which). The child gets only ``env`` unless ``inherit_env`` is true, and never a
+dynamic-loader variable (``LD_*``, ``DYLD_*``, ``LIBPATH``, ``SHLIB_PATH``); every inherited
+file descriptor but 0, 1 and 2 is closed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+from .capabilities import CapabilitySet
+
+__all__ = ["ExecResult", "sandboxed_exec"]
+
+#: How long to wait for the output pipes after the child ended or was killed: a grandchild
+#: that kept them open must not hold the caller forever (nono-py would wait for it).
+_DRAIN_SECONDS = 2.0
+
+
+class ExecResult:
+    """What a sandboxed command did: its output and how it ended."""
+
+    __slots__ = ("_exit_code", "_stderr", "_stdout")
+
+    def __init__(self, stdout: bytes, stderr: bytes, exit_code: int) -> None:
+        self._stdout = stdout
+        self._stderr = stderr
+        self._exit_code = exit_code
+
+    @property
+    def stdout(self) -> bytes:
+        """Everything the command wrote to its stdout."""
+        return self._stdout
+
+    @property
+    def stderr(self) -> bytes:
+        """Everything the command wrote to its stderr."""
+        return self._stderr
+
+    @property
+    def exit_code(self) -> int:
+        """The exit status; ``-N`` if killed by signal N, 124 on timeout."""
+        return self._exit_code
+
+    def __repr__(self) -> str:
+        return (f"ExecResult(exit_code={self._exit_code}, stdout_len={len(self._stdout)}, "
+                f"stderr_len={len(self._stderr)})")
+
+
+def _is_loader_variable(key: str) -> bool:
+    return key.startswith(("LD_", "DYLD_")) or key in ("LIBPATH", "SHLIB_PATH")
+
+
+def _check_variable(key: str, value: str) -> None:
+    if not key:
+        raise ValueError("environment variable name must not be empty")
+    if "=" in key:
+        raise ValueError(f"environment variable name '{key}' must not contain '='")
+    if "\0" in key:
+        raise ValueError("environment variable name contains null byte")
+    if "\0" in value:
+        raise ValueError(f"environment variable value for '{key}' contains null byte")
+    if _is_loader_variable(key):
+        raise ValueError(f"environment variable '{key}' is not allowed in sandboxed_exec")
+
+
+def child_environment(env: Sequence[tuple[str, str]] | None,
+                      inherit_env: bool) -> dict[str, str]:
+    """The child's environment: the parent's if asked, then ``env`` over it, each checked."""
+    out: dict[str, str] = {}
+    pairs: list[tuple[str, str]] = list(os.environ.items()) if inherit_env else []
+    for pair in env or ():
+        key, value = pair
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("env must be a list of (str, str) tuples")
+        pairs.append((key, value))
+    for key, value in pairs:
+        _check_variable(key, value)
+        out[key] = value
+    return out
+
+
+def resolve_program(program: str) -> str:
+    """The file ``program`` names: a path as given (made absolute, so a ``cwd`` does not
+    change it), else the first regular file of that name along the caller's ``PATH``."""
+    if "/" in program:
+        if os.path.exists(program):
+            return os.path.abspath(program)
+        raise RuntimeError(f"Program not found: {program}")
+    for directory in os.environ.get("PATH", "").split(":"):
+        candidate = os.path.join(directory, program)
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    raise RuntimeError(f"Program not found in PATH: {program}")
+
+
+def _command(command: Sequence[str]) -> list[str]:
+    if isinstance(command, (str, bytes)):
+        raise TypeError("command must be a list of strings, not a single string")
+    args = [os.fspath(a) for a in command]
+    if any(not isinstance(a, str) for a in args):
+        raise TypeError("command must be a list of strings")
+    if not args:
+        raise ValueError("command must not be empty")
+    if any("\0" in a for a in args):
+        raise RuntimeError("Argument contains null byte")
+    return args
+
+
+def _launcher() -> list[str]:
+    """The interpreter command that runs ``exec_child``: isolated (no user site, no
+    ``PYTHON*`` variables, no cwd on the path) and without ``site``, ctrlz found where this
+    process found it."""
+    if not sys.executable:
+        raise RuntimeError("cannot start the sandbox child: sys.executable is unknown")
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from ctrlz.sandbox.exec_child import main; main(sys.argv[2])")
+    return [sys.executable, "-I", "-S", "-c", code, package_parent]
+
+
+def _drain(stream: object, chunks: list[bytes]) -> None:
+    read = stream.read1 if hasattr(stream, "read1") else stream.read  # type: ignore[attr-defined]
+    try:
+        while chunk := read(65536):
+            chunks.append(chunk)
+    except (OSError, ValueError):  # closed under us after the drain timeout
+        pass
+
+
+def sandboxed_exec(caps: CapabilitySet, command: list[str], cwd: str | None = None,
+                   timeout_secs: float | None = None, env: list[tuple[str, str]] | None = None,
+                   inherit_env: bool = False) -> ExecResult:
+    """Run ``command`` in a child confined to ``caps``; wait for it and return its output.
+
+    ``cwd``: the child's working directory (it need not be granted: the child changes to it
+    before it is confined). ``timeout_secs``: kill the child after that long and report 124.
+    ``env``: the child's whole environment, unless ``inherit_env`` is true, when it overrides
+    entries of the caller's.
+    """
+    if not isinstance(caps, CapabilitySet):
+        raise TypeError(f"caps must be a CapabilitySet, not {type(caps).__name__}")
+    args = _command(command)
+    if timeout_secs is not None and (math.isnan(timeout_secs) or timeout_secs < 0):
+        raise ValueError(f"timeout_secs must be non-negative, got {timeout_secs}")
+    program = resolve_program(args[0])
+    child_env = child_environment(env, inherit_env)
+    workdir = None
+    if cwd is not None:
+        try:
+            workdir = os.path.realpath(os.fspath(cwd), strict=True)
+        except OSError as e:
+            raise RuntimeError(f"Cannot resolve working directory '{cwd}': {e}") from None
+    payload = json.dumps({
+        "grants": [[c.resolved, c.access.value] for c in caps.fs_capabilities()],
+        "net_blocked": caps.is_network_blocked, "program": program, "argv": args,
+        "env": child_env, "cwd": workdir,
+    })  # ensure_ascii: surrogate-escaped names survive as \udcXX
+    try:
+        proc = subprocess.Popen([*_launcher(), payload], stdin=None, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={}, close_fds=True)
+    except OSError as e:
+        raise RuntimeError(f"cannot start the sandbox child: {e}") from None
+    out: list[bytes] = []
+    err: list[bytes] = []
+    readers = [threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        code = proc.wait(timeout=timeout_secs)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        code = 124
+    except BaseException:  # KeyboardInterrupt: leave no confined orphan behind
+        proc.kill()
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join(_DRAIN_SECONDS)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    return ExecResult(b"".join(out), b"".join(err), code)
