@@ -405,3 +405,58 @@ def test_an_unknown_machine_gets_no_filter() -> None:
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "riscv64" in proc.stdout and "refusing to install" in proc.stdout
+
+
+#: Landlock (ABI >= 4, network only: the proxy's port) plus the seccomp "proxy" filter, as the
+#: launcher sets them up for --allow-host; then the proxy, a direct connection and UDP
+CONFINED = r"""
+import errno, http.client, json, socket, sys
+from ctrlz.sandbox import landlock, seccomp
+proxy_port, web_port, udp_port = map(int, sys.argv[1:4])
+ruleset = landlock.Ruleset(net=True, scopes=False, fs=False)
+ruleset.allow_connect(proxy_port)
+ruleset.restrict_self()
+seccomp.install("proxy")
+
+def attempt(action):
+    try:
+        return action()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc))
+
+def through_proxy():
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=30)
+    connection.set_tunnel("allowed.test", web_port)
+    connection.request("GET", "/confined")
+    return connection.getresponse().status
+
+def direct():
+    socket.create_connection(("127.0.0.1", web_port), timeout=30).close()
+    return "ok"
+
+def udp():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"x", ("127.0.0.1", udp_port))
+    return "ok"
+
+print(json.dumps({"proxy": attempt(through_proxy), "direct": attempt(direct),
+                  "udp": attempt(udp)}))
+"""
+
+
+def test_with_landlock_only_the_proxy_port_is_reachable(python_as: list[str],
+                                                        proxy: ProxyHandle, web: int,
+                                                        listeners: tuple[int, int],
+                                                        decisions: list[dict]) -> None:
+    """--allow-host under Landlock: the allowed host answers through the proxy, a direct TCP
+    connection to the same server is refused by Landlock (EACCES), UDP by seccomp (EPERM)."""
+    from ctrlz.sandbox import landlock
+
+    if landlock.abi() < 4:
+        pytest.skip(f"Landlock ABI {landlock.abi()} has no TCP rules (4 needed)")
+    proc = subprocess.run([*python_as, "-c", CONFINED, str(proxy.port), str(web),
+                           str(listeners[1])], cwd="/", capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"proxy": 200, "direct": "EACCES", "udp": "EPERM"}
+    assert [(d["host"], d["allowed"]) for d in decisions] == [("allowed.test", True)]
