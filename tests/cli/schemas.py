@@ -133,7 +133,23 @@ FORK = obj({"type": {"const": "fork"}, "workspace": {"type": "string"},
             "agent": STR_OR_NULL, "resume": STR_OR_NULL})
 
 #: commands whose --json output tests/cli/test_fork.py validates (documented with the rest)
-OTHER_SCHEMAS: dict[str, dict[str, Any]] = {"fork": FORK}
+#: one refusal of a sandboxed run: a write (``fs``, from the tracer) or a connection (``net``,
+#: from the proxy; ``path`` is ``host:port``, ``syscall`` the request's method, ``errno`` why)
+DENIAL = obj({"timestamp": {"type": "string"}, "pid": {"type": ["integer", "null"]},
+              "exe": STR_OR_NULL, "syscall": STR_OR_NULL, "path": {"type": "string"},
+              "errno": STR_OR_NULL, "kind": {"enum": ["fs", "net"]}})
+SESSION_SHOW = obj({
+    "id": {"type": "string", "pattern": "^sess_[a-z0-9]+$"}, "started": {"type": "string"},
+    "ended": STR_OR_NULL, "label": STR_OR_NULL,
+    "command": {"type": "array", "items": {"type": "string"}},
+    "tracked_paths": {"type": "array", "items": {"type": "string"}},
+    "exit_code": {"type": ["integer", "null"]}, "snapshot_count": INT,
+    "merkle_roots": {"type": "array", "items": {"type": "string"}},
+    "traced": {"type": "boolean"}, "trace_note": STR_OR_NULL,
+    "timeline": {"type": "array", "items": obj({
+        "timestamp": {"type": "string"}, "kind": {"enum": ["snapshot", "file", "exec"]}})},
+    "denials": {"type": "array", "items": DENIAL}})
+OTHER_SCHEMAS: dict[str, dict[str, Any]] = {"fork": FORK, "session show": SESSION_SHOW}
 
 #: command -> schema of its --json output
 SCHEMAS: dict[str, dict[str, Any]] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -19,11 +20,27 @@ RUN_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False}
               "snapshot.")
 @click.option("--no-trace", is_flag=True, help="Do not record the commands the session runs.")
 @click.option("--verbose", "-v", is_flag=True, help="Say what ctrlz does, on stderr.")
+@click.option("--sandbox", "sandbox_mode", is_flag=False, flag_value="auto", default=None,
+              metavar="[=MODE]", help="Confine CMD: it may write only the workspace, the temp "
+              "dirs, its own state and the package caches; secrets and ctrlz's store stay "
+              "unreadable. MODE: auto (Landlock + seccomp, else bubblewrap), landlock, bwrap. "
+              "Refused (exit 2) where no sandbox can be made. See docs/sandbox.md.")
+@click.option("--allow-write", multiple=True, metavar="PATH", help="Also let CMD write PATH "
+              "(repeatable; it is not snapshotted).")
+@click.option("--deny-read", multiple=True, metavar="PATH", help="Also keep PATH unreadable "
+              "(repeatable).")
+@click.option("--net", metavar="on|off", default=None, help="off: no socket leaves the "
+              "sandbox (default on).")
+@click.option("--allow-host", multiple=True, metavar="HOST[:PORT]", help="Reach only these "
+              "hosts, through ctrlz's proxy (repeatable). Under Landlock the TCP rule is by "
+              "port only: a client that ignores the proxy settings may connect to any address "
+              "on the proxy's port.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="[--] CMD "
                 "[ARG]...")
 @pass_state
 def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
-            command: tuple[str, ...]) -> None:
+            sandbox_mode: str | None, allow_write: tuple[str, ...], deny_read: tuple[str, ...],
+            net: str | None, allow_host: tuple[str, ...], command: tuple[str, ...]) -> None:
     """Run an agent (or any command) under protection, and exit with its exit code.
 
     A pinned pre-run snapshot is taken first; while CMD runs, a file watcher records every
@@ -38,9 +55,16 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
       ctrlz run -- claude
       ctrlz run --label refactor -- codex exec "rename the module"
       ctrlz run --no-trace -- make test
+      ctrlz run --sandbox -- claude
+      ctrlz run --sandbox --net off --allow-write ~/.gradle -- ./gradlew build
+
+    Under --sandbox=landlock (what auto takes where it can) chmod and utimes outside the
+    workspace are not stopped, and the --allow-host TCP rule is by port only; bwrap stops
+    both. Every refusal is recorded: ctrlz session show.
     """
     from ..errors import UsageError
     from ..session.run import run_session
+    from ..session.sandboxing import SandboxOptions
 
     argv = list(command)
     if argv and argv[0] == "--":
@@ -54,11 +78,27 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
 
     if verbose:
         notify(f"ctrlz: protecting {render.path_text(str(ws.root))}")
-    result = run_session(ws, argv, label=label, trace=not no_trace, notify=notify)
+    sandbox = None
+    if sandbox_mode is not None or allow_write or deny_read or net is not None or allow_host:
+        from ..service.runtime import run_dir
+
+        sandbox = SandboxOptions(sandbox_mode, list(allow_write), list(deny_read), net,
+                                 list(allow_host), str(run_dir()))
+        if sandbox_mode is None and not ws.config["sandbox_enabled"]:
+            raise UsageError("--allow-write, --deny-read, --net and --allow-host shape a "
+                             "sandbox: add --sandbox (or set [sandbox] enabled = true)")
+    elif ws.config["sandbox_enabled"]:
+        from ..service.runtime import run_dir
+
+        sandbox = SandboxOptions(runtime_dir=str(run_dir()))
+    result = run_session(ws, argv, label=label, trace=not no_trace, notify=notify,
+                         sandbox=sandbox)
     if verbose:
         kinds = ", ".join(s.type for s in result.snapshots)
         notify(f"ctrlz: session {result.session_id}: snapshots {kinds}")
     code = result.exit_code
+    if result.denials:
+        notify(refused_line(result.denials, result.session_id))
     if code != 0 and result.pre_run is not None:
         created, modified, deleted = result.changes
         how = f"exited with {code}" if code > 0 else f"was killed by signal {-code}"
@@ -77,6 +117,32 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def refused_line(denials: list[dict[str, Any]], session_id: str) -> str:
+    """The run summary's line on a sandbox's refusals: ``the sandbox refused 3 writes outside
+    the workspace (2 paths: ~/.npmrc, /etc/hosts)``, and the connections the same way."""
+    home = os.path.expanduser("~")
+
+    def short(path: str) -> str:
+        if home != "/" and (path == home or path.startswith(home + "/")):
+            path = "~" + path[len(home):]
+        return render.path_text(path)
+
+    parts = []
+    for kind, noun in (("fs", "write"), ("net", "connection")):
+        rows = [d for d in denials if d["kind"] == kind]
+        if not rows:
+            continue
+        paths = list(dict.fromkeys(short(d["path"]) for d in rows))
+        listed = ", ".join(paths[:5]) + (f", ... {len(paths) - 5} more" if len(paths) > 5
+                                         else "")
+        where = " outside the workspace" if kind == "fs" else ""
+        label = "path" if kind == "fs" else "host"
+        parts.append(f"{len(rows)} {noun}{'' if len(rows) == 1 else 's'}{where} "
+                     f"({len(paths)} {label}{'' if len(paths) == 1 else 's'}: {listed})")
+    return (f"ctrlz: the sandbox refused {' and '.join(parts)}; see ctrlz session show "
+            f"{session_id}")
 
 
 def exit_text(code: int | None) -> str:
@@ -130,7 +196,8 @@ def session_group() -> None:
 @render.json_option
 @pass_state
 def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> None:
-    """A timeline of one session (default: the newest): snapshots, file events, commands.
+    """A timeline of one session (default: the newest): snapshots, file events, commands,
+    and what a sandboxed session's sandbox refused (writes outside, connections).
 
     \b
     Examples:
@@ -142,10 +209,10 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
 
     ws = state.workspace()
     row = records.resolve_session(ws, session_id)
-    items = records.timeline(ws, row)
     if as_json:
-        render.emit_json({**row.to_json(), "timeline": [i.to_json() for i in items]})
+        render.emit_json(records.shown(ws, row))
         return
+    items = records.timeline(ws, row)
     render.out(f"session {row.id}: {' '.join(row.command)}")
     code = "running" if row.ended is None else f"exit {exit_text(row.exit_code)}"
     trace = "traced" if row.traced else f"untraced ({row.trace_note})"
@@ -162,6 +229,14 @@ def session_show_cmd(state: State, session_id: str | None, as_json: bool) -> Non
             status = d["signal"] or ("running" if d["exit_code"] is None else d["exit_code"])
             render.out(f"{t}  exec      {clip(' '.join([d['command'], *d['args']]), 70)} "
                        f"[{status}]")
+    refused = records.denials(ws, row)
+    if refused:
+        render.out(f"the sandbox refused {len(refused)}:")
+    for d in refused:
+        what = (f"{d['syscall']} {render.path_text(d['path'])}" if d["kind"] == "fs"
+                else f"connect {d['path']}")
+        who = f"{d['exe'] or '?'}[{d['pid']}] " if d["pid"] is not None else ""
+        render.out(f"{d['timestamp'][11:23]}  denied    {who}{what} ({d['errno']})")
 
 
 @click.command("trace")

@@ -207,14 +207,15 @@ def sessions(call: Call) -> Any:
 
 
 @endpoint("GET", "/v1/workspaces/{ws}/sessions/{session}", "One session's timeline: "
-          "snapshots, file events, commands.", params=(SESSION,),
+          "snapshots, file events, commands; and what its sandbox refused (`denials`).",
+          params=(SESSION,),
           returns="as `ctrlz session show --json`", tag="sessions")
 def session_show(call: Call) -> Any:
     from ..session import records
 
     ws = call.workspace()
     row = records.resolve_session(ws, call.path_param("session"))
-    return {**row.to_json(), "timeline": [i.to_json() for i in records.timeline(ws, row)]}
+    return records.shown(ws, row)
 
 
 @endpoint("GET", "/v1/workspaces/{ws}/sessions/{session}/trace", "Every process the session "

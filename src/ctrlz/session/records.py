@@ -68,6 +68,19 @@ def trace(ws: Workspace, session: SessionRow, grep: str | None = None,
     return events
 
 
+def denials(ws: Workspace, session: SessionRow) -> list[dict[str, Any]]:
+    """What a sandboxed run's sandbox refused, oldest first: writes (``kind`` ``fs``, from
+    the tracer) and connections (``net``, from the proxy); empty for an unsandboxed run."""
+    return ws.session_db.denials(session.id)
+
+
+def shown(ws: Workspace, session: SessionRow) -> dict[str, Any]:
+    """``ctrlz session show --json`` and the service's session view: the session's row,
+    its timeline and its ``denials``."""
+    return {**session.to_json(), "timeline": [i.to_json() for i in timeline(ws, session)],
+            "denials": denials(ws, session)}
+
+
 def snapshots(ws: Workspace, session: SessionRow) -> list[dict[str, Any]]:
     counts = {}
     for row in ws.session_db.snapshot_events(session.id):

@@ -27,7 +27,7 @@ from ..engine.diff import DIR, MODIFIED, PERMISSIONS, diff_trees
 from ..engine.snapshot import disk_ignore_reader
 from ..errors import UsageError
 from ..sources.changes import git_paths
-from ..sources.trace import ExecEvent, Tracer
+from ..sources.trace import Denial, ExecEvent, Tracer
 from ..state.exclude import Matcher
 from ..state.scan import DirtyDirs
 from ..types import Snapshot, clip, iso_utc, signal_name, text_path
@@ -39,6 +39,7 @@ from .watch_audit import CHECKED_TYPES, MAPPED_TYPES, Audit
 
 if TYPE_CHECKING:
     from .protected import ProtectedWorkspace as Workspace
+    from .sandboxing import Plan, SandboxOptions
 
 log = logging.getLogger("ctrlz.session")
 AUTO_PUSH_WAIT = 60.0  # seconds a finished run waits for its background push
@@ -62,6 +63,8 @@ class RunResult:
     changed_paths: list[str] = field(default_factory=list)
     reconciled: int = 0  # file events added by the final reconciliation
     errors: list[str] = field(default_factory=list)
+    #: what the sandbox refused (``ctrlz run --sandbox``): the session DB's ``denials`` rows
+    denials: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"session": self.session_id, "exit_code": self.exit_code, "traced": self.traced,
@@ -71,14 +74,20 @@ class RunResult:
                 "snapshots": [{"id": s.id, "type": s.type} for s in self.snapshots],
                 "changes": dict(zip(("created", "modified", "deleted"), self.changes,
                                     strict=True)),
-                "reconciled": self.reconciled, "errors": self.errors}
+                "reconciled": self.reconciled, "errors": self.errors,
+                "denials": len(self.denials)}
 
 
 class Session:
     """Everything one ``ctrlz run`` holds while the command runs."""
 
-    def __init__(self, ws: Workspace, argv: list[str], label: str | None, trace: bool) -> None:
+    def __init__(self, ws: Workspace, argv: list[str], label: str | None, trace: bool,
+                 sandbox: Plan | None = None) -> None:
         self.ws = ws
+        #: the checked sandbox of this run (:mod:`.sandboxing`), None when it is not sandboxed
+        self.sandbox = sandbox
+        self.sandboxed = sandbox is not None
+        self.policy = sandbox.policy if sandbox is not None else None
         self.pusher: AutoPusher | None = None  # remote.auto_push, started by run()
         self.argv = argv
         self.label = label
@@ -100,8 +109,11 @@ class Session:
             disable_builds=cfg["disable_builds"], disable_idle=cfg["disable_idle"]),
             self._take_auto)
         self.snapshots: list[Snapshot] = []
+        #: the proxy's decisions (:meth:`record_network`), saved with the tracer's denials
+        self._network: list[dict[str, Any]] = []
         self._exit_code = 127  # the command's status, once it ran
         self._lock = threading.Lock()  # one snapshot at a time (scheduler vs. main thread)
+        self._lock_network = threading.Lock()
         self.watcher = self._make_watcher()
         #: the same checks as the daemon's before a snapshot from the watcher's dirty set
         self.audit = Audit(os.fsencode(os.path.realpath(self.ws.root)))
@@ -163,6 +175,37 @@ class Session:
             for r in records:
                 f.write(json.dumps(r, ensure_ascii=True) + "\n")
 
+    # -- what the sandbox refused -----------------------------------------------------------
+
+    def record_network(self, decision: dict[str, Any]) -> None:
+        """The ``record`` callback of the sandbox's proxy (:mod:`ctrlz.sandbox.proxy`): one
+        decision (``time``, ``host``, ``port``, ``method``, ``allowed``, ``reason``). Kept in
+        memory and written with the tracer's denials when the command ends, because the
+        proxy calls from its own thread and the session database's one connection must not
+        have two writers' transactions interleave. A refusal becomes a ``net`` denial."""
+        with self._lock_network:
+            self._network.append(dict(decision))
+
+    def _save_denials(self, found: list[Denial]) -> list[dict[str, Any]]:
+        """The tracer's refused writes and the proxy's decisions, into the session DB (every
+        network decision in the session's ``network_events``, refusals in ``denials``);
+        returns the ``denials`` rows."""
+        with self._lock_network:
+            network, self._network = self._network, []
+        rows = [d.to_json() for d in found]
+        for n in network:
+            if n.get("allowed") is False:
+                rows.append({"timestamp": n.get("time") or iso_utc(time.time_ns()),
+                             "pid": None, "exe": None, "syscall": n.get("method"),
+                             "path": f"{n.get('host')}:{n.get('port')}",
+                             "errno": n.get("reason"), "kind": "net"})
+        rows.sort(key=lambda r: r["timestamp"])  # the order the database reads them back
+        if rows:
+            self.db.add_denials(self.id, rows)
+        if network:
+            self.db.add_network_events(self.id, network)
+        return rows
+
     # -- snapshots --------------------------------------------------------------------------
 
     def take(self, type: str, label: str | None = None, *, pinned: bool = False,
@@ -222,16 +265,18 @@ class Session:
         self.scheduler.start()
         exit_code = 127
         events: list[ExecEvent] = []
+        refused: list[Denial] = []
         try:
             result = self.tracer.run(self.argv, cwd=os.getcwd(), on_exec=self._on_exec,
                                      on_exit=self._on_exit,
                                      trace_file=self.dir / "strace.log")
-            exit_code, events = result.returncode, result.events
+            exit_code, events, refused = result.returncode, result.events, result.denials
             self._exit_code = exit_code
         finally:
             self.scheduler.stop()
             self.watcher.stop()
             self._save_execs(events)
+            denials = self._save_denials(refused)
         post = self.take("post-run", f"after {clip(shown(self.argv), 60)} "
                          f"({ended_text(exit_code)})", full=True)
         ws.repo.flush_statcache()
@@ -239,7 +284,8 @@ class Session:
             notify(f"ctrlz: auto push to {self.pusher.remote} did not finish "
                    f"({self.pusher.last_error or 'still running'}); `ctrlz push` sends the rest")
         out = RunResult(self.id, exit_code, self.tracer.enabled, self.trace_note, pre, post,
-                        list(self.snapshots), errors=list(self.scheduler.errors))
+                        list(self.snapshots), errors=list(self.scheduler.errors),
+                        denials=denials)
         if pre is not None:
             self._reconcile(pre, post, out)
         self.db.end_session(self.id, iso_utc(time.time_ns()), exit_code)
@@ -303,14 +349,29 @@ def shown(argv: list[str]) -> str:
 
 
 def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
-                trace: bool = True, notify: Callable[[str], None] = lambda m: None) -> RunResult:
+                trace: bool = True, notify: Callable[[str], None] = lambda m: None,
+                sandbox: SandboxOptions | None = None) -> RunResult:
     # the session watches the tree itself: a daemon would be a second set of inotify watches
     # competing for the user's limit
     check_label(label)  # before the session's row and directory: a refusal leaves neither
     check_command(argv[0])
+    plan = None
+    from .sandboxing import prepare, wanted
+
+    if wanted(ws, sandbox):
+        plan = prepare(ws, argv, sandbox)  # refuses (exit 2) before anything is recorded
+        # hooks run confined and cannot write the store: they hand their captures to the
+        # workspace daemon through its socket (Landlock lets a pathname socket be reached;
+        # bwrap gets it bound in), so a sandboxed run needs the daemon, watches or not
+        from . import daemon_client
+
+        if not daemon_client.autostart(ws.root, ws.store_path, bool(ws.config["daemon"])) \
+                and not daemon_client.running(ws.store_path):
+            notify("ctrlz: no workspace daemon (daemon = false?): the agent's hooks cannot "
+                   "capture from inside the sandbox; `ctrlz run` snapshots still do")
     started, ws.start_daemon = ws.start_daemon, False
     try:
-        return Session(ws, argv, label, trace).run(notify)
+        return Session(ws, argv, label, trace, plan).run(notify)
     finally:
         ws.start_daemon = started
 

@@ -14,7 +14,9 @@ query runs unchanged:
 Beside them, ctrlz adds ``exec_events`` (Moat's ExecEvent, from the tracer), ``sessions`` (the
 SessionMetadata fields, the exit code and the chain of Merkle roots) and ``session_snapshots``
 (which snapshot row belongs to which session and store snapshot), and ``agent_snapshots`` (the
-snapshots an agent took through MCP, which it may delete again). A session's file events are
+snapshots an agent took through MCP, which it may delete again), and ``denials`` (what a
+sandboxed run's sandbox refused: writes from the tracer, ``kind`` ``fs``; connections from the
+proxy, ``kind`` ``net``). A session's file events are
 the id range recorded on its row. Readers never block: WAL, and short write transactions.
 """
 
@@ -87,6 +89,18 @@ CREATE TABLE IF NOT EXISTS session_snapshots (
     snapshot_id TEXT NOT NULL,
     merkle_root TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS denials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    pid INTEGER,
+    exe TEXT,
+    syscall TEXT,
+    path TEXT NOT NULL,
+    errno TEXT,
+    kind TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS denials_session ON denials(session_id);
 CREATE TABLE IF NOT EXISTS agent_snapshots (
     snapshot_id TEXT PRIMARY KEY,
     face TEXT NOT NULL,
@@ -284,6 +298,45 @@ class SessionDB:
         return [{"timestamp": r[0], "pid": r[1], "ppid": r[2], "command": r[3],
                  "args": json.loads(r[4]), "cwd": r[5], "exit_code": r[6], "signal": r[7],
                  "duration": r[8]} for r in rows]
+
+    # -- what a sandbox refused ----------------------------------------------------------
+
+    def add_denials(self, session_id: str, denials: Iterable[dict[str, Any]]) -> None:
+        """Rows in :meth:`denials`' form (``timestamp`` ISO, ``path``, ``kind`` ``fs`` or
+        ``net``; ``pid``, ``exe``, ``syscall``, ``errno`` may be missing), one transaction.
+        The table is made by :data:`SCHEMA`'s ``IF NOT EXISTS`` when an older database
+        opens, so a store from before sandboxing gains it without a migration step."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT INTO denials (session_id, timestamp, pid, exe, syscall, path, errno, "
+                "kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session_id, d["timestamp"], d.get("pid"), d.get("exe"), d.get("syscall"),
+                  d["path"], d.get("errno"), d["kind"]) for d in denials])
+
+    def denials(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's refusals, oldest first; none from a database opened read-only from
+        before the table existed (a full disk)."""
+        try:
+            rows = self.db.execute(
+                "SELECT timestamp, pid, exe, syscall, path, errno, kind FROM denials "
+                "WHERE session_id = ? ORDER BY timestamp, id", (session_id,))
+        except sqlite3.OperationalError:
+            return []
+        return [{"timestamp": r[0], "pid": r[1], "exe": r[2], "syscall": r[3], "path": r[4],
+                 "errno": r[5], "kind": r[6]} for r in rows]
+
+    def add_network_events(self, session_id: str, decisions: list[dict[str, Any]]) -> None:
+        """Append a sandboxed run's network decisions to its row's ``network_events``."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            row = self.db.execute("SELECT network_events FROM sessions WHERE id = ?",
+                                  (session_id,)).fetchone()
+            if row is None:
+                return
+            events = json.loads(row[0] or "[]") + decisions
+            self.db.execute("UPDATE sessions SET network_events = ? WHERE id = ?",
+                            (json.dumps(events), session_id))
 
     # -- sessions ---------------------------------------------------------------------------
 

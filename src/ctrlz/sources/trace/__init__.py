@@ -5,6 +5,7 @@ The pieces, smallest first, one module each:
 * :mod:`.events` -- :class:`ExecEvent`, one exec: Moat's ExecEvent plus the exit signal.
 * :mod:`.parser` -- :class:`StraceParser`, a pure, line-at-a-time state machine over
   strace's ``-o`` output (no I/O), so it is unit-tested with recorded lines.
+* :mod:`.denials` -- :class:`Denial`, one write a sandbox refused, read from the same output.
 * :mod:`.follower` -- :class:`TraceFollower`, a thread tailing the ``-o`` file while the
   command runs.
 * :mod:`.tracer` -- :class:`Tracer` probes strace once, builds the wrapped command line, and
@@ -12,12 +13,14 @@ The pieces, smallest first, one module each:
   forbidden) it reports why in :attr:`Tracer.reason` and runs the command bare.
 """
 
+from .denials import Denial
 from .events import ExecEvent
 from .follower import TraceFollower
 from .parser import StraceParser, unescape_c_string
 from .tracer import Tracer, TraceResult, strace_available
 
 __all__ = [
+    "Denial",
     "ExecEvent",
     "StraceParser",
     "TraceFollower",

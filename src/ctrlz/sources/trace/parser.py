@@ -1,65 +1,24 @@
 """Parsing strace's ``-f -ttt -y`` output into :class:`~.events.ExecEvent` records.
 
 Pure: no I/O and no processes, one line at a time, so it is unit-tested with recorded lines.
-:func:`unescape_c_string` and its helpers decode strace's C string literals (exec paths,
-argv, chdir targets); :class:`StraceParser` is the state machine over processes, threads,
-clones, execs and exits.
+:mod:`.cstrings` decodes strace's C string literals (exec paths, argv, chdir targets);
+:class:`StraceParser` is the state machine over processes, threads, clones, execs and exits,
+and hands each failed write-intent call to :func:`.denials.denial` when asked to.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from .cstrings import unescape_c_string
+from .denials import Denial, denial, is_write_syscall
 from .events import ExecCallback, ExecEvent
 
 _CLONES = frozenset({"clone", "clone3", "fork", "vfork"})
 _EXECS = frozenset({"execve", "execveat"})
-
-
-# -- C string literals ------------------------------------------------------------------
-
-
-_SIMPLE_ESCAPES = {"n": 10, "t": 9, "r": 13, "f": 12, "v": 11, "a": 7, "b": 8,
-                   "\\": 92, '"': 34, "'": 39, "?": 63, "e": 27}
-_OCTAL = frozenset("01234567")
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def unescape_c_string(body: str) -> str:
-    """Decode the inside of one of strace's C string literals into text.
-
-    strace prints unprintable bytes as ``\\n``-style escapes, octal (``\\377``, ``\\1``) or,
-    with ``-x``, hex (``\\xff``). The bytes are decoded as UTF-8 with ``surrogateescape`` so
-    non-UTF-8 arguments survive and ``os.fsencode`` gives the original bytes back.
-    """
-    out = bytearray()
-    i, n = 0, len(body)
-    while i < n:
-        ch = body[i]
-        if ch != "\\" or i + 1 >= n:
-            out += ch.encode("utf-8", "surrogateescape")
-            i += 1
-            continue
-        nxt = body[i + 1]
-        if nxt in _OCTAL:
-            j = i + 1
-            while j < n and j < i + 4 and body[j] in _OCTAL:
-                j += 1
-            out.append(int(body[i + 1:j], 8) & 0xFF)
-            i = j
-        elif nxt == "x" and i + 2 < n and body[i + 2] in _HEX:
-            j = i + 2
-            while j < n and j < i + 4 and body[j] in _HEX:
-                j += 1
-            out.append(int(body[i + 2:j], 16))
-            i = j
-        else:
-            out.append(_SIMPLE_ESCAPES.get(nxt, ord(nxt) if nxt.isascii() else 63))
-            i += 2
-    return out.decode("utf-8", "surrogateescape")
 
 
 def _read_string(text: str, start: int) -> tuple[str, int]:
@@ -152,12 +111,17 @@ class StraceParser:
       unknown. Working directory is per thread group; ``CLONE_FS`` sharing between separate
       processes is not modelled.
     * A failed exec is not an event (shells try each PATH entry in turn).
+    * With ``on_denial`` set, a write-intent call that a sandbox refused (:mod:`.denials`)
+      is handed to it, with the program the process runs and its cwd; ``writable`` roots
+      are the places whose refusals are not the sandbox's.
     """
 
     root_cwd: str | None = None
     root_ppid: int = 0
     on_exec: ExecCallback | None = None
     on_exit: ExecCallback | None = None
+    on_denial: Callable[[Denial], None] | None = None
+    writable: tuple[str, ...] = ()
     _root: int | None = None
     _procs: dict[int, _Process] = field(default_factory=dict)
     _thread_group: dict[int, int] = field(default_factory=dict)
@@ -266,12 +230,14 @@ class StraceParser:
             ret = int(result[0], 0)
         except ValueError:
             return  # "= ?": the call did not return
-        if ret < 0:
-            return  # failed: no exec, no child, no chdir
         call = text[:cut].rstrip()
         args = call[call.find("(") + 1:]
         group = self._group(pid)
         proc = self._procs.get(group)
+        if ret < 0:  # failed: no exec, no child, no chdir; perhaps a refused write
+            if self.on_denial is not None and is_write_syscall(name):
+                self._denied(pid, ts, name, args, text[cut + 3:], proc)
+            return
         if proc is None:
             return
         if name in _EXECS:
@@ -292,6 +258,17 @@ class StraceParser:
         elif name == "fchdir":
             m = _FD_PATH.match(args.rstrip(")").strip())
             proc.cwd = unescape_c_string(m[1]) if m else None
+
+    def _denied(self, pid: int, ts: float, name: str, args: str, result: str,
+                proc: _Process | None) -> None:
+        assert self.on_denial is not None
+        if args.endswith(")"):
+            args = args[:-1]
+        exe = proc.current.command if proc is not None and proc.current is not None else None
+        found = denial(pid, ts, name, args, result, cwd=proc.cwd if proc else None, exe=exe,
+                       writable=self.writable)
+        if found is not None:
+            self.on_denial(found)
 
     def _exec(self, pid: int, proc: _Process, ts: float, args: str,
               done: list[ExecEvent]) -> None:

@@ -5,6 +5,10 @@ tree (eBPF and the audit subsystem need root). A tracer may trace its own child 
 privileges, so ``strace -f -- CMD`` works for any user. ``--seccomp-bpf`` installs a filter
 in the tracee so that only the few syscalls we ask for stop it; everything else runs at
 full speed, which keeps the overhead low.
+
+Under ``ctrlz run --sandbox`` (``denials=True``) the write-intent syscalls are traced too, and
+the ones a sandbox refused become :class:`~.denials.Denial` records (:mod:`.denials` says why
+without strace's ``-Z``). That costs a stop per open, so it is on only when asked for.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .denials import WRITE_SYSCALLS, Denial
 from .events import ExecCallback, ExecEvent
 from .follower import TraceFollower
 from .parser import StraceParser
@@ -42,6 +47,8 @@ class TraceResult:
     events: list[ExecEvent]
     traced: bool
     reason: str | None = None
+    #: the writes a sandbox refused, in order (only with ``Tracer(..., denials=True)``)
+    denials: list[Denial] = field(default_factory=list)
 
 
 @functools.cache
@@ -76,15 +83,29 @@ class Tracer:
     ``Tracer.detect()`` finds strace on PATH. Probing happens once, lazily, and is cached
     per strace binary. When :attr:`enabled` is False, :attr:`reason` is a one-line
     explanation for the caller to print once, and :meth:`wrap` returns the argv unchanged.
+
+    ``denials``: also record the writes a sandbox refuses (the module docstring);
+    ``writable``: the roots the sandbox lets the command write, whose refusals (a file mode)
+    are not the sandbox's and are left out.
     """
 
-    def __init__(self, strace: str | None, *, max_string: int = 4096) -> None:
+    def __init__(self, strace: str | None, *, max_string: int = 4096, denials: bool = False,
+                 writable: Sequence[str | os.PathLike[str]] = ()) -> None:
         self.strace = strace
         self.max_string = max_string
+        self.denials = denials
+        self.writable = tuple(os.path.realpath(p) for p in writable)
 
     @classmethod
-    def detect(cls, *, max_string: int = 4096) -> Tracer:
-        return cls(strace_available(), max_string=max_string)
+    def detect(cls, *, max_string: int = 4096, denials: bool = False,
+               writable: Sequence[str | os.PathLike[str]] = ()) -> Tracer:
+        return cls(strace_available(), max_string=max_string, denials=denials,
+                   writable=writable)
+
+    @property
+    def syscalls(self) -> str:
+        """strace's ``trace=`` set: the exec log's, and the write-intent calls with denials."""
+        return f"{TRACED_SYSCALLS},{WRITE_SYSCALLS}" if self.denials else TRACED_SYSCALLS
 
     def _state(self) -> tuple[tuple[str, ...] | None, str | None]:
         if self.strace is None:
@@ -120,20 +141,22 @@ class Tracer:
             return list(argv)
         assert self.strace is not None
         return [self.strace, *flags, "-q", "-ttt", "-y", "-s", str(self.max_string),
-                "-e", f"trace={TRACED_SYSCALLS}", "-e", "signal=!SIGCHLD",
+                "-e", f"trace={self.syscalls}", "-e", "signal=!SIGCHLD",
                 "-o", os.fspath(output), "--", *argv]
 
     def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
             env: dict[str, str] | None = None, on_exec: ExecCallback | None = None,
             on_exit: ExecCallback | None = None,
-            trace_file: str | os.PathLike[str] | None = None) -> TraceResult:
+            trace_file: str | os.PathLike[str] | None = None,
+            on_denial: Callable[[Denial], None] | None = None) -> TraceResult:
         """Run ``argv`` to completion on this terminal, recording every exec.
 
         Callbacks run on the follower thread. Ctrl-C reaches the command through the
         terminal's process group; we keep waiting so its exit is recorded. Note that strace
         (and so this call) returns only once every traced process has exited, including
         background processes the command left behind. ``trace_file`` keeps the raw strace
-        output at that path; by default a temporary file is used and removed.
+        output at that path; by default a temporary file is used and removed. With
+        ``denials``, each refused write is also handed to ``on_denial`` as it is read.
         """
         workdir = os.fspath(cwd) if cwd is not None else os.getcwd()
         if not self.enabled:
@@ -146,8 +169,16 @@ class Tracer:
             path = os.fspath(trace_file)
             Path(path).touch()
         try:
+            refused: list[Denial] = []
+
+            def denied(found: Denial) -> None:
+                refused.append(found)
+                if on_denial is not None:
+                    on_denial(found)
+
             parser = StraceParser(root_cwd=os.path.abspath(workdir), on_exec=on_exec,
-                                  on_exit=on_exit)
+                                  on_exit=on_exit, on_denial=denied if self.denials else None,
+                                  writable=self.writable)
             proc = subprocess.Popen(self.wrap(argv, path), cwd=workdir, env=env)
             parser.root_ppid = proc.pid  # strace is the command's parent
             follower = TraceFollower(path, parser)
@@ -160,7 +191,7 @@ class Tracer:
             if trace_file is None:
                 os.unlink(path)
         events.sort(key=lambda e: (e.timestamp, e.pid))
-        return TraceResult(returncode, events, traced=True)
+        return TraceResult(returncode, events, traced=True, denials=refused)
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
