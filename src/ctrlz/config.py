@@ -76,6 +76,15 @@ DEFAULTS: dict[str, Any] = {
     # snapshots in the background, at most auto_push_bandwidth bytes per second
     "auto_push": "",
     "auto_push_bandwidth": 8 << 20,
+    # `ctrlz run --sandbox` (docs/sandbox.md): `[sandbox] enabled = true` sandboxes every
+    # run; the rest are the defaults of --sandbox=MODE, --allow-write, --deny-read, --net and
+    # --allow-host (the command line adds to the lists and overrides the rest)
+    "sandbox_enabled": False,
+    "sandbox_mode": "auto",
+    "sandbox_allow_write": [],
+    "sandbox_deny_read": [],
+    "sandbox_net": "on",
+    "sandbox_allow_hosts": [],
 }
 
 _SIZE_KEYS = {"max_bytes", "max_file_size", "store_cap", "preimage_cap", "auto_push_bandwidth"}
@@ -214,6 +223,13 @@ def _load_file(config: Config, path: str | os.PathLike[str]) -> None:
     # accept both flat keys and a [ctrlz] / [snapshots] table
     if isinstance(data.get("remote"), dict):  # remote.auto_push = "origin", or [remote]
         data = {**{k: v for k, v in data.items() if k != "remote"}, **data["remote"]}
+    if "sandbox" in data:  # [sandbox] mode = "bwrap" is the key sandbox_mode
+        table = data["sandbox"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"sandbox in {path} must be a table: write [sandbox] and its "
+                              "keys (mode, allow_write, deny_read, net, allow_hosts) below it")
+        data = {**{k: v for k, v in data.items() if k != "sandbox"},
+                **{f"sandbox_{k}": v for k, v in table.items()}}
     for table in ("ctrlz", "snapshots"):
         if isinstance(data.get(table), dict):
             data = {**{k: v for k, v in data.items() if k != table}, **data[table]}

@@ -8,10 +8,11 @@ and the ``sandboxed`` record in the store name the agent itself). Never ``preexe
 the tracer's ``Popen``: that would confine strace too.
 
 The policy file holds :meth:`SandboxPolicy.to_json` plus ``"mechanism"``: ``"landlock"``
-(path rules, the proxy's TCP port under ABI 4, scopes) or ``"bwrap"`` (run inside bwrap,
-which already did the mounts: only the network part here). Then
-``ctrlz.sandbox.seccomp.install(net_mode)``. Any failure ends the launcher with one line on
-stderr and status 126, before CMD runs: never unconfined.
+(path rules, the proxy's TCP port under ABI 4, scopes) or ``"bwrap"`` (CMD is a bwrap command
+line, which does the mounts: only the network part here, inherited by bwrap and all inside),
+and ``"record"``: where to write the ``sandboxed`` record (:mod:`.policy`) first, while the
+store can still be written. Then ``ctrlz.sandbox.seccomp.install(net_mode)``. Any failure
+ends the launcher with one line on stderr and status 126, before CMD runs: never unconfined.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from . import landlock
-from .policy import SandboxPolicy
+from .policy import SandboxPolicy, sandboxed_record
 
 EXIT_REFUSED = 126
 
@@ -41,7 +42,7 @@ def confine(policy: SandboxPolicy, mechanism: str) -> None:
         if proxy_port is not None:
             ruleset.allow_connect(proxy_port)
         ruleset.restrict_self()
-    elif proxy_port is not None:  # bwrap did the filesystem; the proxy port is ours
+    elif proxy_port is not None:  # bwrap does the filesystem; the proxy port is ours
         version = landlock.abi()
         if version < 4:
             raise OSError(f"--allow-host needs Landlock ABI 4 (this kernel: {version})")
@@ -64,6 +65,16 @@ def _seccomp_install():  # type: ignore[no-untyped-def]
     return install
 
 
+def _write_record(path: str, mechanism: str, session: str) -> None:
+    """This process (soon the agent, or bwrap) is sandboxed: say so where the daemon and the
+    service look (atomically: a reader never sees half of it)."""
+    record = sandboxed_record(os.getpid(), self_confined=True, mode=mechanism, session=session)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+
+
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if len(args) < 3 or args[1] != "--":
@@ -74,7 +85,10 @@ def main(argv: Sequence[str]) -> int:
         with open(args[0], encoding="utf-8") as f:
             data = json.load(f)
         policy = SandboxPolicy.from_json(data)
-        confine(policy, str(data.get("mechanism", "landlock")))
+        mechanism = str(data.get("mechanism", "landlock"))
+        if data.get("record"):
+            _write_record(str(data["record"]), mechanism, str(data.get("session", "")))
+        confine(policy, mechanism)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(f"ctrlz: the sandbox could not be made, nothing was run: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -26,7 +26,6 @@ removed when the run ends (a crash leaves it, and then its ``T`` no longer match
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -56,8 +55,6 @@ CACHES = (".npm", ".cache")
 #: Devices a terminal program needs to open for writing (and their ioctls).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
 
-_HOST = re.compile(r"^(\*\.)?[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_]([A-Za-z0-9_-]"
-                   r"{0,62}))*\.?$|^\[[0-9A-Fa-f:.]+\]$|^[0-9.]+$")
 
 
 @dataclass
@@ -142,19 +139,18 @@ def default_unreadable(env: Mapping[str, str], protected: Sequence[str]) -> list
 
 
 def check_host(value: str, source: str) -> str:
-    """``HOST`` or ``HOST:PORT`` (``*.`` wildcards, ``[v6]``); else a one-line UsageError."""
-    host, port = value, ""
-    if value.startswith("["):
-        end = value.find("]")
-        host, port = value[:end + 1], value[end + 2:] if value[end + 1:end + 2] == ":" else ""
-        ok_rest = end > 0 and value[end + 1:] in ("", f":{port}")
-    else:
-        host, _, port = value.partition(":")
-        ok_rest = value.count(":") <= 1
-    ok_port = not port or (port.isdigit() and 0 < int(port) < 65536)
-    if not (ok_rest and ok_port and host and _HOST.match(host)) or (":" in value and not port):
-        raise UsageError(f"{source} {value!r} is not HOST or HOST:PORT; write it like "
-                         "api.example.com, api.example.com:443 or *.example.com")
+    """``HOST`` or ``HOST:PORT`` (``*.`` wildcards, ``[v6]``); else a one-line UsageError.
+    The proxy's own parser decides (:func:`ctrlz.sandbox.proxy.validate_host`), so what
+    passes here is what the proxy will match; the error names where the value was set."""
+    from .proxy import validate_host  # asyncio and more: only when a host is given
+
+    try:
+        validate_host(value)
+    except UsageError as exc:
+        message = str(exc)
+        if source != "--allow-host":
+            message = message.replace("--allow-host", source, 1)
+        raise UsageError(message) from None
     return value
 
 

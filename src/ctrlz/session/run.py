@@ -121,6 +121,12 @@ class Session:
     # -- the watcher ------------------------------------------------------------------------
 
     def _make_watcher(self) -> Any:
+        from .. import platform
+
+        if platform.watcher() is None:  # no inotify: every snapshot scans the whole tree
+            from ..sources.nowatch import NoWatcher
+
+            return NoWatcher()
         from ..sources.watch import Watcher  # inotify: Linux only, imported when used
 
         def new_matcher() -> Matcher:
@@ -266,13 +272,19 @@ class Session:
         exit_code = 127
         events: list[ExecEvent] = []
         refused: list[Denial] = []
+        argv, env = self.argv, None
         try:
-            result = self.tracer.run(self.argv, cwd=os.getcwd(), on_exec=self._on_exec,
+            if self.sandbox is not None:  # the launcher (and bwrap) between strace and CMD
+                self.sandbox.start(self.id, self.record_network)
+                argv, env = self.sandbox.wrap(self.argv), self.sandbox.env()
+            result = self.tracer.run(argv, cwd=os.getcwd(), env=env, on_exec=self._on_exec,
                                      on_exit=self._on_exit,
                                      trace_file=self.dir / "strace.log")
             exit_code, events, refused = result.returncode, result.events, result.denials
             self._exit_code = exit_code
         finally:
+            if self.sandbox is not None:
+                self.sandbox.close()  # the proxy first: its last decisions are saved below
             self.scheduler.stop()
             self.watcher.stop()
             self._save_execs(events)

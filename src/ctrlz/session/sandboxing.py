@@ -1,0 +1,168 @@
+"""``ctrlz run --sandbox``: the policy of one run, the mechanism, and the confined command line.
+
+The session stays outside: ``ctrlz run`` → strace → ``python -m ctrlz.sandbox.launcher`` →
+(bwrap →) the agent. The launcher writes the ``sandboxed`` record (see
+:mod:`ctrlz.sandbox.policy`), confines itself and execs, so neither ctrlz nor its tracer is
+ever confined, and the record's pid is the agent's own (Landlock) or bwrap's (bwrap).
+
+Everything that can refuse does so in :func:`prepare`, before the session has a row, a
+directory or a snapshot: bad options (one line, exit 2), and a machine where no sandbox can be
+made (one line naming the cause and the fix, exit 2). There is no unsandboxed fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..sandbox import landlock
+from ..sandbox.bwrap import bwrap_argv
+from ..sandbox.policy import SandboxPolicy, build
+from ..sandbox.probe import Support, choose, support
+
+if TYPE_CHECKING:
+    from .protected import ProtectedWorkspace as Workspace
+
+RECORDS = "sandboxed"  # <store>/sandboxed/<session id>.json, while the run lives
+
+
+@dataclass
+class SandboxOptions:
+    """What the command line asked for (None / empty: not given; the ``[sandbox]`` section
+    of the config fills in)."""
+
+    mode: str | None = None
+    allow_write: list[str] = field(default_factory=list)
+    deny_read: list[str] = field(default_factory=list)
+    net: str | None = None
+    allow_hosts: list[str] = field(default_factory=list)
+    runtime_dir: str | None = None
+
+
+def wanted(ws: Workspace, options: SandboxOptions | None) -> bool:
+    return (options is not None and options.mode is not None) or bool(
+        ws.config["sandbox_enabled"])
+
+
+def _config_source(ws: Workspace, key: str) -> str:
+    source = ws.config.sources.get(key, "default")
+    name = key.removeprefix("sandbox_")
+    return f"[sandbox] {name} in {source}" if not source.startswith("$") else source
+
+
+@dataclass
+class Plan:
+    """A checked policy and the mechanism that will enforce it."""
+
+    policy: SandboxPolicy
+    mechanism: str  # "landlock" or "bwrap"
+    info: Support
+    store: str
+    tmp: str | None = None
+    proxy: Any = None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    session_id: str = ""
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.store, RECORDS)
+
+    def start(self, session_id: str,
+              record: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """The proxy (``--allow-host``), giving each decision to ``record`` (called on the
+        proxy's thread); then the directory of the files the launcher reads."""
+        if self.policy.allow_hosts:
+            from ..sandbox.proxy import start_proxy
+
+            self.proxy = start_proxy(list(self.policy.allow_hosts),
+                                     record or self.decisions.append)
+            self.policy.proxy = (self.proxy.host, self.proxy.port)
+        self.tmp = tempfile.mkdtemp(prefix="ctrlz-sandbox-")
+        self.session_id = session_id
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str] | None:
+        """The agent's environment: the proxy's variables when there is one."""
+        if self.proxy is None:
+            return base
+        return {**(base if base is not None else os.environ), **self.proxy.env()}
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` behind the launcher (and bwrap)."""
+        assert self.tmp is not None
+        os.makedirs(self.record_path, exist_ok=True)
+        command = list(argv)
+        if self.mechanism == "bwrap":
+            placeholder = os.path.join(self.tmp, "catalog.db")
+            open(placeholder, "wb").close()
+            assert self.info.bwrap is not None
+            command = bwrap_argv(self.policy, command, bwrap=self.info.bwrap,
+                                 placeholder=placeholder)
+        data = {**self.policy.to_json(), "mechanism": self.mechanism,
+                "record": os.path.join(self.record_path, f"{self.session_id}.json"),
+                "session": self.session_id}
+        path = os.path.join(self.tmp, "policy.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        return [sys.executable, "-P", "-m", "ctrlz.sandbox.launcher", path, "--", *command]
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+            self.proxy = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+        try:
+            os.unlink(os.path.join(self.record_path, f"{self.session_id}.json"))
+        except (OSError, AttributeError):
+            pass
+
+
+def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) -> Plan:
+    """The checked plan of a sandboxed run, or a one-line UsageError (exit 2)."""
+    from ..locator import home_dir
+    from .daemon_client import SOCKET_NAME
+
+    options = options or SandboxOptions()
+    cfg = ws.config
+    mode = options.mode or cfg["sandbox_mode"]
+    allow_write = [(p, _config_source(ws, "sandbox_allow_write"))
+                   for p in cfg["sandbox_allow_write"]]
+    allow_write += [(p, "--allow-write") for p in options.allow_write]
+    deny_read = [(p, "[sandbox] deny_read") for p in cfg["sandbox_deny_read"]]
+    deny_read += [(p, "--deny-read") for p in options.deny_read]
+    net = ((options.net, "--net") if options.net is not None
+           else (cfg["sandbox_net"], _config_source(ws, "sandbox_net")))
+    hosts = [(h, _config_source(ws, "sandbox_allow_hosts")) for h in cfg["sandbox_allow_hosts"]]
+    hosts += [(h, "--allow-host") for h in options.allow_hosts]
+    protected = [os.path.realpath(home_dir()), os.path.realpath(ws.store_path)]
+    if options.runtime_dir:
+        protected.append(os.path.realpath(options.runtime_dir))
+    policy = build(mode=mode, roots=[str(r) for r in ws.roots], env=os.environ,
+                   protected=list(dict.fromkeys(protected)), allow_write=allow_write,
+                   deny_read=deny_read, net=net, allow_hosts=hosts, argv0=argv[0],
+                   sockets=[os.path.join(ws.store_path, SOCKET_NAME)])
+    info = support()
+    fits = None
+    if info.landlock_reason is None:
+        try:
+            landlock.path_rules(info.landlock_abi, policy.writable, policy.unreadable)
+        except ValueError as exc:
+            fits = str(exc)
+    mechanism, why = choose(policy.mode, info, landlock_fits=fits)
+    if mechanism is None:
+        raise UsageError(f"ctrlz run --sandbox refused: {why}")
+    if policy.net_mode != "on" and not info.seccomp and mechanism == "landlock":
+        raise UsageError(f"--net {policy.net} and --allow-host need seccomp: "
+                         f"{info.seccomp_reason}; use --sandbox=bwrap or drop the option")
+    if policy.allow_hosts and info.landlock_abi < 4:
+        raise UsageError(f"--allow-host needs Landlock ABI 4 to hold TCP to the proxy (this "
+                         f"kernel: {info.landlock_abi}); use --net off or drop --allow-host")
+    return Plan(policy, mechanism, info, os.fspath(ws.store_path))
