@@ -396,6 +396,10 @@ def test_sandboxed_exec_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert sandboxed_exec(caps, [py, "-c", show], env=[("V", "1")]).stdout == b"None 1\n"
     inherited = sandboxed_exec(caps, [py, "-c", show], env=[("V", "2")], inherit_env=True)
     assert inherited.stdout == b"secret 2\n"
+    # more than one argument may hold (128 KiB): the request to the child is cut in pieces
+    big = [(f"BIG{i}", "v" * 60_000) for i in range(5)]
+    count = "import os; print(sum(len(v) for k, v in os.environ.items() if k[:3] == 'BIG'))"
+    assert sandboxed_exec(caps, [py, "-c", count], env=big).stdout == b"300000\n"
     assert sandboxed_exec(caps, [py, "-c", "raise SystemExit(7)"]).exit_code == 7
     killed = sandboxed_exec(caps, [py, "-c", "import os; os.kill(os.getpid(), 9)"])
     assert killed.exit_code == -signal.SIGKILL

@@ -134,15 +134,19 @@ def restrict(grants: Iterable[tuple[str, AccessMode]], net_blocked: bool) -> Non
     without seccomp filters, which Landlock kernels all have)."""
     if _platform() != "linux":
         raise RuntimeError(support_info().details)
-    from . import landlock, seccomp
+    from . import landlock
     version = landlock.abi()
     if version < landlock.MIN_ABI:
         raise RuntimeError(support_info().details)
+    if net_blocked:  # imported only when needed: a sandboxed_exec child starts faster
+        from . import seccomp
+        try:  # built first, so that an unknown machine fails before anything is confined
+            seccomp.build_filter("off")
+        except seccomp.SeccompError as e:
+            raise RuntimeError(f"sandbox initialization failed: {e}") from None
     try:
-        # built first, so that an unknown machine fails before anything is confined
-        seccomp_ready = seccomp.build_filter("off") if net_blocked else None
         ruleset = landlock.Ruleset(version=version, net=net_blocked, scopes=True)
-    except (OSError, seccomp.SeccompError) as e:
+    except OSError as e:
         raise RuntimeError(f"sandbox initialization failed: {e}") from None
     try:
         for path, access in grants:
@@ -153,7 +157,7 @@ def restrict(grants: Iterable[tuple[str, AccessMode]], net_blocked: bool) -> Non
         raise RuntimeError(f"sandbox initialization failed: {e}") from None
     finally:
         ruleset.close()
-    if seccomp_ready is not None:
+    if net_blocked:
         try:
             seccomp.install("off")
         except seccomp.SeccompError as e:

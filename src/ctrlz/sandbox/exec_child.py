@@ -1,8 +1,9 @@
 """The child side of ``sandboxed_exec``: change directory, confine this process, exec.
 
-Run by ``execute.sandboxed_exec`` in a fresh interpreter (``python -I -S -c ...``), with one
-ASCII JSON argument: the grants (resolved path, access word), whether the network is blocked,
-the program, its argv and environment, and the working directory. It imports only the
+Run by ``execute.sandboxed_exec`` in a fresh interpreter (``python -I -S -c ...``), with an
+ASCII JSON request cut into arguments of at most 100,000 characters: the grants (resolved path,
+access word), whether the network is blocked, the program, its argv and environment, and the
+working directory. It imports only the
 sandbox's own modules, so the interpreter is small and single-threaded when it confines itself.
 
 Exit codes when the command never starts, as nono-py's child reports them: 126 when the
@@ -13,9 +14,10 @@ code and signals are the command's own.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from ctrlz import jsontext as json
 
 __all__ = ["main"]
 
@@ -56,4 +58,4 @@ def main(payload: str) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - run by execute.py with -c
-    main(sys.argv[1])
+    main("".join(sys.argv[1:]))

@@ -9,7 +9,7 @@ before ``exec``: a forked child of a threaded program may deadlock on a lock ano
 held at the fork (``preexec_fn`` warns of it), and Landlock confines only the thread that asks.
 A new single-threaded process has neither problem; it costs one interpreter start (about
 20 ms, with ``-I -S``). Everything the child needs (grants, program, argv, env, cwd) travels
-as one ASCII JSON argument, so no name is mangled by a locale.
+as ASCII JSON in its arguments, so no name is mangled by a locale.
 
 The same outcomes as nono-py's: ValueError for an empty command, a negative timeout or a
 refused environment variable; RuntimeError for a program or working directory that cannot be
@@ -37,6 +37,8 @@ __all__ = ["ExecResult", "sandboxed_exec"]
 #: How long to wait for the output pipes after the child ended or was killed: a grandchild
 #: that kept them open must not hold the caller forever (nono-py would wait for it).
 _DRAIN_SECONDS = 2.0
+#: Characters per argument of the child's request (ASCII, so bytes too), under MAX_ARG_STRLEN.
+_PIECE = 100_000
 
 
 class ExecResult:
@@ -138,8 +140,14 @@ def _launcher() -> list[str]:
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))))
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from ctrlz.sandbox.exec_child import main; main(sys.argv[2])")
+            "from ctrlz.sandbox.exec_child import main; main(''.join(sys.argv[2:]))")
     return [sys.executable, "-I", "-S", "-c", code, package_parent]
+
+
+def _pieces(payload: str) -> list[str]:
+    """``payload`` cut into arguments the kernel takes: one argument may hold at most 128 KiB
+    (MAX_ARG_STRLEN), and an inherited environment can be larger than that."""
+    return [payload[i:i + _PIECE] for i in range(0, len(payload), _PIECE)] or [""]
 
 
 def _drain(stream: object, chunks: list[bytes]) -> None:
@@ -180,8 +188,9 @@ def sandboxed_exec(caps: CapabilitySet, command: list[str], cwd: str | None = No
         "env": child_env, "cwd": workdir,
     })  # ensure_ascii: surrogate-escaped names survive as \udcXX
     try:
-        proc = subprocess.Popen([*_launcher(), payload], stdin=None, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={}, close_fds=True)
+        proc = subprocess.Popen([*_launcher(), *_pieces(payload)], stdin=None,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
+                                close_fds=True)
     except OSError as e:
         raise RuntimeError(f"cannot start the sandbox child: {e}") from None
     out: list[bytes] = []
