@@ -221,6 +221,62 @@ def test_importing_the_api_is_light() -> None:
     assert out.strip() == "['ctrlz', 'ctrlz.sandbox', 'ctrlz.sandbox.capabilities']"
 
 
+#: Every call of the surface, with nono-py's parameter names and defaults (from its type stub,
+#: python/nono_py/_nono_py.pyi): a caller that passes them by keyword must keep working.
+_SIGNATURES = {
+    "CapabilitySet.__init__": "(self)",
+    "CapabilitySet.allow_path": "(self, path, mode)",
+    "CapabilitySet.allow_file": "(self, path, mode)",
+    "CapabilitySet.block_network": "(self)",
+    "CapabilitySet.platform_rule": "(self, rule)",
+    "CapabilitySet.deduplicate": "(self)",
+    "CapabilitySet.path_covered": "(self, path)",
+    "CapabilitySet.fs_capabilities": "(self)",
+    "CapabilitySet.summary": "(self)",
+    "CapabilitySource.user": "()",
+    "CapabilitySource.group": "(name)",
+    "CapabilitySource.system": "()",
+    "QueryContext.__init__": "(self, caps)",
+    "QueryContext.query_path": "(self, path, mode)",
+    "QueryContext.query_network": "(self)",
+    "SandboxState.from_caps": "(caps)",
+    "SandboxState.to_json": "(self)",
+    "SandboxState.from_json": "(json)",
+    "SandboxState.to_caps": "(self)",
+    "sandboxed_exec": "(caps, command, cwd=None, timeout_secs=None, env=None, "
+                      "inherit_env=False)",
+    "apply": "(caps)",
+    "is_supported": "()",
+    "support_info": "()",
+}
+_PROPERTIES = {
+    "CapabilitySet": ["is_network_blocked"],
+    "FsCapability": ["original", "resolved", "access", "is_file", "source"],
+    "SandboxState": ["net_blocked"],
+    "SupportInfo": ["is_supported", "platform", "details"],
+    "ExecResult": ["stdout", "stderr", "exit_code"],
+}
+
+
+def test_signatures_match_nono_py() -> None:
+    import inspect
+
+    import ctrlz.sandbox as api
+
+    for dotted, expected in _SIGNATURES.items():
+        owner, _, attr = dotted.rpartition(".")
+        target = getattr(getattr(api, owner), attr) if owner else getattr(api, attr)
+        params = [p.replace(annotation=inspect.Parameter.empty)
+                  for p in inspect.signature(target).parameters.values()]
+        assert str(inspect.Signature(params)) == expected, dotted
+    for owner, names in _PROPERTIES.items():
+        for name in names:
+            assert isinstance(inspect.getattr_static(getattr(api, owner), name), property)
+    assert api.__all__ == sorted(api._EXPORTS)
+    for name in api.__all__:
+        assert getattr(api, name).__module__.startswith("ctrlz.sandbox."), name
+
+
 # -- real confinement ------------------------------------------------------------------------------
 
 #: A child that confines itself with ``apply`` and reports each attempt's outcome: "ok" or the
