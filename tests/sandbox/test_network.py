@@ -396,7 +396,8 @@ def test_the_filter_checks_the_architecture_first() -> None:
 def test_an_unknown_machine_gets_no_filter() -> None:
     """In a child (a wrong answer would filter the test process itself): on a machine whose
     table is unknown, install() raises and the process keeps its network."""
-    code = ("import platform, socket; platform.machine = lambda: 'riscv64'\n"
+    code = ("import os, socket; real = os.uname()\n"
+            "os.uname = lambda: os.uname_result((*real[:4], 'riscv64'))\n"
             "from ctrlz.sandbox import seccomp\n"
             "try:\n    seccomp.install('off')\n"
             "except seccomp.SeccompError as exc:\n    print(exc)\n"
@@ -439,8 +440,13 @@ def udp():
         sock.sendto(b"x", ("127.0.0.1", udp_port))
     return "ok"
 
+def fast_open():  # TCP Fast Open connects in sendto, without connect()
+    with socket.socket() as sock:
+        sock.sendto(b"GET / HTTP/1.0\r\n\r\n", socket.MSG_FASTOPEN, ("127.0.0.1", web_port))
+    return "ok"
+
 print(json.dumps({"proxy": attempt(through_proxy), "direct": attempt(direct),
-                  "udp": attempt(udp)}))
+                  "udp": attempt(udp), "fast_open": attempt(fast_open)}))
 """
 
 
@@ -449,7 +455,8 @@ def test_with_landlock_only_the_proxy_port_is_reachable(python_as: list[str],
                                                         listeners: tuple[int, int],
                                                         decisions: list[dict]) -> None:
     """--allow-host under Landlock: the allowed host answers through the proxy, a direct TCP
-    connection to the same server is refused by Landlock (EACCES), UDP by seccomp (EPERM)."""
+    connection to the same server is refused by Landlock (EACCES), UDP by seccomp (EPERM), and
+    so is a TCP Fast Open sendto, which Landlock's port rule let through on Linux 6.18."""
     from ctrlz.sandbox import landlock
 
     if landlock.abi() < 4:
@@ -458,5 +465,6 @@ def test_with_landlock_only_the_proxy_port_is_reachable(python_as: list[str],
                            str(listeners[1])], cwd="/", capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"proxy": 200, "direct": "EACCES", "udp": "EPERM"}
+    assert json.loads(proc.stdout) == {"proxy": 200, "direct": "EACCES", "udp": "EPERM",
+                                       "fast_open": "EPERM"}
     assert [(d["host"], d["allowed"]) for d in decisions] == [("allowed.test", True)]

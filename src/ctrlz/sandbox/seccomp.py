@@ -18,7 +18,10 @@ Modes (:func:`install`):
            IPPROTO_TCP are allowed (flags SOCK_NONBLOCK and SOCK_CLOEXEC masked out), so that the
            agent can reach the CONNECT proxy; Landlock (ABI >= 4) limits their ``connect`` to the
            proxy's port. UDP (DNS, QUIC), raw and ping sockets fail, and so do SCTP and MPTCP
-           stream sockets, which Landlock's TCP rule would not cover.
+           stream sockets, which Landlock's TCP rule would not cover. ``sendto``/``sendmsg``/
+           ``sendmmsg`` with MSG_FASTOPEN fail too: TCP Fast Open opens a connection without
+           ``connect()``, and on Linux 6.18 Landlock's port rule did not stop it (a sendto with
+           MSG_FASTOPEN reached a port that ``connect()`` got EACCES for).
 
 Why NETLINK_ROUTE stays allowed: ``getifaddrs()`` and glibc's ``getaddrinfo(AI_ADDRCONFIG)``
 read the interface list through it, and a refusal breaks programs that never send a packet.
@@ -54,7 +57,6 @@ from __future__ import annotations
 import ctypes
 import errno as errnos
 import os
-import platform
 import struct
 import sys
 from collections.abc import Iterable, Sequence
@@ -108,6 +110,7 @@ _NETLINK_ROUTE = 0
 _SOCK_STREAM = 1
 _SOCK_FLAGS = 0o4000 | 0o2000000  # SOCK_NONBLOCK | SOCK_CLOEXEC on x86_64 and aarch64
 _IPPROTO_TCP = 6
+_MSG_FASTOPEN = 0x20000000
 _X32_SYSCALL_BIT = 0x40000000
 
 _FLAGS = {"CLONE_NEWUSER": 0x10000000, "CLONE_NEWNET": 0x40000000, "CLONE_NEWNS": 0x00020000}
@@ -144,7 +147,7 @@ _GROUPS = {"landlock": ("landlock_create_ruleset", "landlock_add_rule", "landloc
 
 def _arch() -> _Arch:
     """The syscall table of this process, or SeccompError: never guess one."""
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()  # not platform.machine(): 20 ms of imports
     if struct.calcsize("P") != 8 or sys.byteorder != "little":
         raise SeccompError(f"seccomp: no syscall table for a {struct.calcsize('P') * 8}-bit "
                            f"{sys.byteorder}-endian process on {machine}; refusing to install a "
@@ -234,7 +237,18 @@ def _mode_program(mode: str, arch: _Arch) -> _Program:
     if mode != "on":
         p.jump(_JEQ_K, t["socket"], "socket", None)
         p.jump(_JEQ_K, t["socketpair"], "socketpair", None)
+    if mode == "proxy":  # TCP Fast Open connects without connect(), past Landlock's rule
+        p.jump(_JEQ_K, t["sendto"], "flags3", None)
+        p.jump(_JEQ_K, t["sendmmsg"], "flags3", None)
+        p.jump(_JEQ_K, t["sendmsg"], "flags2", None)
     p.ret(_RET_ALLOW)
+    if mode == "proxy":
+        p.label("flags3")
+        p.load(_off_arg(3))
+        p.jump(_JSET_K, _MSG_FASTOPEN, "eperm", "allow")
+        p.label("flags2")
+        p.load(_off_arg(2))
+        p.jump(_JSET_K, _MSG_FASTOPEN, "eperm", "allow")
     if mode != "on":
         p.label("socket")
         p.load(_off_arg(0))  # domain
