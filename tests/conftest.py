@@ -77,8 +77,8 @@ def ctrlz_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_cache_hom
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(shared_cache_home))
-    for key in list(os.environ):
-        if key.startswith("CTRLZ_") and key != "CTRLZ_HOME":
+    for key in list(os.environ):  # CTRLZ_PLATFORM=portable is the portable pass's own
+        if key.startswith("CTRLZ_") and key not in ("CTRLZ_HOME", "CTRLZ_PLATFORM"):
             monkeypatch.delenv(key)
     # hooks would start a background daemon per workspace; tests that want one ask for it
     monkeypatch.setenv("CTRLZ_DAEMON", "0")

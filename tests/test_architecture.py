@@ -278,6 +278,7 @@ LAYERS = {
     "types": "shared",
     "paths": "shared",  # the one inside-the-workspace path check
     "jsontext": "shared",  # json's own C codec, without json's start-up
+    "platform": "shared",  # what this machine offers (CTRLZ_PLATFORM=portable: the twins)
 }
 
 #: What each layer may import. Faces may reach past the session to engine and state records

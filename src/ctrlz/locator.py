@@ -13,8 +13,8 @@ for everything else.
 from __future__ import annotations
 
 import os
-import sys
 
+from . import platform
 from .errors import ConfigError, UsageError, WorkspaceError
 
 TYPE_CHECKING = False
@@ -35,7 +35,7 @@ def user_dir(kind: str, env: Mapping[str, str] | None = None) -> str:
     ``tempfile`` and ``shutil`` it brings) would cost every command and hook milliseconds.
     ``env``: another process's environment (the native door's caller, :mod:`ctrlz.door`)
     instead of this one's; on Linux only."""
-    if sys.platform.startswith("linux"):
+    if platform.system() == "linux":
         var, fallback = (("XDG_CONFIG_HOME", "~/.config") if kind == "config"
                          else ("XDG_DATA_HOME", "~/.local/share"))
         env = os.environ if env is None else env

@@ -28,8 +28,8 @@ class Result:
 @pytest.fixture(autouse=True)
 def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """An isolated store home and config dir; no CTRLZ_* from the outside leaks in."""
-    for name in list(os.environ):
-        if name.startswith("CTRLZ_"):
+    for name in list(os.environ):  # CTRLZ_PLATFORM=portable is the portable pass's own
+        if name.startswith("CTRLZ_") and name != "CTRLZ_PLATFORM":
             monkeypatch.delenv(name)
     monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
     # a snapshot would start a background daemon per workspace; tests that want one ask

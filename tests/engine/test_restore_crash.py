@@ -210,7 +210,8 @@ def assert_raw_state(case: Case, journal_expected: bool | None) -> None:
         return
     assert intent.kind == case.op
     assert intent.safety is not None
-    token = re.compile(rf"{re.escape(TEMP)}{intent.token}-a?\d+")
+    # -a<n>o: the replaced inode's second name where there is no exchange (aside.py)
+    token = re.compile(rf"{re.escape(TEMP)}{intent.token}-a?\d+o?")
     for path in temp_files(case.root):
         assert token.fullmatch(os.path.basename(path)), path
 

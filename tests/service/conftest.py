@@ -36,7 +36,8 @@ class Service:
         self.runtime = base / "xdg-run"
         self.runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.run_dir = self.runtime / "ctrlz"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTRLZ_")}
+        self.env = {k: v for k, v in os.environ.items()  # but the portable pass's switch
+                    if not k.startswith("CTRLZ_") or k == "CTRLZ_PLATFORM"}
         self.env.update(CTRLZ_HOME=str(self.home), XDG_RUNTIME_DIR=str(self.runtime),
                         XDG_CONFIG_HOME=str(base / "config"), CTRLZ_GATEWAY_PORT="0",
                         CTRLZ_DAEMON="0", **(extra_env or {}))

@@ -23,9 +23,10 @@ Durability: a batch of temp files is written, made durable, then renamed, and th
 are made durable after. Small restores fsync each temp file and then each touched directory,
 all at once from a few threads (:func:`ctrlz.engine.durable.fsync_fds`). Large ones flush each
 filesystem that holds a temp file (``syncfs``) instead, which is what makes restoring 100,000
-files take seconds rather than minutes. At the end every filesystem the restore touched is
-flushed, not only the first. Large files (loose objects, 4 MiB and up) are decoded, checked,
-written and fsynced by a few worker threads while the main thread goes on
+files take seconds rather than minutes; where there is no ``syncfs`` (:mod:`ctrlz.platform`)
+every restore fsyncs each file and directory, in batches of 64. At the end every filesystem the
+restore touched is flushed, not only the first. Large files (loose objects, 4 MiB and up) are
+decoded, checked, written and fsynced by a few worker threads while the main thread goes on
 (:class:`ctrlz.engine.durable.LargeWrites`); a batch is renamed only once all of its workers
 are done, so the order (data durable, then the rename) holds.
 """
@@ -58,6 +59,7 @@ from .dirs import (
     RENAME_NOREPLACE,
     DirHandles,
     Unsupported,
+    has_syncfs,
     kind_of,
     matches_at,
     renameat2,
@@ -67,6 +69,7 @@ from .durable import JOBS_MAX, LargeWrites, fsync_fds, let_go
 from .journal import temp_prefix
 
 _BATCH = 512
+_BATCH_EACH = 64  # a batch when each file is fsynced (no syncfs)
 _FSYNC_EACH_BELOW = 16
 
 StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode
@@ -126,7 +129,11 @@ class Applier:
         self._devices: dict[int, int] = {}  # st_dev -> an fd on it, for syncfs
         self._dev_of: dict[bytes, int] = {}
         writes = sum(1 for a in plan.writes if a.op in (WRITE, SYMLINK_OP))
-        self.fsync_each = writes < _FSYNC_EACH_BELOW
+        # without syncfs (macOS, other systems, CTRLZ_PLATFORM=portable) every restore
+        # fsyncs each file and directory, in smaller batches: each file stays open until
+        # its batch's fsync, and 512 of them could exhaust a low descriptor limit
+        self.fsync_each = writes < _FSYNC_EACH_BELOW or not has_syncfs()
+        self._batch = _BATCH if writes < _FSYNC_EACH_BELOW or has_syncfs() else _BATCH_EACH
         self._meter: meter.Meter | None = None
         self._written: list[int] = []  # temp files written, open until the batch's fsync
         self._large = LargeWrites()  # large temp files being filled by worker threads
@@ -150,7 +157,7 @@ class Applier:
                     self._block(action, "left alone: its parent directory was left alone")
                     continue
                 self._write(action)
-                if len(self._pending) >= _BATCH:
+                if len(self._pending) >= self._batch:
                     self._commit_pending()
             self._commit_pending()
             for action in self.plan.finals:
@@ -428,9 +435,8 @@ class Applier:
         ours = os.stat(aside, dir_fd=fd, follow_symlinks=False)
         try:
             renameat2(fd, aside, fd, name, RENAME_EXCHANGE)
-        except Unsupported:  # checked just above: the narrow window of a plain rename
-            os.rename(aside, name, src_dir_fd=fd, dst_dir_fd=fd)
-            self.result.applied.append(a)
+        except Unsupported:
+            self._place_by_rename(a, fd, aside, name, before, ours)
             return
         except FileNotFoundError:  # it went away after the check
             os.unlink(aside, dir_fd=fd)
@@ -446,6 +452,22 @@ class Applier:
             return
         let_go(fd, aside, after)
         self.result.applied.append(a)
+
+    def _place_by_rename(self, a: Action, fd: int, aside: bytes, name: bytes,
+                         before: os.stat_result, ours: os.stat_result) -> None:
+        """No atomic exchange here (:mod:`ctrlz.platform`): :func:`.aside.replace_by_rename`."""
+        assert a.expect is not None
+        expect = a.expect
+
+        def written(kept: bytes, after: os.stat_result) -> bool:
+            return not self._same_inode(before, after) and not self._unchanged(
+                fd, kept, a.path, expect, after)
+
+        reason = aside_.replace_by_rename(fd, aside, name, ours, self._prefix, written)
+        if reason is None:
+            self.result.applied.append(a)
+        else:
+            self.result.conflicts.append(Skipped(a.path, reason))
 
     def _place_new(self, a: Action, fd: int, tmp: bytes, name: bytes) -> None:
         """Nothing was captured here: place the file only if the name is still free."""

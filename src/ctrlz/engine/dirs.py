@@ -5,7 +5,8 @@ component at a time with ``O_NOFOLLOW`` from the root down. A symlink planted in
 never redirect a write or a delete, and no path handed to the kernel is longer than one name, so
 a chain thousands of directories deep restores like a shallow one (``PATH_MAX`` never applies).
 
-``renameat2`` (Linux 3.15+) gives two atomic moves ``os`` does not offer: ``RENAME_NOREPLACE``
+``renameat2`` (Linux 3.15+; ``renamex_np`` on macOS, where :mod:`ctrlz.platform` finds it) gives
+two atomic moves ``os`` does not offer: ``RENAME_NOREPLACE``
 (place a file only if nothing is there) and ``RENAME_EXCHANGE`` (swap two names, so the inode a
 restore replaces stays reachable and can be checked after the swap). Where the kernel or the
 filesystem refuses them, :func:`renameat2` raises :class:`Unsupported` and the caller falls back.
@@ -26,39 +27,27 @@ if TYPE_CHECKING:
     from typing import Any
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-RENAME_NOREPLACE = 1
+RENAME_NOREPLACE = 1  # as renameat2 spells them; platform.rename_function translates
 RENAME_EXCHANGE = 2
 
 _libc_calls: tuple[Any, Any] | None = None
 
 
 def _libc() -> tuple[Any, Any]:
-    """(syncfs, renameat2) from the C library, either None where missing. Loaded on first
-    use: ctypes costs a snapshot's process more start-up than the calls it never makes."""
+    """(syncfs, renameat2) as :mod:`ctrlz.platform` offers them here, either None where
+    missing (another system, an old glibc, ``CTRLZ_PLATFORM=portable``). Loaded on first use:
+    ctypes costs a snapshot's process more start-up than the calls it never makes."""
     global _libc_calls
     if _libc_calls is None:
-        import ctypes
+        from .. import platform
 
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:  # pragma: no cover - not Linux
-            libc = None
-        sync = rename = None
-        try:
-            sync = libc.syncfs if libc is not None else None
-            if sync is not None:
-                sync.argtypes = [ctypes.c_int]
-        except AttributeError:  # pragma: no cover - not Linux
-            sync = None
-        try:
-            rename = libc.renameat2 if libc is not None else None
-            if rename is not None:
-                rename.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
-                                   ctypes.c_char_p, ctypes.c_uint]
-        except AttributeError:  # pragma: no cover - glibc older than 2.28
-            rename = None
-        _libc_calls = (sync, rename)
+        _libc_calls = (platform.syncfs_function(), platform.rename_function())
     return _libc_calls
+
+
+def has_syncfs() -> bool:
+    """Whether :func:`syncfs` flushes one filesystem; without it a restore fsyncs each file."""
+    return _libc()[0] is not None
 
 
 class Unsupported(Exception):

@@ -28,6 +28,7 @@ import os
 import stat
 from collections.abc import Callable
 
+from .. import platform
 from ..state.pools import shared_pool
 
 TYPE_CHECKING = False
@@ -49,11 +50,13 @@ _held_max = 0
 
 
 def fsync_fds(fds: list[int]) -> None:
-    """fsync every descriptor, from a few threads at once (see the module docstring)."""
+    """fsync every descriptor, from a few threads at once (see the module docstring); with
+    ``F_FULLFSYNC`` where :mod:`ctrlz.platform` says a plain fsync is not enough (macOS)."""
+    sync = platform.full_fsync if platform.fs_sync() == "F_FULLFSYNC" else os.fsync
     if len(fds) == 1:
-        os.fsync(fds[0])
+        sync(fds[0])
     elif fds:
-        for _ in shared_pool("fsync", FSYNC_THREADS).map(os.fsync, fds):
+        for _ in shared_pool("fsync", FSYNC_THREADS).map(sync, fds):
             pass
 
 

@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import platform
 from ..locator import stores_dir
 from .events import DB_FILES
 
@@ -58,6 +59,9 @@ class StoreWatch:
     def start(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Open the inotify instance and hand its descriptor to ``loop``; False (and the
         poll alone from then on) where that is not possible."""
+        if platform.watcher() is None:
+            log.info("no file watcher on this platform: changes are found by polling")
+            return False
         try:
             from inotify_simple import INotify
             from inotify_simple import flags as F

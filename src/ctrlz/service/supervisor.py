@@ -11,7 +11,8 @@ its parent is gone and exits by itself (:mod:`ctrlz.session.daemon`).
 
 States: ``starting`` (spawned, not answering yet), ``running``, ``restarting`` (exited;
 waiting out the back-off), ``external``, ``missing`` (the workspace root is gone),
-``stopped`` (unregistered).
+``stopped`` (unregistered), ``unwatched`` (no file watcher on this platform,
+:mod:`ctrlz.platform`: no daemon can run, so none is started).
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ class Supervisor:
             self._set(w, "missing")
             return
         if now < w.next_start:
+            return
+        if not daemon_client.can_watch():
+            self._set(w, "unwatched")  # no file watcher here: hooks and commands walk
             return
         if daemon_client.running(Path(w.store)):
             self._set(w, "external")  # a hook's daemon serves for now; ours takes over after

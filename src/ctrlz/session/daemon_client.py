@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from .. import jsontext
+from .. import jsontext, platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
@@ -287,6 +287,16 @@ def recent_failure(store: StrPath) -> dict[str, Any] | None:
     return info
 
 
+def can_watch() -> bool:
+    """Whether a daemon can run here at all: it is its file watcher (:mod:`ctrlz.platform`)."""
+    return platform.watcher() is not None
+
+
+#: why no daemon starts where :mod:`ctrlz.platform` offers no file watcher
+NO_WATCHER = ("no file watcher on this platform (ctrlz doctor): no daemon; every command "
+              "walks the tree itself")
+
+
 def spawn(root: StrPath, store: StrPath) -> bool:
     """Start a daemon for ``root`` in the background unless one runs or recently failed to
     start. Returns whether one was started. The child is fully detached (own session, no
@@ -301,6 +311,8 @@ def spawn(root: StrPath, store: StrPath) -> bool:
     it to run, and two commands that spawn at once start one daemon, not two."""
     if recent_failure(store) is not None:
         return False
+    if platform.watcher() is None:
+        return False  # a daemon is its watcher: without one, every command walks the tree
     import fcntl
     import subprocess
 
@@ -396,6 +408,10 @@ def start(root: StrPath, store: StrPath, timeout: float = 120.0) -> dict[str, An
         os.unlink(os.path.join(store, FAILED_NAME))
     except FileNotFoundError:
         pass
+    if platform.watcher() is None:
+        out = status(store)
+        out["reason"] = NO_WATCHER
+        return out
     spawn(root, store)
     wait_ready(store, timeout)
     return status(store)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import platform
 from ..engine.refs import resolve
 from ..engine.remote.refs import drop_entries, entries, update_ref
 from ..errors import RemoteError, SnapshotNotFound, UsageError
@@ -119,9 +120,7 @@ def _model_cache() -> str:
     """Where S3 backends keep botocore's parsed models (``state/remote/s3.py``): the user's
     cache directory, not ``CTRLZ_HOME``, so that every store, and a clone into a new home,
     reads one copy."""
-    import sys
-
-    if sys.platform.startswith("linux"):
+    if platform.system() == "linux":
         base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
         return os.path.join(base, "ctrlz", "botocore")
     import platformdirs

@@ -121,6 +121,12 @@ class Session:
     # -- the watcher ------------------------------------------------------------------------
 
     def _make_watcher(self) -> Any:
+        from .. import platform
+
+        if platform.watcher() is None:  # no inotify: every snapshot scans the whole tree
+            from ..sources.nowatch import NoWatcher
+
+            return NoWatcher()
         from ..sources.watch import Watcher  # inotify: Linux only, imported when used
 
         def new_matcher() -> Matcher:

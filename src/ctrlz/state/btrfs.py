@@ -32,6 +32,7 @@ import re
 import struct
 from pathlib import Path
 
+from .. import platform
 from ..errors import StoreError
 
 TYPE_CHECKING = False
@@ -135,6 +136,8 @@ def freeze(repo: Repository, roots: Sequence[Path], *, force: bool = False) -> F
 
 def _why_not(repo: Repository, root: Path) -> str | None:
     """Why ``root`` cannot be frozen exactly, or ``None`` when it can."""
+    if not platform.can_ficlone():
+        return "this platform has no btrfs ioctls (ctrlz.platform)"
     try:
         fd = os.open(root, _DIR)
     except OSError as exc:

@@ -41,6 +41,7 @@ import os
 import struct
 from collections.abc import Callable
 
+from .. import platform
 from .atomic import temp_name
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int)
@@ -76,7 +77,10 @@ BlockMap = tuple[Extent, ...]
 
 
 def clone(dst_fd: int, src_fd: int) -> bool:
-    """Make ``dst_fd`` share every block of ``src_fd``; False when the pair cannot clone."""
+    """Make ``dst_fd`` share every block of ``src_fd``; False when the pair cannot clone, or
+    :mod:`ctrlz.platform` says there is no ``FICLONE`` here (then the bytes are copied)."""
+    if not platform.can_ficlone():
+        return False
     try:
         fcntl.ioctl(dst_fd, FICLONE, src_fd)
     except OSError as exc:
@@ -199,6 +203,8 @@ def probe(store_root: str, objects_dir: str) -> bool | None:
     directory made here would be one no writer knows is new, so none would fsync its parent,
     and a power cut could lose the entry of a directory whose objects a commit names. Writers
     make it before they ask (``ObjectWriter.clones_cheaply``, ``ingest_large``)."""
+    if not platform.can_ficlone():
+        return False  # before the cached answer: a store probed outside portable mode
     try:
         dev = os.stat(store_root).st_dev
     except OSError:
@@ -256,11 +262,11 @@ def syncfs(path: str | os.PathLike[str]) -> None:
 
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.syncfs(fd) != 0:
+        sync = platform.syncfs_function()
+        if sync is None:  # pragma: no cover - clones without syncfs: no such platform yet
+            os.sync()
+        elif sync(fd) != 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err))
-    except AttributeError:  # pragma: no cover - a libc without syncfs
-        os.sync()
     finally:
         os.close(fd)

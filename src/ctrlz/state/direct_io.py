@@ -31,6 +31,7 @@ import errno
 import mmap
 import os
 
+from .. import platform
 from . import failpoints
 from .pools import shared_pool
 
@@ -51,7 +52,9 @@ WRITERS = 8
 #: within it (1 GB/s and up) is not behind, one that takes longer is.
 GRACE = 0.002
 
-_DIRECT = getattr(os, "O_DIRECT", 0)  # Linux and the BSDs; 0 elsewhere: always buffered
+#: O_DIRECT where ctrlz.platform lets the fast path use it (Linux, not portable mode); 0
+#: elsewhere: always buffered
+_DIRECT = platform.direct_io_flag()
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ... import platform
 from .denials import WRITE_SYSCALLS, Denial
 from .events import ExecCallback, ExecEvent
 from .follower import TraceFollower
@@ -34,8 +35,9 @@ TRACED_SYSCALLS = "execve,?execveat,clone,?clone3,?fork,?vfork,chdir,fchdir"
 
 
 def strace_available() -> str | None:
-    """Path of the ``strace`` binary on PATH, or None."""
-    return shutil.which("strace")
+    """Path of the ``strace`` binary on PATH, or None (also where :mod:`ctrlz.platform` says
+    there is no exec tracing: not Linux, or ``CTRLZ_PLATFORM=portable``)."""
+    return platform.tracer()
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Tracer:
 
     def _state(self) -> tuple[tuple[str, ...] | None, str | None]:
         if self.strace is None:
-            return None, "strace not found; install strace to record the commands run"
+            return None, platform.no_tracer_reason()
         return _probe(self.strace)
 
     @property

@@ -1,0 +1,276 @@
+"""What this machine offers ctrlz: the one place that knows the platform.
+
+ctrlz has fast paths that only some systems have (atomic exchange renames, a whole-filesystem
+flush, direct I/O, copy-on-write clones, inotify, strace, a kernel sandbox, a user service
+manager), and each has a portable twin that is slower or narrower but keeps the same promises.
+The fast paths stay where they are (``engine/dirs.py``, ``state/direct_io.py``, ``state/cow.py``,
+``state/btrfs.py``, ``sources/watch.py``, ``sources/trace/``, ``service/systemd.py``); each asks
+this module whether its call exists here, and nothing else in ctrlz looks at ``sys.platform``.
+Answers that cost a probe (loading the C library, a ``which``) are computed on first use, so
+importing this module costs a hook nothing.
+
+``CTRLZ_PLATFORM=portable`` answers "no" for every Linux-only fast path, as if the calls did not
+exist, so the portable twins run (and are tested, ``make test-portable``) on Linux. It changes
+what ctrlz *calls*, never where it keeps things: the store and config directories follow the
+real system (:func:`system`). ``ctrlz doctor`` prints :func:`facts`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: the environment variable, and the one value that means "pretend the fast paths are missing"
+ENV = "CTRLZ_PLATFORM"
+PORTABLE = "portable"
+
+#: the renames' flags as Linux spells them (``renameat2``); macOS's ``renamex_np`` has its own
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+_DARWIN_FLAGS = {RENAME_EXCHANGE: 0x2, RENAME_NOREPLACE: 0x4}  # RENAME_SWAP, RENAME_EXCL
+
+
+def system() -> str:
+    """``linux``, ``darwin``, or another ``sys.platform`` name: the real system, whatever
+    :func:`portable` says (paths follow it: XDG on Linux, platformdirs elsewhere)."""
+    if sys.platform.startswith("linux"):
+        return "linux"
+    return sys.platform
+
+
+def portable() -> bool:
+    """Whether ``CTRLZ_PLATFORM=portable`` turned the Linux-only fast paths off. Read on every
+    call (a dict lookup): tests and the portable CI pass set it for a whole process."""
+    return os.environ.get(ENV, "").strip().lower() == PORTABLE
+
+
+def _linux() -> bool:
+    return system() == "linux" and not portable()
+
+
+def _darwin() -> bool:
+    return system() == "darwin" and not portable()
+
+
+_libc_handle: Any = None
+
+
+def _libc() -> Any:
+    """The C library, through ctypes, or None: loaded once, on the first call that needs it
+    (ctypes costs a process more start-up than most commands spend)."""
+    global _libc_handle
+    if _libc_handle is None:
+        import ctypes
+
+        try:
+            _libc_handle = ctypes.CDLL(None, use_errno=True)
+        except OSError:  # pragma: no cover - no C library to load
+            _libc_handle = False
+    return _libc_handle or None
+
+
+def libc_function(name: str) -> Any:
+    """``name`` from the C library, or None where it is missing."""
+    libc = _libc()
+    return getattr(libc, name, None) if libc is not None else None
+
+
+# -- renames ----------------------------------------------------------------------------------
+
+def rename_call() -> str | None:
+    """The call behind atomic exchange and no-replace renames: ``renameat2`` (Linux 3.15+,
+    glibc 2.28+), ``renamex_np`` (macOS 10.12+, ``RENAME_SWAP``/``RENAME_EXCL``), or None:
+    then a restore checks, renames and journals (``engine/apply.py``)."""
+    if _linux():
+        return "renameat2" if libc_function("renameat2") is not None else None
+    if _darwin():
+        return "renamex_np" if libc_function("renameatx_np") is not None else None
+    return None
+
+
+def rename_function() -> Any:
+    """A callable ``(src_fd, src, dst_fd, dst, linux_flags) -> int`` (0, or -1 with errno
+    set) for :func:`rename_call`, or None. On macOS the Linux flags are translated."""
+    import ctypes
+
+    which = rename_call()
+    if which == "renameat2":
+        fn = libc_function("renameat2")
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                       ctypes.c_uint]
+        return fn
+    if which == "renamex_np":  # pragma: no cover - macOS; never run here
+        fn = libc_function("renameatx_np")
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                       ctypes.c_uint]
+
+        def renamex(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> int:
+            return int(fn(src_fd, src, dst_fd, dst, _DARWIN_FLAGS.get(flags, flags)))
+
+        return renamex
+    return None
+
+
+# -- flushing ---------------------------------------------------------------------------------
+
+def fs_sync() -> str:
+    """How a batch of written files is made durable: ``syncfs`` (one flush per filesystem,
+    Linux), ``F_FULLFSYNC`` (macOS: a plain fsync there leaves data in the drive's cache), or
+    ``fsync`` (one per file and directory, everywhere else and in portable mode)."""
+    if _linux() and libc_function("syncfs") is not None:
+        return "syncfs"
+    if _darwin():
+        return "F_FULLFSYNC"
+    return "fsync"
+
+
+def syncfs_function() -> Any:
+    """``syncfs(fd) -> int`` from the C library where :func:`fs_sync` is ``syncfs``."""
+    import ctypes
+
+    if fs_sync() != "syncfs":
+        return None
+    fn = libc_function("syncfs")
+    fn.argtypes = [ctypes.c_int]
+    return fn
+
+
+def full_fsync(fd: int) -> None:
+    """fsync ``fd`` so that it survives a power cut: ``F_FULLFSYNC`` on macOS, else fsync."""
+    if _darwin():  # pragma: no cover - macOS; never run here
+        import fcntl
+
+        try:
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)  # type: ignore[attr-defined]
+            return
+        except OSError:
+            pass  # not every filesystem takes it: a plain fsync is the best left
+    os.fsync(fd)
+
+
+# -- I/O --------------------------------------------------------------------------------------
+
+def direct_io_flag() -> int:
+    """``O_DIRECT`` where the fast path may use it (large objects past the page cache), else
+    0: then they go through the page cache, with the same fsync."""
+    if not _linux():
+        return 0  # the BSDs have it too, untested there; macOS has F_NOCACHE instead
+    return int(getattr(os, "O_DIRECT", 0))
+
+
+def clone_call() -> str | None:
+    """How a file's blocks can be shared: ``FICLONE`` (Linux: XFS, btrfs), ``clonefile`` (macOS
+    APFS; seen here, not used by ctrlz yet), or None: then large objects are copied."""
+    if _linux():
+        return "FICLONE"
+    if _darwin() and libc_function("clonefile") is not None:  # pragma: no cover - macOS
+        return "clonefile"
+    return None
+
+
+def can_ficlone() -> bool:
+    """Whether ``state/cow.py`` may try ``FICLONE`` (and ``state/btrfs.py`` its ioctls)."""
+    return clone_call() == "FICLONE"
+
+
+# -- watching, tracing, confining, staying up -------------------------------------------------
+
+def watcher() -> str | None:
+    """The file watcher ctrlz can run: ``inotify`` (Linux, with ``inotify_simple``), or None:
+    then no workspace daemon starts (hooks and commands walk the tree, which is correct, only
+    slower), ``ctrlz run`` snapshots before and after without one, and the service polls."""
+    if not _linux():
+        return None
+    from importlib.util import find_spec
+
+    return "inotify" if find_spec("inotify_simple") is not None else None
+
+
+def tracer() -> str | None:
+    """The path of ``strace`` where exec tracing can run, else None: ``ctrlz run`` says once
+    that exec tracing is off and still snapshots before and after."""
+    if not _linux():
+        return None
+    import shutil
+
+    return shutil.which("strace")
+
+
+def no_tracer_reason() -> str:
+    """Why :func:`tracer` is None, in one line for ``ctrlz run`` to say once."""
+    if portable():
+        return f"exec tracing is off ({ENV}=portable: no strace)"
+    if system() != "linux":
+        return f"exec tracing is off (strace is Linux only; this is {system()})"
+    return "strace not found; install strace to record the commands run"
+
+
+def service_manager() -> str | None:
+    """What keeps the service running: ``systemd`` (a user unit; Linux with ``systemctl``),
+    ``launchd`` (a LaunchAgent; macOS), or None: then it is started by hand."""
+    if _linux():
+        import shutil
+
+        return "systemd" if shutil.which("systemctl") is not None else None
+    if _darwin():
+        return "launchd"
+    return None
+
+
+def native_door() -> bool:
+    """Whether the ``ctrlz`` installed beside this interpreter is the C door (setup.py builds
+    it on Linux with a C compiler; the Python script stands in everywhere else)."""
+    try:
+        with open(os.path.join(os.path.dirname(sys.executable), "ctrlz"), "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+# -- the report -------------------------------------------------------------------------------
+
+class Fact:
+    """One line of ``ctrlz doctor``: what this machine offers, and what ctrlz does without.
+    A plain class: a dataclass would cost every hook that asks the locator its import."""
+
+    __slots__ = ("key", "what", "value", "without")
+
+    def __init__(self, key: str, what: str, value: str | None, without: str) -> None:
+        self.key = key
+        self.what = what
+        self.value = value  # None: not here
+        self.without = without  # what ctrlz does where it is missing
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"key": self.key, "what": self.what, "value": self.value,
+                "without": self.without}
+
+
+def facts() -> list[Fact]:
+    """Every platform fact except the sandbox's, which its own package answers (the doctor
+    asks it: a face may, this shared module may not import it)."""
+    sync = fs_sync()
+    return [
+        Fact("system", "system", system() + (" (portable mode)" if portable() else ""),
+             "-"),
+        Fact("rename", "atomic exchange / no-replace rename", rename_call(),
+             "rename after a stat check, with the restore's journal; link() for no-replace"),
+        Fact("sync", "whole-filesystem flush", sync if sync != "fsync" else None,
+             "fsync each file and directory a restore wrote"),
+        Fact("direct_io", "direct I/O for large objects",
+             "O_DIRECT" if direct_io_flag() else None, "large objects go through the page cache"),
+        Fact("clone", "copy-on-write clones", clone_call(),
+             "large objects and restores copy the bytes"),
+        Fact("watch", "file watching", watcher(),
+             "no workspace daemon: hooks and commands walk the tree; the service polls"),
+        Fact("trace", "exec tracing", tracer(),
+             "ctrlz run says tracing is off and still snapshots before and after"),
+        Fact("service", "service registration", service_manager(),
+             "run `python -m ctrlz.service` yourself"),
+        Fact("door", "native command door", "C" if native_door() else None,
+             "the ctrlz command is the Python script (slower start)"),
+    ]
