@@ -71,6 +71,8 @@ def test_grants_are_canonical_and_checked(tmp_path: Path) -> None:
         caps.allow_file(str(real), AccessMode.READ)
     with pytest.raises(TypeError):
         caps.allow_path(str(real), "read")  # type: ignore[arg-type]
+    with pytest.raises(FileNotFoundError):  # not the working directory
+        caps.allow_path("", AccessMode.READ)
     assert len(caps.fs_capabilities()) == 3  # a refused grant adds nothing
 
 
@@ -500,6 +502,18 @@ def test_sandboxed_exec_blocks_the_network(tmp_path: Path, tcp_server: int) -> N
     assert sandboxed_exec(caps, [sys.executable, "-c", code]).stdout == b"connected\n"
     caps.block_network()
     assert sandboxed_exec(caps, [sys.executable, "-c", code]).stdout == b"PermissionError\n"
+
+
+@needs_landlock
+def test_sandboxed_exec_returns_while_a_grandchild_holds_its_output(tmp_path: Path) -> None:
+    """The command ended; a background process it left still holds stdout. The call returns
+    what was written (after a short drain), rather than waiting for the grandchild."""
+    result = sandboxed_exec(_base_caps(tmp_path), ["sh", "-c", "sleep 600 & echo $!"])
+    pid = int(result.stdout)
+    try:
+        assert result.exit_code == 0
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 @needs_landlock

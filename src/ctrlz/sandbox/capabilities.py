@@ -129,6 +129,8 @@ class FsCapability:
         if not isinstance(original, str):
             raise TypeError("path must be str or an os.PathLike of str")
         try:
+            if not original:  # realpath would take it for the working directory
+                raise FileNotFoundError(2, "empty path")
             resolved = os.path.realpath(original, strict=True)
             is_dir = os.path.isdir(resolved)
         except FileNotFoundError as e:

@@ -150,13 +150,16 @@ def _pieces(payload: str) -> list[str]:
     return [payload[i:i + _PIECE] for i in range(0, len(payload), _PIECE)] or [""]
 
 
-def _drain(stream: object, chunks: list[bytes]) -> None:
-    read = stream.read1 if hasattr(stream, "read1") else stream.read  # type: ignore[attr-defined]
+def _drain(fd: int, chunks: list[bytes]) -> None:
+    """Read the pipe ``fd`` to its end into ``chunks``, then close it. The thread owns the
+    descriptor: a grandchild that keeps the pipe open keeps only this thread waiting."""
     try:
-        while chunk := read(65536):
+        while chunk := os.read(fd, 65536):
             chunks.append(chunk)
-    except (OSError, ValueError):  # closed under us after the drain timeout
+    except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def sandboxed_exec(caps: CapabilitySet, command: list[str], cwd: str | None = None,
@@ -187,34 +190,36 @@ def sandboxed_exec(caps: CapabilitySet, command: list[str], cwd: str | None = No
         "net_blocked": caps.is_network_blocked, "program": program, "argv": args,
         "env": child_env, "cwd": workdir,
     })  # ensure_ascii: surrogate-escaped names survive as \udcXX
-    try:
-        proc = subprocess.Popen([*_launcher(), *_pieces(payload)], stdin=None,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
-                                close_fds=True)
-    except OSError as e:
-        raise RuntimeError(f"cannot start the sandbox child: {e}") from None
     out: list[bytes] = []
     err: list[bytes] = []
-    readers = [threading.Thread(target=_drain, args=(proc.stdout, out), daemon=True),
-               threading.Thread(target=_drain, args=(proc.stderr, err), daemon=True)]
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        # the launcher gets the caller's environment (its interpreter may need it to start,
+        # and -I makes it ignore PYTHON*); the command gets only child_env, from the request
+        proc = subprocess.Popen([*_launcher(), *_pieces(payload)], stdin=None, stdout=out_w,
+                                stderr=err_w, close_fds=True)
+    except OSError as e:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise RuntimeError(f"cannot start the sandbox child: {e}") from None
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    readers = [threading.Thread(target=_drain, args=(out_r, out), daemon=True),
+               threading.Thread(target=_drain, args=(err_r, err), daemon=True)]
     for reader in readers:
         reader.start()
     try:
         code = proc.wait(timeout=timeout_secs)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
         code = 124
+        proc.wait()
     except BaseException:  # KeyboardInterrupt: leave no confined orphan behind
         proc.kill()
         proc.wait()
         raise
     for reader in readers:
         reader.join(_DRAIN_SECONDS)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            try:
-                stream.close()
-            except OSError:
-                pass
-    return ExecResult(b"".join(out), b"".join(err), code)
+    return ExecResult(b"".join(list(out)), b"".join(list(err)), code)

@@ -45,8 +45,8 @@ class QueryContext:
         if not isinstance(mode, AccessMode):
             raise TypeError(f"mode must be an AccessMode, not {type(mode).__name__}")
         raw = os.fspath(path)
-        try:
-            canonical: str | None = os.path.realpath(raw, strict=True)
+        try:  # "" is no path (realpath would take it for the working directory)
+            canonical: str | None = os.path.realpath(raw, strict=True) if raw else None
         except (OSError, ValueError):
             canonical = None
         query = _parts(canonical if canonical is not None else raw)
