@@ -404,6 +404,31 @@ def test_apply_confines_another_user(other_user, shared_dirs: tuple[Path, Path],
     assert sorted(p.name for p in outside.iterdir()) == ["old"]
 
 
+@needs_landlock
+def test_sandboxed_exec_as_another_user(other_user, shared_dirs: tuple[Path, Path]) -> None:
+    """uid 65534 calls sandboxed_exec: its command writes inside and is refused outside, in
+    directories that user owns; the caller itself stays free to write outside."""
+    inside, outside = shared_dirs
+    code = ("import sys\n"
+            "from ctrlz.sandbox import AccessMode, CapabilitySet, sandboxed_exec\n"
+            "caps = CapabilitySet()\n"
+            "caps.allow_path('/', AccessMode.READ)\n"
+            "caps.allow_path(sys.argv[1], AccessMode.READ_WRITE)\n"
+            "script = 'echo a > \"$1/a\" && echo b > \"$2/b\"'\n"
+            "r = sandboxed_exec(caps, ['sh', '-c', script, 'sh', sys.argv[1], sys.argv[2]])\n"
+            "open(sys.argv[2] + '/c', 'w').close()\n"
+            "print(r.exit_code, r.stderr.decode().strip())\n")
+    proc = subprocess.run(other_user.python_command("-I", "-c", code, str(inside),
+                                                    str(outside)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    status, _, message = proc.stdout.strip().partition(" ")
+    assert status != "0" and "Permission denied" in message
+    assert (inside / "a").read_text() == "a\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["c", "old"]
+    assert (outside / "c").stat().st_uid == NOBODY
+
+
 def test_apply_without_landlock_raises_runtime_error(tmp_path: Path) -> None:
     """A kernel without Landlock (simulated: its syscalls answer ENOSYS) is refused, and the
     API says so: is_supported() False, support_info() with the cause, apply RuntimeError."""
