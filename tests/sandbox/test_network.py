@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -468,3 +469,53 @@ def test_with_landlock_only_the_proxy_port_is_reachable(python_as: list[str],
     assert json.loads(proc.stdout) == {"proxy": 200, "direct": "EACCES", "udp": "EPERM",
                                        "fast_open": "EPERM"}
     assert [(d["host"], d["allowed"]) for d in decisions] == [("allowed.test", True)]
+
+
+AGENT = r"""
+import errno, json, socket, sys, urllib.error, urllib.request
+port = int(sys.argv[1])
+def fetch(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # HTTP_PROXY from ctrlz
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+def direct():
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=30).close()
+        return "ok"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc))
+print(json.dumps({"allowed": fetch(f"http://127.0.0.1:{port}/run"),
+                  "refused": fetch(f"http://localhost:{port}/run"), "direct": direct()}))
+"""
+
+
+def test_ctrlz_run_with_allow_host(tmp_path: Path, web: int) -> None:
+    """The whole way: ``ctrlz run --sandbox --allow-host 127.0.0.1:PORT`` gives the agent the
+    proxy's variables; the allowed address answers 200, ``localhost`` (another name, though
+    for the same server) 403 with the setting to change, a direct connection is refused, and
+    the refusal is in ``ctrlz session show --json``."""
+    from ctrlz.sandbox import landlock
+
+    if landlock.abi() < 4:
+        pytest.skip(f"Landlock ABI {landlock.abi()} has no TCP rules (4 needed)")
+    ctrlz = str(Path(sys.executable).with_name("ctrlz"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run([ctrlz, "init"], cwd=ws, check=True, capture_output=True, timeout=120)
+    run = subprocess.run([ctrlz, "run", "--sandbox", "--allow-host", f"127.0.0.1:{web}", "--",
+                          sys.executable, "-c", AGENT, str(web)], cwd=ws, capture_output=True,
+                         text=True, timeout=300)
+    if run.returncode == 2 and not run.stdout:
+        pytest.skip(f"no sandbox here: {run.stderr.strip()[-300:]}")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["allowed"][0] == 200 and result["allowed"][1].startswith("hello /run ")
+    assert result["refused"][0] == 403 and "--allow-host localhost" in result["refused"][1]
+    assert result["direct"] == "EACCES"
+    show = subprocess.run([ctrlz, "session", "show", "--json"], cwd=ws, capture_output=True,
+                          text=True, timeout=120)
+    assert show.returncode == 0, show.stderr
+    net = [d for d in json.loads(show.stdout)["denials"] if d["kind"] == "net"]
+    assert len(net) == 1 and f"localhost:{web}" in json.dumps(net[0])

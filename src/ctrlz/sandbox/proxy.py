@@ -391,13 +391,15 @@ class ProxyHandle:
         return f"http://{auth}{self.host}:{self.port}"
 
     def env(self) -> dict[str, str]:
-        """The variables that send an agent's HTTP clients through this proxy. NO_PROXY holds
-        loopback names only: an allowed host listed there would skip the proxy and then be
-        refused by the sandbox (nono#760)."""
+        """The variables that send an agent's HTTP clients through this proxy. NO_PROXY is
+        emptied (the user's own would survive otherwise): the proxy's port is the only one
+        the sandbox lets a connection reach, so a host a client skipped the proxy for, an
+        allowed one (nono#760) or a loopback one alike, would be refused by the kernel with a
+        bare EACCES instead of being checked against the allow-list and explained by a 403."""
         url = self.url
         return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url, "https_proxy": url,
-                "ALL_PROXY": url, "all_proxy": url, "NO_PROXY": "localhost,127.0.0.1",
-                "no_proxy": "localhost,127.0.0.1", "NODE_USE_ENV_PROXY": "1"}
+                "ALL_PROXY": url, "all_proxy": url, "NO_PROXY": "", "no_proxy": "",
+                "NODE_USE_ENV_PROXY": "1"}
 
     def close(self) -> None:
         """Stop listening, cut open connections, end the thread. Idempotent."""
