@@ -519,3 +519,18 @@ def test_ctrlz_run_with_allow_host(tmp_path: Path, web: int) -> None:
     assert show.returncode == 0, show.stderr
     net = [d for d in json.loads(show.stdout)["denials"] if d["kind"] == "net"]
     assert len(net) == 1 and f"localhost:{web}" in json.dumps(net[0])
+
+
+@pytest.mark.parametrize("request_line, status", [
+    ("GET https://allowed.test/ HTTP/1.1", 400),  # https belongs in CONNECT
+    ("GET / HTTP/1.1", 400),  # not a proxy request
+    ("CONNECT allowed.test HTTP/1.1", 400),  # no port
+    ("NONSENSE", 400),
+])
+def test_what_is_no_proxy_request_gets_400(request_line: str, status: int,
+                                           proxy: ProxyHandle, decisions: list[dict]) -> None:
+    with socket.create_connection((proxy.host, proxy.port), timeout=30) as sock:
+        sock.sendall(f"{request_line}\r\nHost: allowed.test\r\n\r\n".encode())
+        reply = sock.makefile("rb").read()
+    assert reply.startswith(f"HTTP/1.1 {status} ".encode())
+    assert decisions == []  # nothing was decided about a host

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 Resolver = Callable[[str, int], Sequence[str]]
 
 _HEAD_LIMIT = 64 * 1024
+_HEAD_SECONDS = 120  # bounds, not expectations: a request head, a TCP connect per address
+_CONNECT_SECONDS = 30
 _LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)\Z")
 _FORMS = "use HOST, HOST:PORT, *.DOMAIN[:PORT], an IPv4 address or [IPv6]:PORT"
 
@@ -212,8 +214,10 @@ class _Proxy:
             writer.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
+        try:  # a client that never finishes its request head holds nothing for long
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_SECONDS)
+        except TimeoutError:
+            return
         except asyncio.LimitOverrunError:
             await _answer(writer, _Refused(431, "request head too large", "request head too "
                                            "large\n"))
@@ -324,7 +328,11 @@ class _Proxy:
         failures = []
         for address, _ in usable:
             try:
-                stream = await asyncio.open_connection(address.split("%")[0], port)
+                stream = await asyncio.wait_for(
+                    asyncio.open_connection(address.split("%")[0], port), _CONNECT_SECONDS)
+            except TimeoutError:
+                failures.append(f"{address}: no answer in {_CONNECT_SECONDS} s")
+                continue
             except OSError as exc:
                 failures.append(f"{address}: {exc.strerror or exc}")
                 continue
