@@ -194,6 +194,15 @@ corrupt), 130 interrupted.
     s.run("ctrlz daemon status --json")
     s.run("ctrlz daemon stop")
     service_doc(s)
+    s.text("""
+## doctor
+
+What this machine offers ctrlz, one line each, and what ctrlz does without each (every fast path
+has a portable twin; `CTRLZ_PLATFORM=portable` turns the Linux-only ones off, as the portable CI
+pass does). Output from the Linux machine the docs were generated on.
+""")
+    s.run("ctrlz doctor")
+    s.run("ctrlz doctor", env={"CTRLZ_PLATFORM": "portable"})
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")

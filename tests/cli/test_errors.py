@@ -14,7 +14,8 @@ COMMANDS = ["init", "snapshot", "list", "show", "diff", "changes", "history", "r
             "restore", "revert", "undo", "redo", "rm", "pin", "unpin", "prune", "gc", "verify",
             "status", "config", "completion", "run", "sessions", "session", "trace", "events",
             "mcp", "hook", "install", "uninstall", "rewind", "daemon", "fork", "acp",
-            "service", "ui", "export", "import", "remote", "push", "pull", "clone"]
+            "service", "ui", "export", "import", "remote", "push", "pull", "clone",
+            "doctor"]
 
 
 def test_no_workspace(tmp_path: Path) -> None:

@@ -27,6 +27,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     'config': ('inspect', 'Show the effective configuration and where each value came from.'),
     'daemon': ('daemon', 'The workspace daemon: a file watcher that keeps snapshots and rollbacks'
                          ' incremental.'),
+    'doctor': ('doctor', 'Show what this machine offers ctrlz (atomic renames, whole-filesystem '
+                         'flush, direct I/O, copy-on-write clones, file watching, exec tracing, '
+                         'the sandbox, service registration, the native door), one line each, '
+                         'and what ctrlz does without each.'),
     'diff': ('inspect', 'Show what changed: by default from the latest snapshot to the working '
                         'tree.'),
     'events': ('sessions', 'The file events of a session: created, modified, deleted, restored.'),
