@@ -484,6 +484,10 @@ def test_sandboxed_exec_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     count = "import os; print(sum(len(v) for k, v in os.environ.items() if k[:3] == 'BIG'))"
     assert sandboxed_exec(caps, [py, "-c", count], env=big).stdout == b"300000\n"
     assert sandboxed_exec(caps, [py, "-c", "raise SystemExit(7)"]).exit_code == 7
+    odd = tmp_path / os.fsdecode(b"caf\xe9")  # a name that is not UTF-8, granted and used
+    odd.mkdir()
+    made = sandboxed_exec(_base_caps(odd), ["sh", "-c", 'echo x > "$1/f"', "sh", str(odd)])
+    assert made.exit_code == 0 and (odd / "f").read_text() == "x\n"
     killed = sandboxed_exec(caps, [py, "-c", "import os; os.kill(os.getpid(), 9)"])
     assert killed.exit_code == -signal.SIGKILL
     slow = sandboxed_exec(caps, ["sleep", "30"], timeout_secs=0.3)

@@ -141,7 +141,10 @@ def _launcher() -> list[str]:
         os.path.abspath(__file__))))
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
             "from ctrlz.sandbox.exec_child import main; main(''.join(sys.argv[2:]))")
-    return [sys.executable, "-I", "-S", "-c", code, package_parent]
+    # names travel as str: the child must encode them back as this process decoded them,
+    # and -I drops PYTHONUTF8, so UTF-8 mode is passed on explicitly
+    utf8 = ["-X", "utf8"] if sys.flags.utf8_mode else []
+    return [sys.executable, "-I", "-S", *utf8, "-c", code, package_parent]
 
 
 def _pieces(payload: str) -> list[str]:
