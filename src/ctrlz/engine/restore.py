@@ -22,7 +22,8 @@ opens the store does the same clean-up (:func:`recover`). Paths that changed und
 are left as they are and make it end with :class:`~ctrlz.errors.RestoreIncomplete`.
 
 ``restore --to`` (a new or empty directory) needs no capture and leaves no undo entry, but is
-journalled and verified like the rest.
+journalled and verified like the rest; its journal is kept in the destination, not in the
+store, so that it works while the store's disk is full (:mod:`ctrlz.engine.journal`).
 """
 
 from __future__ import annotations
