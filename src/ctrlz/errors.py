@@ -11,7 +11,9 @@ as it is and exit non-zero, without a traceback.
      ├── UsageError              bad input from the caller (paths, arguments, config values)
      │    ├── PathOutsideWorkspace
      │    ├── ConfigError
-     │    └── HistoryAtRisk       a restore would drop git commits and no --git= choice was made
+     │    ├── HistoryAtRisk       a restore would drop git commits and no --git= choice was made
+     │    └── CaptureOnly         a sandboxed session asked the daemon or service for more
+     │                            than a capture (a rollback, a delete, gc, config)
      ├── WorkspaceError           no workspace here / store placed inside the workspace
      ├── SnapshotNotFound         a reference names no snapshot
      │    └── AmbiguousSnapshot   a prefix names more than one
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 __all__ = [
     "AmbiguousSnapshot",
+    "CaptureOnly",
     "ConfigError",
     "CorruptObject",
     "CtrlzError",
@@ -78,6 +81,11 @@ class HistoryAtRisk(UsageError):
     def __init__(self, message: str, changes: list[object] | None = None) -> None:
         super().__init__(message)
         self.changes = changes if changes is not None else []
+
+
+class CaptureOnly(UsageError):
+    """A process of a sandboxed run (``ctrlz run --sandbox``) asked the workspace daemon or
+    the service for something other than a capture; see :mod:`ctrlz.session.confined`."""
 
 
 class WorkspaceError(CtrlzError):

@@ -13,7 +13,8 @@ from . import serve
 
 def main(argv: list[str] | None = None) -> int:
     return daemon_process.main(argv, ops={"door": serve.handle},
-                               at_once={"door": serve.at_once})
+                               at_once={"door": serve.at_once},
+                               captures={"door": serve.captures})
 
 
 if __name__ == "__main__":

@@ -68,6 +68,14 @@ def at_once(message: dict[str, Any]) -> bool:
     return isinstance(argv, list) and argv[:1] == ["hook"]
 
 
+def captures(message: dict[str, Any]) -> bool:
+    """Whether the request only captures, and so may come from a sandboxed session's
+    process (:mod:`ctrlz.session.confined`): a hook (its pre-images, a shell call's
+    snapshot) or ``ctrlz snapshot``. A rollback and a listing are refused to it."""
+    argv = message.get("argv")
+    return isinstance(argv, list) and argv[:1] in (["hook"], ["snapshot"])
+
+
 def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """The reply to one door request (see the module docstring)."""
     if at_once(message):

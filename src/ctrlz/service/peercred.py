@@ -12,6 +12,12 @@ The check sits in the HTTP protocol object uvicorn makes per connection (its ``h
 takes a protocol class): that is the one place that sees both the connection's socket and the
 application it will call. Where ``SO_PEERCRED`` does not exist (not Linux), the permissions are
 the guard, as before.
+
+A peer of the right uid may still be a sandboxed session's process (``ctrlz run --sandbox``):
+Landlock does not stop a ``connect()`` to this socket. Such a peer is capture-only
+(:mod:`ctrlz.session.confined`): it may take snapshots, and every other route answers ``403``
+with ``error: CaptureOnly``. Only requests outside that allow-list look at ``/proc``, once per
+connection.
 """
 
 from __future__ import annotations
@@ -57,16 +63,45 @@ def refusal(uid: int) -> Any:
     return refuse
 
 
-def checked_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class, checking each connection's peer (module docstring)."""
+def capture_only(app: Any, sock: Any, home: str) -> Any:
+    """``app`` for one connection whose peer may be a sandboxed session's process: routes
+    outside :data:`~ctrlz.session.confined.SERVICE_CAPTURES` are refused to such a peer."""
+    from ..session import confined
+
+    verdict: list[confined.Record | None] = []
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not confined.service_allows(scope["method"],
+                                                                   scope["path"]):
+            if not verdict:
+                verdict.append(confined.confined_peer(sock, home))
+            record = verdict[0]
+            if record is not None:
+                log.warning("refused %s %s from a process of sandboxed session %s",
+                            scope["method"], scope["path"], record.session)
+                what = f"{scope['method']} {scope['path']}"
+                await problem(403, confined.refusal_text(what), "CaptureOnly")(
+                    scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def checked_protocol(home: str | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class, checking each connection's peer (module docstring);
+    ``home``: the store home whose sandboxed runs' processes are capture-only."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     class PeerChecked(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            uid = peer_uid(transport.get_extra_info("socket"))
+            sock = transport.get_extra_info("socket")
+            uid = peer_uid(sock)
             if uid is not None and uid != os.geteuid():
                 log.warning("refused a connection to the socket from user %d", uid)
                 self.app = refusal(uid)
+            elif home is not None:
+                self.app = capture_only(self.app, sock, home)
 
     return PeerChecked

@@ -185,9 +185,11 @@ async def _serve(state: Any, uds: socket.socket, tcp: socket.socket | None) -> N
                               timeout_graceful_shutdown=3, proxy_headers=False,
                               server_header=False, date_header=True, **extra)
 
-    # the socket's connections are checked against our uid (peercred.py); the gateway's
-    # are TCP, and authenticate with the token or a login instead
-    servers = [(server_class(config(api, http=checked_protocol())), uds)]
+    # the socket's connections are checked against our uid, and a sandboxed session's are
+    # capture-only (peercred.py); the gateway's are TCP, and authenticate with the token or
+    # a login instead
+    protocol = checked_protocol(os.fspath(state.home))
+    servers = [(server_class(config(api, http=protocol)), uds)]
     if tcp is not None:
         servers.append((server_class(config(gateway_app(state, api))), tcp))
     stopping = asyncio.Event()

@@ -84,7 +84,8 @@ class Daemon:
 
     def __init__(self, ws: ProtectedWorkspace, parent_pid: int | None = None,
                  ops: Mapping[str, Op] | None = None,
-                 at_once: Mapping[str, AtOnce] | None = None) -> None:
+                 at_once: Mapping[str, AtOnce] | None = None,
+                 captures: Mapping[str, AtOnce] | None = None) -> None:
         self.ws = ws
         #: requests answered by the program around the daemon (a face: the native door's,
         #: see :mod:`ctrlz.door`), each with the daemon to call back
@@ -92,6 +93,9 @@ class Daemon:
         #: for some of those, whether a request is answered on its connection's thread, not
         #: after the requests before it (a served hook's file capture; see :meth:`at_once`)
         self._at_once: Mapping[str, AtOnce] = at_once or {}
+        #: for some of those, whether a request only captures, and so may come from a
+        #: sandboxed session's process (:mod:`.confined`; the door's hooks and snapshots)
+        self.captures: Mapping[str, AtOnce] = captures or {}
         #: the thread that runs everything else, one request at a time (the one that made
         #: the daemon: :func:`~.daemon_process.serve` runs it)
         self.serial = Serial()

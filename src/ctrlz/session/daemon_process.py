@@ -118,6 +118,10 @@ def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSem
                 wire.send_message(conn, {"ok": False, "error": "not the workspace owner"})
                 return
             message = wire.read_message(conn)
+            refused = _capture_only(daemon, conn, message)
+            if refused is not None:
+                wire.send_message(conn, refused)
+                return
         except (OSError, ValueError) as exc:
             log.info("bad request: %s", exc)
             try:
@@ -154,6 +158,23 @@ def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSem
         if not handed:
             conn.close()
             slots.release()
+
+
+def _capture_only(daemon: Daemon, conn: socket.socket,
+                  message: dict[str, Any]) -> dict[str, Any] | None:
+    """The refusal of a request that is no capture from a sandboxed session's process
+    (:mod:`.confined`), else None. Captures (hooks, snapshots: the hot path) are let through
+    before anything is read from ``/proc``."""
+    from . import confined
+
+    if confined.daemon_allows(message, daemon.captures):
+        return None
+    record = confined.confined_peer(conn, confined.home_of_store(daemon.ws.store_path))
+    if record is None:
+        return None
+    log.warning("refused %r from a process of sandboxed session %s", message.get("op"),
+                record.session)
+    return confined.daemon_refusal(message)
 
 
 def _answer(daemon: Daemon, conn: socket.socket, message: dict[str, Any]) -> None:
@@ -213,11 +234,13 @@ def _bind(store: Path) -> socket.socket:
 
 def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
                ops: Mapping[str, Op] | None = None,
-               at_once: Mapping[str, AtOnce] | None = None, lock_fd: int | None = None) -> int:
+               at_once: Mapping[str, AtOnce] | None = None, lock_fd: int | None = None,
+               captures: Mapping[str, AtOnce] | None = None) -> int:
     """The daemon's whole life; returns its exit status. Quietly does nothing when another
     daemon already serves this store. ``parent_pid``: see "Under the ctrlz service" above;
     ``ops``: the program's own requests (:attr:`Daemon.ops`); ``at_once``: which of them
-    it answers on their connection's thread (:meth:`Daemon.at_once`); ``lock_fd``: the
+    it answers on their connection's thread (:meth:`Daemon.at_once`); ``captures``: which
+    of them a sandboxed session's process may ask (:attr:`Daemon.captures`); ``lock_fd``: the
     daemon lock, already taken for us by :func:`~ctrlz.session.daemon_client.spawn` (locking
     it again is a no-op on the same open file)."""
     import fcntl
@@ -252,7 +275,7 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         ws = ProtectedWorkspace.open(root)
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
-        daemon = Daemon(ws, parent_pid, ops, at_once)
+        daemon = Daemon(ws, parent_pid, ops, at_once, captures)
         daemon.start()
         (store / FAILED_NAME).unlink(missing_ok=True)
         listener = _bind(store)
@@ -288,7 +311,8 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
 
 
 def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None,
-         at_once: Mapping[str, AtOnce] | None = None) -> int:
+         at_once: Mapping[str, AtOnce] | None = None,
+         captures: Mapping[str, AtOnce] | None = None) -> int:
     """``ROOT STORE [--parent-pid PID | --lock-fd FD]``: see :func:`run_daemon`. The program
     users' daemons run is :mod:`ctrlz.door.program`, which calls this with the native door's
     request."""
@@ -307,7 +331,7 @@ def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None,
         return 0  # the service died before we started: nobody would supervise us
     # crash tests kill the daemon at a named point of its work (state/failpoints.py)
     failpoints.arm_spec(os.environ.get("CTRLZ_TEST_FAILPOINTS", ""))
-    return run_daemon(Path(args[0]), Path(args[1]), parent, ops, at_once, lock_fd)
+    return run_daemon(Path(args[0]), Path(args[1]), parent, ops, at_once, lock_fd, captures)
 
 
 if __name__ == "__main__":
