@@ -6,7 +6,6 @@ this holds whatever launcher the run uses."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -22,6 +21,7 @@ from ctrlz.session.run import Session
 from ctrlz.sources.trace import Tracer, strace_available
 from ctrlz.state.sessiondb import SessionDB
 from tests.cli.schemas import SESSION_SHOW
+from tests.service.conftest import Service, browser, needs_chromium, shoot  # noqa: F401
 
 CTRLZ = str(Path(sys.executable).with_name("ctrlz"))
 
@@ -127,10 +127,11 @@ def test_a_database_from_before_gains_the_table(tmp_path: Path) -> None:
         db.close()
 
 
-def test_the_service_session_view_lists_them(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.service.conftest import Service
-
+@needs_chromium
+def test_the_dashboard_session_view_shows_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              browser: object) -> None:  # noqa: F811
+    """The service's session view has them, and the dashboard's session page lists them
+    (a real headless Chromium, as tests/service/test_browser.py drives it)."""
     _bwrap()
     svc = Service(tmp_path / "svc").start()
     try:
@@ -142,6 +143,22 @@ def test_the_service_session_view_lists_them(tmp_path: Path,
         view = svc.ok("GET", f"/v1/workspaces/{wid}/sessions/{session.id}")
         assert view["denials"] == session.db.denials(session.id)
         assert any(d["path"] == f"{outside}/a" for d in view["denials"])
+
+        login = svc.ok("POST", "/v1/ui/login")
+        page = browser.new_page(viewport={"width": 1400, "height": 900})  # type: ignore
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(login["url"])
+        page.wait_for_selector(f"[data-testid=workspace][data-id='{wid}']")
+        page.click("[data-testid=tab-sessions]")
+        page.click(f"#session-list li[data-key='run:{session.id}']")
+        shown = page.locator("[data-testid=denials]")
+        shown.wait_for()
+        text = shown.inner_text()
+        assert f"{outside}/a" in text and "EROFS" in text and "denied.test:443" in text
+        assert page.locator("[data-testid=denials] > div").count() == len(view["denials"])
+        shoot(page, tmp_path, "dashboard-denials")
+        assert not errors, errors
+        page.close()
     finally:
         svc.stop()
-    assert os.path.exists(svc.base / "service.log")

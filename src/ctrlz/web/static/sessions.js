@@ -79,8 +79,20 @@ export class SessionsView {
       el("h4", { text: `Processes (${trace.length})` }),
       trace.length ? processTree(trace) : el("p.muted", { text: "No processes recorded." }),
       el("h4", { text: `File events (${events.length})` }),
-      el("div.events", {}, events.map((e) => el("div", {}, el("span.muted.mono", { text: clock(e.timestamp).slice(11) }), " ", el("b", { text: e.action }), " ", e.path))));
+      el("div.events", {}, events.map((e) => el("div", {}, el("span.muted.mono", { text: clock(e.timestamp).slice(11) }), " ", el("b", { text: e.action }), " ", e.path))),
+      ...refusals(show.denials || []));
   }
+}
+
+// What a sandboxed run's sandbox refused (`ctrlz run --sandbox`): writes outside the
+// workspace (the tracer's) and connections (the proxy's). Nothing for an unsandboxed run.
+function refusals(denials) {
+  if (!denials.length) return [];
+  const line = (d) => el("div", {}, el("span.muted.mono", { text: clock(d.timestamp).slice(11) }), " ",
+    el("b.exit-bad", { text: d.kind === "net" ? "connect" : d.syscall }), " ", d.path,
+    el("span.muted", { text: ` ${d.exe ? `${d.exe}[${d.pid}] ` : ""}(${d.errno})` }));
+  return [el("h4", { text: `Refused by the sandbox (${denials.length})` }),
+    el("div.events", { "data-testid": "denials" }, denials.map(line))];
 }
 
 function processTree(events) {
