@@ -20,7 +20,7 @@ RUN_CONTEXT = {"ignore_unknown_options": True, "allow_interspersed_args": False}
               "snapshot.")
 @click.option("--no-trace", is_flag=True, help="Do not record the commands the session runs.")
 @click.option("--verbose", "-v", is_flag=True, help="Say what ctrlz does, on stderr.")
-@click.option("--sandbox", "sandbox_mode", is_flag=False, flag_value="auto", default=None,
+@click.option("--sandbox", "sandbox_mode", is_flag=False, flag_value="", default=None,
               metavar="[=MODE]", help="Confine CMD: it may write only the workspace, the temp "
               "dirs, its own state and the package caches; secrets and ctrlz's store stay "
               "unreadable. MODE: auto (Landlock + seccomp, else bubblewrap), landlock, bwrap. "

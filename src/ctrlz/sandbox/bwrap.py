@@ -71,6 +71,9 @@ def bwrap_argv(policy: SandboxPolicy, command: Sequence[str], *, bwrap: str,
             mounts.append((_parts(catalog), 2, ["--ro-bind", placeholder, catalog]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
+    for _, kind, args in mounts:  # an empty tmpfs the agent cannot fill either
+        if kind == 1 and args[0] == "--tmpfs":
+            argv += ["--remount-ro", args[1]]
     return [*argv, "--", *command]
 
 

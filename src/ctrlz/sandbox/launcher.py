@@ -75,6 +75,37 @@ def _write_record(path: str, mechanism: str, session: str) -> None:
     os.replace(tmp, path)
 
 
+def _run_bwrap(command: list[str]) -> int:
+    """Run bwrap as a child and die the way its command died. bwrap's init (pid 1 of the
+    sandbox's pid namespace) turns "killed by signal N" into exit status 128+N; the caller
+    of ``ctrlz run`` must see the signal, as a shell would. (A command that exits 128+N by
+    itself is reported as killed by N: bwrap leaves no way to tell them apart.)"""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # they reach the sandbox through the process group
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        print(f"ctrlz: the sandbox could not be made, nothing was run: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if pid == 0:
+        for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            os.execvp(command[0], command)
+        finally:
+            os._exit(EXIT_REFUSED)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status < 0 or 128 < status < 128 + signal.NSIG:
+        number = -status if status < 0 else status - 128
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
+        sys.stdout.flush()
+        os.kill(os.getpid(), number)
+    return status
+
+
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if len(args) < 3 or args[1] != "--":
@@ -94,6 +125,8 @@ def main(argv: Sequence[str]) -> int:
         return EXIT_REFUSED
     command = args[2:]
     sys.stdout.flush()
+    if mechanism == "bwrap":
+        return _run_bwrap(command)
     try:
         os.execvp(command[0], command)
     except OSError as exc:

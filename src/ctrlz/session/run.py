@@ -383,6 +383,8 @@ def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
                    "capture from inside the sandbox; `ctrlz run` snapshots still do")
     started, ws.start_daemon = ws.start_daemon, False
     try:
+        elif plan.mechanism == "bwrap":  # its socket is bound in, so it must be there now
+            daemon_client.wait_ready(ws.store_path, 30)
         return Session(ws, argv, label, trace, plan).run(notify)
     finally:
         ws.start_daemon = started

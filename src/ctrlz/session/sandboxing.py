@@ -36,7 +36,8 @@ RECORDS = "sandboxed"  # <store>/sandboxed/<session id>.json, while the run live
 @dataclass
 class SandboxOptions:
     """What the command line asked for (None / empty: not given; the ``[sandbox]`` section
-    of the config fills in)."""
+    of the config fills in). ``mode``: None without ``--sandbox``, ``""`` for a bare
+    ``--sandbox`` (the config's mode, ``auto`` by default)."""
 
     mode: str | None = None
     allow_write: list[str] = field(default_factory=list)
@@ -132,7 +133,7 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
 
     options = options or SandboxOptions()
     cfg = ws.config
-    mode = options.mode or cfg["sandbox_mode"]
+    mode = options.mode or cfg["sandbox_mode"]  # a bare --sandbox ("") takes the config's
     allow_write = [(p, _config_source(ws, "sandbox_allow_write"))
                    for p in cfg["sandbox_allow_write"]]
     allow_write += [(p, "--allow-write") for p in options.allow_write]
