@@ -28,6 +28,7 @@ from .model import (
     Changes,
     DirNode,
     kind_of,
+    same_entries,
 )
 
 TYPE_CHECKING = False
@@ -51,11 +52,13 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
         return
     entries = [e for e in node.entries if e[OID] is not None]
     cached = node.cached
-    if not node.dirty and cached is not None and len(entries) == len(cached[1]):
+    if not node.dirty and cached is not None and len(entries) + len(node.same) == len(cached[1]):
         tree_oid, mapping, totals = cached
         sc.stats.reused_trees += 1
         sc._changes[node.rel] = NO_CHANGES
     else:
+        if node.same:
+            entries += same_entries(node.same)
         entries.sort(key=lambda e: e[NAME])
         tree = [Entry(e[NAME], e[KIND], e[PERM], e[SIZE], e[MTIME], e[OID])
                 for e in entries]

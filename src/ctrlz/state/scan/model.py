@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
 
     from ...types import Skipped
     from ..exclude import DirRules
-    from ..statcache import DirCache
+    from ..statcache import CacheEntry, DirCache
 
 
 class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_over_max_bytes",
@@ -118,7 +118,7 @@ IFMT, IFDIR, IFREG, IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
 class DirNode:
     """One directory of the walk: what was listed in it, and where its tree id goes."""
 
-    __slots__ = ("rel", "path", "rules", "entries", "cached", "dirty", "slot", "mode",
+    __slots__ = ("rel", "path", "rules", "entries", "same", "cached", "dirty", "slot", "mode",
                  "unreadable", "from_cache", "base", "at")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
@@ -127,6 +127,10 @@ class DirNode:
         self.path = path
         self.rules = rules  # the exclusion rules in force in this directory
         self.entries: list[list[Any]] = []
+        #: the files and links the walk found as the stat cache has them, as (name, cache
+        #: entry): most of a tree, so they become entries only if the directory is rebuilt
+        #: (:func:`same_entries`)
+        self.same: list[tuple[bytes, CacheEntry]] = []
         self.cached = cached
         self.dirty = cached is None  # set as soon as anything differs from the cache
         self.slot = slot  # (parent node, parent's entry for us)
@@ -137,6 +141,13 @@ class DirNode:
         #: then holds only the subdirectories entered
         self.base: bytes | None = None
         self.at: list[int] = []  # where each entered subdirectory's record starts in ``base``
+
+
+def same_entries(same: list[tuple[bytes, CacheEntry]]) -> list[list[Any]]:
+    """The entries of files and links found unchanged (``DirNode.same``), as the walk would
+    have made them from their stat: the cached key is that stat."""
+    return [[name, FILE if key[0] & IFMT == IFREG else SYMLINK, key[0] & 0o7777, key[1],
+             key[2], key, oid] for name, (key, oid, _trusted) in same]
 
 
 def kind_of(mode: int) -> str:

@@ -118,6 +118,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
             quick = (dc.lits, dc.suffixes, (_TEMP, *dc.prefixes))  # temp files: excluded
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
+    same = node.same
     files = links = nbytes = 0
     reads = read_bytes = 0
     dirty = node.dirty
@@ -146,8 +147,21 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
             sc.skipped.append(Skipped(prefix + name, f"cannot stat: {exc.strerror}"))
             continue
         mode = s.st_mode
-        fmt = mode & IFMT
+        key = (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
         cached = cached_map.get(name)
+        # The usual case first: a file or link whose stat key a trusted cache entry has
+        # (a directory's cached key is zero but for its mode, so it never matches a
+        # stat's). It stays a cache entry in ``same``: build.finish makes it an entry only
+        # if its directory is rebuilt. A file with another link is always noted below.
+        if cached is not None and cached[0] == key and cached[2] and s.st_nlink == 1:
+            same.append((name, cached))
+            if mode & IFMT == IFREG:
+                files += 1
+                nbytes += key[1]
+            else:
+                links += 1
+            continue
+        fmt = mode & IFMT
         if fmt == IFDIR:
             rel = prefix + name
             entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
@@ -176,8 +190,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
         else:
             sc.skipped.append(Skipped(prefix + name, special_kind(mode)))
             continue
-        size, mtime = s.st_size, s.st_mtime_ns
-        key = (mode, size, mtime, s.st_ctime_ns, s.st_ino)
+        size, mtime = key[1], key[2]
         entry = [name, kind, mode & 0o7777, size, mtime, key, None]
         if cached is not None and cached[2] and cached[0] == key:
             entry[OID] = cached[1]
@@ -221,7 +234,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
     stats.files += files
     stats.symlinks += links
     stats.bytes += nbytes
-    sc.entry_budget[0] += len(entries)
+    sc.entry_budget[0] += len(entries) + len(same)
     if sc.entry_budget[0] > limits.max_entries:
         raise LimitExceeded(
             f"the workspace has more than max_entries={limits.max_entries:,} files and "
