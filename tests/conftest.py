@@ -113,12 +113,26 @@ def mounted(where: Path, *args: str) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+def needs_watcher() -> None:
+    """Skip, with the reason, where no workspace daemon can run: it is its file watcher, and
+    there is none in portable mode (``CTRLZ_PLATFORM=portable``) or off Linux. What it
+    serves, hooks and commands then do by walking the tree, which the rest of a test file
+    still checks."""
+    from ctrlz.session import daemon_client
+
+    if not daemon_client.can_watch():
+        pytest.skip("no file watcher here (portable mode, or not Linux), so no workspace "
+                    "daemon: the walking path is what the other tests cover")
+
+
 def served_workspace(root: Path) -> Iterator[Workspace]:
     """The workspace at ``root`` (its files made by the caller) with a first snapshot,
     labelled "base", and its daemon running, for a fixture to ``yield from``; the daemon is
     stopped afterwards."""
     from ctrlz.session import daemon_client
     from ctrlz.workspace import Workspace
+
+    needs_watcher()
 
     workspace = Workspace.init(root)
     workspace.snapshot(label="base")

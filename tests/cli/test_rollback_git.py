@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_watcher
+
 from .conftest import run
 from .test_json import check
 
@@ -188,6 +190,7 @@ def test_the_workspace_daemon_honours_the_choice_and_reports_the_consequences(re
     2 would have put .git back) and brings the ``git`` records back; the refusal crosses too,
     as its own class (exit 2)."""
     root, at_a, now = repo
+    needs_watcher()
     env = {"CTRLZ_DAEMON": "1"}
     run("daemon", "start", cwd=root, env=env)
     try:

@@ -925,11 +925,14 @@ class DaemonRestoreMachine(RestoreMachine):
             super().teardown()
 
 
-TestDaemonRestoreStateful = DaemonRestoreMachine.TestCase
+TestDaemonRestoreStateful = pytest.mark.skipif(
+    not daemon_client.can_watch(), reason="no file watcher here (portable mode, or not Linux), "
+    "so no workspace daemon")(DaemonRestoreMachine.TestCase)
 TestDaemonRestoreStateful.settings = _runs(25, 30)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not daemon_client.can_watch(), reason="no file watcher here, so no daemon")
 class TestDaemonRestoreStatefulSlow(DaemonRestoreMachine.TestCase):
     settings = _runs(150, 50)
 

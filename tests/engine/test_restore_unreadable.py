@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import NOBODY, OtherUser, is_root, make_tree
+from tests.conftest import NOBODY, OtherUser, is_root, make_tree, needs_watcher
 
 MAIN = "import sys; del sys.argv[0]; from ctrlz.cli import main; sys.exit(main())"
 
@@ -66,6 +66,8 @@ def cli(request: pytest.FixtureRequest) -> Iterator[Cli]:
         for dirpath, dirnames, filenames in os.walk(base):
             for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
                 os.lchown(name, NOBODY, NOBODY)
+    if request.param == "daemon":
+        needs_watcher()
     run = Cli(root, base, daemon=request.param == "daemon", user=user)
     try:
         for args in (("init",), ("snapshot", "-m", "S1")):

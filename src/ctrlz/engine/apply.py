@@ -24,7 +24,7 @@ are made durable after. Small restores fsync each temp file and then each touche
 all at once from a few threads (:func:`ctrlz.engine.durable.fsync_fds`). Large ones flush each
 filesystem that holds a temp file (``syncfs``) instead, which is what makes restoring 100,000
 files take seconds rather than minutes; where there is no ``syncfs`` (:mod:`ctrlz.platform`)
-every restore fsyncs each file and directory, in batches of 64. At the end every filesystem the
+every restore fsyncs each file and directory, in batches of 16. At the end every filesystem the
 restore touched is flushed, not only the first. Large files (loose objects, 4 MiB and up) are
 decoded, checked, written and fsynced by a few worker threads while the main thread goes on
 (:class:`ctrlz.engine.durable.LargeWrites`); a batch is renamed only once all of its workers
@@ -69,7 +69,9 @@ from .durable import JOBS_MAX, LargeWrites, fsync_fds, let_go
 from .journal import temp_prefix
 
 _BATCH = 512
-_BATCH_EACH = 64  # a batch when each file is fsynced (no syncfs)
+#: a batch when each file is fsynced (no syncfs): each stays open until the batch's fsync, and
+#: a restore under `ulimit -n 64` over hundreds of packs has few descriptors to spare
+_BATCH_EACH = 16
 _FSYNC_EACH_BELOW = 16
 
 StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, inode

@@ -26,8 +26,11 @@ def put_back(fd: int, aside: bytes, name: bytes, prefix: bytes) -> str:
     """Someone changed the path while we took it away: give them their name back."""
     try:
         renameat2(fd, aside, fd, name, RENAME_NOREPLACE)
-    except Unsupported:
-        os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+    except Unsupported:  # link() is the no-replace rename without renameat2
+        try:
+            os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+        except FileExistsError:  # (raised here, the clause below would not catch it)
+            return rescue(fd, aside, name, prefix)
         os.unlink(aside, dir_fd=fd)
     except FileExistsError:
         # a third version appeared meanwhile: keep both, under a name the user will see
