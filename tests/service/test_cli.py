@@ -7,6 +7,10 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
+from ctrlz import platform
+
 from .conftest import Service
 
 
@@ -74,6 +78,8 @@ def test_install_without_systemd_says_how(tmp_path: Path) -> None:
     assert not unit.exists()
 
 
+@pytest.mark.skipif(platform.portable(), reason="portable mode has no service manager "
+                    "(launchd's twin: test_launchd.py)")
 def test_install_with_a_user_systemd(tmp_path: Path) -> None:
     """A stand-in ``systemctl`` on PATH records what it is asked (no systemd runs here)."""
     svc = Service(tmp_path / "s")

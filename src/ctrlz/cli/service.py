@@ -80,11 +80,14 @@ def start_cmd(port: int | None, timeout: float, as_json: bool) -> None:
       ctrlz service start
       ctrlz service start --json
     """
-    from ..service import client, systemd
+    from ..service import client
+    from ..service.manager import manager
+
+    keeper = manager()  # systemd or launchd
 
     already = client.running()
-    if systemd.installed() and not already and systemd.available()[0]:
-        systemd.start()
+    if keeper.installed() and not already and keeper.available()[0]:
+        keeper.start()
         info = client.wait_ready(timeout)
     else:
         info = client.start(timeout, port)
@@ -107,10 +110,13 @@ def stop_cmd(as_json: bool) -> None:
     Examples:
       ctrlz service stop
     """
-    from ..service import client, systemd
+    from ..service import client
+    from ..service.manager import manager
 
-    if systemd.active():
-        systemd.stop()
+    keeper = manager()  # systemd or launchd
+
+    if keeper.active():
+        keeper.stop()
         was = True
     else:
         was = client.stop()
@@ -142,9 +148,10 @@ def status_cmd(as_json: bool) -> None:
 @service_group.command("install")
 @render.json_option
 def install_cmd(as_json: bool) -> None:
-    """Install and start a systemd user unit (ctrlz.service, Restart=always).
+    """Install and start a systemd user unit (ctrlz.service, Restart=always), or on macOS a
+    launchd agent (~/Library/LaunchAgents/dev.ctrlz.service.plist, KeepAlive).
 
-    Without a user systemd, nothing is written: it says so, prints how to run the service by
+    Without either, nothing is written: it says so, prints how to run the service by
     hand, and exits 1.
 
     \b
@@ -153,19 +160,21 @@ def install_cmd(as_json: bool) -> None:
       systemctl --user status ctrlz.service
     """
     from ..errors import CtrlzError
-    from ..service import systemd
+    from ..service.manager import manager
 
-    ok, reason = systemd.available()
+    keeper = manager()  # systemd or launchd
+
+    ok, reason = keeper.available()
     if not ok:
         if as_json:
             render.emit_json({"type": "service-install", "installed": False,
-                              "reason": reason, "by_hand": systemd.manual_steps()})
+                              "reason": reason, "by_hand": keeper.manual_steps()})
         else:
             render.note("Run it by hand instead:")
-            for step in systemd.manual_steps():
+            for step in keeper.manual_steps():
                 render.note(f"  {step}")
         raise CtrlzError(f"cannot install the service: {reason}")
-    path = systemd.install()
+    path = keeper.install()
     if as_json:
         render.emit_json({"type": "service-install", "installed": True, "unit": str(path)})
         return
@@ -176,20 +185,23 @@ def install_cmd(as_json: bool) -> None:
 @service_group.command("uninstall")
 @render.json_option
 def uninstall_cmd(as_json: bool) -> None:
-    """Stop, disable and remove the systemd user unit (your stores are untouched).
+    """Stop, disable and remove the systemd user unit or launchd agent (your stores are
+    untouched).
 
     \b
     Examples:
       ctrlz service uninstall
     """
-    from ..service import systemd
+    from ..service.manager import manager
 
-    was = systemd.uninstall()
+    keeper = manager()  # systemd or launchd
+
+    was = keeper.uninstall()
     if as_json:
         render.emit_json({"type": "service-uninstall", "removed": was,
-                          "unit": str(systemd.unit_path())})
+                          "unit": str(keeper.unit_path())})
         return
-    render.out(f"removed {systemd.unit_path()}" if was else "no ctrlz unit was installed")
+    render.out(f"removed {keeper.unit_path()}" if was else "no ctrlz unit was installed")
 
 
 def _workspace_json(w: Any) -> None:

@@ -50,6 +50,10 @@ def _systemctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def available() -> tuple[bool, str]:
     """Whether a user systemd answers, and if not, why (one line)."""
+    from .. import platform
+
+    if platform.portable():
+        return False, f"no service manager in portable mode ({platform.ENV}=portable)"
     if shutil.which("systemctl") is None:
         return False, "systemctl is not installed"
     try:
