@@ -4,12 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint bench bench-quick bench-tools clean help
+.PHONY: demo test test-portable test-all lint bench bench-quick bench-tools clean help
 
 help:
 	@echo "make demo    run ctrlz end to end on a scratch workspace"
 	@echo "make test    run every test (and ruff); the long crash and load loops run a slice"
 	@echo "make test-all  the same, with the long loops in full (tests marked slow)"
+	@echo "make test-portable  the restore, crash, CLI, hook, MCP, service and remote tests again"
+	@echo "              with every Linux-only fast path off (CTRLZ_PLATFORM=portable)"
 	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h src/ctrlz/door/ctrlz src/ctrlz/door/ctrlz-hook)
@@ -24,6 +26,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench setup.py
 	$(BIN)/python -m pytest -m "not slow"
+
+# The portable pass (issue 44): the tests of the restore engine (faults and kill -9 crashes
+# included), copy-on-write, the CLI, agent hooks, MCP, the service and remotes, run again with
+# CTRLZ_PLATFORM=portable: no renameat2, syncfs, O_DIRECT, FICLONE, inotify or strace, as if the
+# calls did not exist (src/ctrlz/platform.py). What has no portable twin skips with its reason.
+PORTABLE_TESTS := tests/test_platform.py tests/engine tests/cow tests/cli tests/agents \
+	tests/mcp tests/service tests/remote
+test-portable: $(STAMP)
+	CTRLZ_PLATFORM=portable $(BIN)/python -m pytest -m "not slow" $(PORTABLE_TESTS)
+	$(BIN)/python -m pytest -m slow tests/test_packaging.py  # installs with no C door
 
 test-all: $(STAMP)
 	$(BIN)/ruff check src tests bench setup.py
