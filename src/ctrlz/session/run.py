@@ -100,8 +100,10 @@ class Session:
             self.tracer, self.trace_note = Tracer(None), "tracing off (--no-trace)"
         elif cfg["disable_exec"]:
             self.tracer, self.trace_note = Tracer(None), "tracing off (disable_exec)"
-        else:
-            self.tracer = Tracer.detect()
+        else:  # sandboxed: the writes the sandbox refuses too (sources/trace/denials.py)
+            self.tracer = Tracer.detect(
+                denials=sandbox is not None,
+                writable=sandbox.policy.writable if sandbox is not None else ())
             self.trace_note = self.tracer.reason
         self.scheduler = Scheduler(TriggerConfig(
             auto_interval=cfg["auto_interval"], idle_threshold=cfg["idle_threshold_seconds"],
