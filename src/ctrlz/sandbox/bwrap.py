@@ -37,10 +37,11 @@ def _parts(path: str) -> tuple[str, ...]:
 
 def bwrap_argv(policy: SandboxPolicy, command: Sequence[str], *, bwrap: str,
                placeholder: str | None = None) -> list[str]:
-    """``bwrap ... -- COMMAND`` for ``policy``. ``placeholder``: an empty regular file,
-    bound read-only as ``catalog.db`` beside each daemon socket in :attr:`~.policy.
-    SandboxPolicy.sockets`, so that a hook inside still finds its workspace's store (the
-    locator looks for that file) and reaches the daemon, while the store itself is a tmpfs."""
+    """``bwrap ... -- COMMAND`` for ``policy``. The daemon sockets of :attr:`~.policy.
+    SandboxPolicy.sockets` are bound into the tmpfs that hides the store, and
+    ``placeholder`` (an empty regular file) read-only over each of its ``markers``, so that
+    a hook inside still finds its workspace's store (the locator looks for its
+    ``catalog.db``) and reaches the daemon, while the store itself stays hidden."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
     if os.path.isdir("/dev/pts"):
         argv += ["--dev-bind", "/dev/pts", "/dev/pts"]  # the terminal we run on, by its name
@@ -63,12 +64,11 @@ def bwrap_argv(policy: SandboxPolicy, command: Sequence[str], *, bwrap: str,
             mounts.append((_parts(real), 1, ["--ro-bind", "/dev/null", real]))
     for sock in policy.sockets:
         real = _real(sock)
-        if real is None:
-            continue
-        mounts.append((_parts(real), 2, ["--bind", real, real]))
-        if placeholder is not None:
-            catalog = os.path.join(os.path.dirname(real), "catalog.db")
-            mounts.append((_parts(catalog), 2, ["--ro-bind", placeholder, catalog]))
+        if real is not None:
+            mounts.append((_parts(real), 2, ["--bind", real, real]))
+    for marker in policy.markers if placeholder is not None else ():
+        real = os.path.realpath(marker)
+        mounts.append((_parts(real), 2, ["--ro-bind", placeholder, real]))
     for _, _, args in sorted(mounts, key=lambda m: (m[0], m[1])):
         argv += args
     for _, kind, args in mounts:  # an empty tmpfs the agent cannot fill either

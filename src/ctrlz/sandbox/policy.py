@@ -78,6 +78,12 @@ class SandboxPolicy:
     #: sockets inside ``protected`` a confined hook still connects to (the daemon's)
     sockets: list[str] = field(default_factory=list)
     proxy: tuple[str, int] | None = None
+    #: the tool-call inbox inside the store, writable when hooks cannot reach the daemon
+    #: (``writable`` holds it too; bwrap mounts it over the tmpfs that hides the store)
+    inbox: str | None = None
+    #: files inside a hidden directory that must still *seem* to exist (bwrap binds an
+    #: empty file there): the store's ``catalog.db``, by which a hook's locator finds it
+    markers: list[str] = field(default_factory=list)
 
     @property
     def net_mode(self) -> str:

@@ -383,10 +383,10 @@ def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
                 and not daemon_client.running(ws.store_path):
             notify("ctrlz: no workspace daemon (daemon = false?): the agent's hooks cannot "
                    "capture from inside the sandbox; `ctrlz run` snapshots still do")
+        else:  # the first hook may come at once; under bwrap the socket is bound in now
+            daemon_client.wait_ready(ws.store_path, 30)
     started, ws.start_daemon = ws.start_daemon, False
     try:
-        elif plan.mechanism == "bwrap":  # its socket is bound in, so it must be there now
-            daemon_client.wait_ready(ws.store_path, 30)
         return Session(ws, argv, label, trace, plan).run(notify)
     finally:
         ws.start_daemon = started

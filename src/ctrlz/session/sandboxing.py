@@ -126,6 +126,23 @@ class Plan:
             pass
 
 
+def hooks_reach_daemon() -> bool:
+    """Whether the agent's hooks hand their captures to the daemon: the native ``ctrlz-hook``
+    door does (a C program beside this interpreter), unless ``CTRLZ_DOOR=0`` sends it to the
+    Python hook, which writes the store itself. Without the door, a sandboxed run opens
+    ``<store>/toolcalls/inbox/`` alone for writing, so that a file tool's pre-image still
+    lands (a confined process could then also delete a capture not yet indexed: the door is
+    the stronger path)."""
+    if os.environ.get("CTRLZ_DOOR") == "0":
+        return False
+    door = os.path.join(os.path.dirname(sys.executable), "ctrlz-hook")
+    try:
+        with open(door, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) -> Plan:
     """The checked plan of a sandboxed run, or a one-line UsageError (exit 2)."""
     from ..locator import home_dir
@@ -150,6 +167,16 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
                    protected=list(dict.fromkeys(protected)), allow_write=allow_write,
                    deny_read=deny_read, net=net, allow_hosts=hosts, argv0=argv[0],
                    sockets=[os.path.join(ws.store_path, SOCKET_NAME)])
+    policy.markers.append(os.path.join(ws.store_path, "catalog.db"))  # the locator's sign
+    if not hooks_reach_daemon():
+        from ..state.toolcall_store import ToolcallStore
+
+        ToolcallStore(ws.store_path).close()  # a hook only leaves captures in a made store
+        inbox = os.path.join(ws.store_path, "toolcalls", "inbox")
+        os.makedirs(inbox, mode=0o700, exist_ok=True)
+        policy.writable.append(inbox)
+        policy.inbox = inbox
+        policy.markers.append(os.path.join(ws.store_path, "toolcalls", "catalog.db"))
     info = support()
     fits = None
     if info.landlock_reason is None:
