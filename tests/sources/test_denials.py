@@ -39,6 +39,7 @@ RECORDED = r"""
 9 1795863559.066212 renameat2(AT_FDCWD</tmp/dz>, "/tmp/dz/ws/f", AT_FDCWD</tmp/dz>, "/tmp/dz/out/g", RENAME_NOREPLACE) = -1 EACCES (Permission denied)
 9 1795863559.085750 linkat(AT_FDCWD</tmp/dz>, "/tmp/dz/ws/x", AT_FDCWD</tmp/dz>, "/tmp/dz/out/h", 0) = -1 EACCES (Permission denied)
 9 1795863559.086000 openat2(AT_FDCWD</tmp/dz>, "/etc/y", {flags=O_RDWR|O_CREAT, mode=0644, resolve=0}, 24) = -1 EACCES (Permission denied)
+9 1795863559.086500 mkdir("/tmp/dz/out/n\377x", 0777) = -1 EACCES (Permission denied)
 9 1795863559.087000 openat(3</tmp/dz/out>, "z", O_RDONLY|O_CREAT, 0644 <unfinished ...>
 11 1795863559.087100 +++ exited with 0 +++
 9 1795863559.087200 <... openat resumed>) = -1 EACCES (Permission denied)
@@ -62,8 +63,10 @@ def test_recorded_lines_give_the_refused_writes_only() -> None:
         (9, "sh", "renameat2", "/tmp/dz/out/g", "EACCES"),
         (9, "sh", "linkat", "/tmp/dz/out/h", "EACCES"),
         (9, "sh", "openat2", "/etc/y", "EACCES"),
+        (9, "sh", "mkdir", "/tmp/dz/out/n\udcffx", "EACCES"),
         (9, "sh", "openat", "/tmp/dz/out/z", "EACCES"),
     ]
+    assert found[-2].to_json()["path"] == "/tmp/dz/out/n\\xffx"  # as file events store it
     assert found[0].to_json() == {"timestamp": "2026-11-28T10:58:22.102455+00:00", "pid": 10,
                                   "exe": "touch", "syscall": "openat",
                                   "path": "/tmp/dz/a>b/x", "errno": "EROFS", "kind": "fs"}

@@ -17,12 +17,14 @@ lines as well as with real strace runs under a real sandbox.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ...types import text_path
 from .cstrings import unescape_c_string
 
 #: The write-intent syscalls added to the trace under ``--sandbox``. ``?``: strace skips names
@@ -67,10 +69,19 @@ class Denial:
     kind: str = "fs"
 
     def to_json(self) -> dict[str, Any]:
+        """The session DB's row: the path as text (bytes that are not UTF-8 as ``\\xNN``,
+        as file events store them; SQLite cannot hold the surrogates they decode to)."""
         return {"timestamp": datetime.fromtimestamp(self.timestamp, UTC).isoformat(
                     timespec="microseconds"),
-                "pid": self.pid, "exe": self.exe, "syscall": self.syscall, "path": self.path,
-                "errno": self.errno, "kind": self.kind}
+                "pid": self.pid, "exe": None if self.exe is None else stored(self.exe),
+                "syscall": self.syscall, "path": stored(self.path), "errno": self.errno,
+                "kind": self.kind}
+
+
+def stored(text: str) -> str:
+    """Text that SQLite and JSON take: a name's bytes that are not UTF-8 (decoded to
+    surrogates by :func:`.cstrings.unescape_c_string`) become ``\\xNN``."""
+    return text_path(os.fsencode(text))
 
 
 def is_write_syscall(name: str) -> bool:
