@@ -26,11 +26,13 @@ removed when the run ends (a crash leaves it, and then its ``T`` no longer match
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ..errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs the launcher, which loads this module, ~4 ms
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
 
 __all__ = ["MODES", "NETS", "SECRETS", "SandboxPolicy", "agent_state", "build",
            "check_host", "default_unreadable", "default_writable", "sandboxed_record"]
@@ -57,33 +59,58 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev
 
 
 
-@dataclass
+#: Every field of a policy with its default (a fresh list each time; see SandboxPolicy).
+FIELDS: dict[str, Any] = {
+    "mode": "auto", "roots": [], "writable": [], "unreadable": [], "devices": list(DEVICES),
+    "net": "on", "allow_hosts": [], "allow_write": [], "deny_read": [], "protected": [],
+    "sockets": [], "proxy": None, "inbox": None, "markers": [],
+}
+
+
 class SandboxPolicy:
     """One run's sandbox. Paths are absolute; ``writable`` and ``unreadable`` hold the
     defaults and the user's additions together (``allow_write``/``deny_read`` keep the user's
     own, to show them). ``protected``: the store home and runtime dir, never writable.
-    ``proxy``: ``(host, port)`` of the allow-list proxy, when ``allow_hosts`` is set and it
-    runs."""
+    ``sockets``: the daemon's socket inside ``protected``, which a confined hook still
+    reaches. ``proxy``: ``(host, port)`` of the allow-list proxy, when ``allow_hosts`` is set
+    and it runs. ``inbox``: the tool-call inbox inside the store, writable (and in
+    ``writable``) when hooks cannot reach the daemon. ``markers``: files inside a hidden
+    directory that must still *seem* to exist (bwrap binds an empty file there): the store's
+    ``catalog.db``, by which a hook's locator finds it.
 
-    mode: str = "auto"
-    roots: list[str] = field(default_factory=list)
-    writable: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
-    devices: list[str] = field(default_factory=lambda: list(DEVICES))
-    net: str = "on"
-    allow_hosts: list[str] = field(default_factory=list)
-    allow_write: list[str] = field(default_factory=list)
-    deny_read: list[str] = field(default_factory=list)
-    protected: list[str] = field(default_factory=list)
-    #: sockets inside ``protected`` a confined hook still connects to (the daemon's)
-    sockets: list[str] = field(default_factory=list)
-    proxy: tuple[str, int] | None = None
-    #: the tool-call inbox inside the store, writable when hooks cannot reach the daemon
-    #: (``writable`` holds it too; bwrap mounts it over the tmpfs that hides the store)
-    inbox: str | None = None
-    #: files inside a hidden directory that must still *seem* to exist (bwrap binds an
-    #: empty file there): the store's ``catalog.db``, by which a hook's locator finds it
-    markers: list[str] = field(default_factory=list)
+    A plain class, not a dataclass: the launcher loads this module before every sandboxed
+    command, and ``dataclasses`` (with ``inspect``) was most of its import time."""
+
+    mode: str
+    roots: list[str]
+    writable: list[str]
+    unreadable: list[str]
+    devices: list[str]
+    net: str
+    allow_hosts: list[str]
+    allow_write: list[str]
+    deny_read: list[str]
+    protected: list[str]
+    sockets: list[str]
+    proxy: tuple[str, int] | None
+    inbox: str | None
+    markers: list[str]
+
+    def __init__(self, **values: Any) -> None:
+        unknown = set(values) - set(FIELDS)
+        if unknown:
+            raise TypeError(f"unknown policy fields: {', '.join(sorted(unknown))}")
+        for name, default in FIELDS.items():
+            value = values.get(name, default)
+            setattr(self, name, list(value) if isinstance(value, list) else value)
+
+    def __repr__(self) -> str:
+        return f"SandboxPolicy({self.to_json()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SandboxPolicy) and self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     @property
     def net_mode(self) -> str:
@@ -93,11 +120,12 @@ class SandboxPolicy:
         return "proxy" if self.allow_hosts else "on"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: (list(v) if isinstance(v := getattr(self, name), (list, tuple))
+                       else v) for name in FIELDS}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SandboxPolicy:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = {k: v for k, v in data.items() if k in FIELDS}
         if known.get("proxy") is not None:
             host, port = known["proxy"]
             known["proxy"] = (str(host), int(port))
