@@ -247,3 +247,29 @@ def test_real_strace_over_landlock_as_another_user(other_user) -> None:  # noqa:
         _check_landlock(seen, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_strace
+def test_a_write_refused_in_a_loop_is_kept_up_to_the_cap_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctrlz.cli.sessions import refused_line
+    from ctrlz.sources.trace import tracer as tracer_module
+
+    bwrap = _bwrap_works()
+    if bwrap is None:
+        pytest.skip("bubblewrap is missing or cannot make a user namespace here")
+    ws, out = _layout(tmp_path)
+    monkeypatch.setattr(tracer_module, "MAX_DENIALS", 5)
+    tracer = Tracer.detect(denials=True, writable=[ws])
+    if not tracer.enabled:
+        pytest.skip(f"tracing unavailable here: {tracer.reason}")
+    loop = f'i=0; while [ $i -lt 30 ]; do echo x 2>/dev/null > {out}/x; i=$((i+1)); done'
+    result = tracer.run([bwrap, "--unshare-user", "--ro-bind", "/", "/", "--dev", "/dev", "--",
+                         "sh", "-c",
+                         loop], cwd=ws)
+    assert result.returncode == 0
+    assert len(result.denials) == 5 and result.denials_dropped == 25
+    line = refused_line([d.to_json() for d in result.denials], "sess_x",
+                        result.denials_dropped)
+    assert line.startswith(f"ctrlz: the sandbox refused 30 writes outside the workspace "
+                           f"(1 path: {out}/x; 25 more not kept)")

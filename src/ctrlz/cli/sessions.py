@@ -98,7 +98,7 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
         notify(f"ctrlz: session {result.session_id}: snapshots {kinds}")
     code = result.exit_code
     if result.denials:
-        notify(refused_line(result.denials, result.session_id))
+        notify(refused_line(result.denials, result.session_id, result.denials_dropped))
     if code != 0 and result.pre_run is not None:
         created, modified, deleted = result.changes
         how = f"exited with {code}" if code > 0 else f"was killed by signal {-code}"
@@ -119,9 +119,10 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
     sys.exit(code)
 
 
-def refused_line(denials: list[dict[str, Any]], session_id: str) -> str:
+def refused_line(denials: list[dict[str, Any]], session_id: str, dropped: int = 0) -> str:
     """The run summary's line on a sandbox's refusals: ``the sandbox refused 3 writes outside
-    the workspace (2 paths: ~/.npmrc, /etc/hosts)``, and the connections the same way."""
+    the workspace (2 paths: ~/.npmrc, /etc/hosts)``, and the connections the same way.
+    ``dropped``: refused writes past the tracer's cap, counted but not kept."""
     home = os.path.expanduser("~")
 
     def short(path: str) -> str:
@@ -132,6 +133,7 @@ def refused_line(denials: list[dict[str, Any]], session_id: str) -> str:
     parts = []
     for kind, noun in (("fs", "write"), ("net", "connection")):
         rows = [d for d in denials if d["kind"] == kind]
+        extra = dropped if kind == "fs" else 0
         if not rows:
             continue
         paths = list(dict.fromkeys(short(d["path"]) for d in rows))
@@ -139,8 +141,10 @@ def refused_line(denials: list[dict[str, Any]], session_id: str) -> str:
                                          else "")
         where = " outside the workspace" if kind == "fs" else ""
         label = "path" if kind == "fs" else "host"
-        parts.append(f"{len(rows)} {noun}{'' if len(rows) == 1 else 's'}{where} "
-                     f"({len(paths)} {label}{'' if len(paths) == 1 else 's'}: {listed})")
+        count = len(rows) + extra
+        kept = f"; {extra} more not kept" if extra else ""
+        parts.append(f"{count} {noun}{'' if count == 1 else 's'}{where} "
+                     f"({len(paths)} {label}{'' if len(paths) == 1 else 's'}: {listed}{kept})")
     return (f"ctrlz: the sandbox refused {' and '.join(parts)}; see ctrlz session show "
             f"{session_id}")
 

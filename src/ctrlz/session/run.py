@@ -65,6 +65,7 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     #: what the sandbox refused (``ctrlz run --sandbox``): the session DB's ``denials`` rows
     denials: list[dict[str, Any]] = field(default_factory=list)
+    denials_dropped: int = 0  # refused writes past the tracer's cap, counted only
 
     def to_json(self) -> dict[str, Any]:
         return {"session": self.session_id, "exit_code": self.exit_code, "traced": self.traced,
@@ -75,7 +76,7 @@ class RunResult:
                 "changes": dict(zip(("created", "modified", "deleted"), self.changes,
                                     strict=True)),
                 "reconciled": self.reconciled, "errors": self.errors,
-                "denials": len(self.denials)}
+                "denials": len(self.denials) + self.denials_dropped}
 
 
 class Session:
@@ -274,6 +275,7 @@ class Session:
         exit_code = 127
         events: list[ExecEvent] = []
         refused: list[Denial] = []
+        dropped = 0
         argv, env = self.argv, None
         try:
             if self.sandbox is not None:  # the launcher (and bwrap) between strace and CMD
@@ -283,6 +285,7 @@ class Session:
                                      on_exit=self._on_exit,
                                      trace_file=self.dir / "strace.log")
             exit_code, events, refused = result.returncode, result.events, result.denials
+            dropped = result.denials_dropped
             self._exit_code = exit_code
         finally:
             if self.sandbox is not None:
@@ -299,7 +302,7 @@ class Session:
                    f"({self.pusher.last_error or 'still running'}); `ctrlz push` sends the rest")
         out = RunResult(self.id, exit_code, self.tracer.enabled, self.trace_note, pre, post,
                         list(self.snapshots), errors=list(self.scheduler.errors),
-                        denials=denials)
+                        denials=denials, denials_dropped=dropped)
         if pre is not None:
             self._reconcile(pre, post, out)
         self.db.end_session(self.id, iso_utc(time.time_ns()), exit_code)

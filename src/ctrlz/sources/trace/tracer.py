@@ -34,6 +34,11 @@ from .parser import StraceParser
 TRACED_SYSCALLS = "execve,?execveat,clone,?clone3,?fork,?vfork,chdir,fchdir"
 
 
+#: Refused writes kept per run: an agent retrying a refused write in a loop must not grow
+#: the run's memory and the session database without end; the rest are counted.
+MAX_DENIALS = 10_000
+
+
 def strace_available() -> str | None:
     """Path of the ``strace`` binary on PATH, or None (also where :mod:`ctrlz.platform` says
     there is no exec tracing: not Linux, or ``CTRLZ_PLATFORM=portable``)."""
@@ -49,8 +54,10 @@ class TraceResult:
     events: list[ExecEvent]
     traced: bool
     reason: str | None = None
-    #: the writes a sandbox refused, in order (only with ``Tracer(..., denials=True)``)
+    #: the writes a sandbox refused, in order (only with ``Tracer(..., denials=True)``), the
+    #: first :data:`MAX_DENIALS` of them; how many more there were
     denials: list[Denial] = field(default_factory=list)
+    denials_dropped: int = 0
 
 
 @functools.cache
@@ -172,8 +179,12 @@ class Tracer:
             Path(path).touch()
         try:
             refused: list[Denial] = []
+            dropped = [0]
 
             def denied(found: Denial) -> None:
+                if len(refused) >= MAX_DENIALS:
+                    dropped[0] += 1
+                    return
                 refused.append(found)
                 if on_denial is not None:
                     on_denial(found)
@@ -193,7 +204,8 @@ class Tracer:
             if trace_file is None:
                 os.unlink(path)
         events.sort(key=lambda e: (e.timestamp, e.pid))
-        return TraceResult(returncode, events, traced=True, denials=refused)
+        return TraceResult(returncode, events, traced=True, denials=refused,
+                           denials_dropped=dropped[0])
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
