@@ -362,3 +362,59 @@ def test_bad_input_is_one_line_exit_2_and_starts_nothing(area: Area, case: str) 
     if config is None:  # a bad config file fails every command, `sessions` too
         sessions = area.ctrlz("sessions", "--json")
         assert sessions.returncode == 0 and json.loads(sessions.stdout) == [], sessions.stdout
+
+
+NET_PROBE = r"""
+import os, socket, sys, urllib.request
+port = int(sys.argv[1])
+try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+        print("proxied", r.status)
+except Exception as exc:
+    print("proxied", getattr(exc, "code", type(exc).__name__))
+for name, kind in (("tcp", socket.SOCK_STREAM), ("udp", socket.SOCK_DGRAM)):
+    try:
+        s = socket.socket(socket.AF_INET, kind)
+        s.settimeout(5)
+        s.connect(("127.0.0.1", port))
+        if kind == socket.SOCK_DGRAM:
+            s.send(b"x")
+        print(name, "direct ok")
+    except OSError:
+        print(name, "direct refused")
+"""
+
+
+@pytest.mark.parametrize("mode", ["landlock", "bwrap"])
+def test_net_off_and_allow_host_under_each_mechanism(area: Area, mode: str) -> None:
+    """Loopback only: a local HTTP server; --allow-host names it exactly, so the proxy lets
+    it through (200), while a direct TCP connection and UDP fail; --net off refuses every
+    inet socket, and the proxy is not there to ask."""
+    need(mode)
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = str(server.server_address[1])
+    python = sys.executable if area.user is None else area.user.python
+    try:
+        allowed = area.ctrlz("run", f"--sandbox={mode}", "--allow-host", f"127.0.0.1:{port}",
+                             "--", python, "-c", NET_PROBE, port)
+        assert allowed.returncode == 0, allowed.stderr
+        assert results_of(allowed.stdout) == {"proxied": "200", "tcp": "direct refused",
+                                              "udp": "direct refused"}, allowed.stdout
+        off = area.ctrlz("run", f"--sandbox={mode}", "--net", "off", "--", python, "-c",
+                         NET_PROBE, port)
+        assert off.returncode == 0, off.stderr
+        got = results_of(off.stdout)
+        assert got["tcp"] == got["udp"] == "direct refused" and got["proxied"] != "200"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def results_of(stdout: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
