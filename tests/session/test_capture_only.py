@@ -91,6 +91,15 @@ elif mode == "child":
         print(json.dumps(ask()), flush=True)
         os._exit(0)
     os.waitpid(pid, 0)
+elif mode == "late":  # the orphan asks once this process is gone; it prints itself
+    anchor = os.getpid()
+    if os.fork() == 0:
+        if os.fork() == 0:
+            while os.path.exists(f"/proc/{anchor}"):  # until strace has reaped it
+                time.sleep(0.01)
+            print(json.dumps(ask()), flush=True)
+            os._exit(0)
+        os._exit(0)
 else:
     r, w = os.pipe()
     if os.fork() == 0:
@@ -134,8 +143,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, 
         svc.stop()
 
 
-def inside(served: tuple[Service, Path, str], mode: str, *,
-           traced: bool = False) -> dict[str, object]:
+def inside(served: tuple[Service, Path, str], mode: str, *, traced: bool = False,
+           name_tracer: bool = False) -> dict[str, object]:
     """Run INSIDE as a registered sandboxed process; what it was answered."""
     svc, store, wid = served
     argv = [sys.executable, "-c", INSIDE, str(store), svc.socket, wid, mode]
@@ -150,8 +159,13 @@ def inside(served: tuple[Service, Path, str], mode: str, *,
     pid = int(proc.stdout.readline())
     (store / RECORDS).mkdir(exist_ok=True)
     record = store / RECORDS / "sess_test.json"
-    record.write_text(json.dumps({"pid": pid, "start": start_time(pid), "self": True,
-                                  "mode": "landlock", "session": "sess_test"}))
+    data = {"pid": pid, "start": start_time(pid), "self": True, "mode": "landlock",
+            "session": "sess_test"}
+    if name_tracer:  # as a launcher would, from its own status before it confines itself
+        status = Path(f"/proc/{pid}/status").read_text()
+        tracer = int(status.split("TracerPid:")[1].split()[0])
+        data.update(tracer=tracer, tracer_start=start_time(tracer))
+    record.write_text(json.dumps(data))
     try:
         out, err = proc.communicate("go\n", timeout=120)
     finally:
@@ -184,6 +198,13 @@ def test_its_descendants_may_only_capture(served) -> None:  # noqa: ANN001
 def test_an_orphan_it_left_may_only_capture_while_traced(served) -> None:  # noqa: ANN001
     seen = inside(served, "orphan", traced=True)
     assert seen["ppid"] != seen["anchor"]  # re-parented: its ancestry no longer says so
+    check_refused(seen)
+
+
+def test_an_orphan_outliving_it_may_only_capture_when_the_record_names_the_tracer(
+        served) -> None:  # noqa: ANN001
+    seen = inside(served, "late", traced=True, name_tracer=True)
+    assert seen["ppid"] != seen["anchor"]
     check_refused(seen)
 
 

@@ -18,7 +18,9 @@ itself; format in :mod:`ctrlz.sandbox.policy`) names a process ``pid`` with its 
 * the peer is ptrace-traced by the same tracer as that process (``TracerPid`` in
   ``/proc/PID/status``). ``strace -f`` follows every descendant and a tracee cannot detach
   itself, so this holds for a process that double-forked and was re-parented to init, which
-  the ancestry alone would miss.
+  the ancestry alone would miss. A record may name that tracer itself (``tracer`` and
+  ``tracer_start``, read by the launcher from its own status before it confines itself); then
+  the rule holds after the process it names has exited, while an orphan it left lives on.
 
 Every store of the home is looked at, not only the daemon's own: a sandboxed agent could
 connect to another workspace's daemon. The lists below are allow-lists, so a request added
@@ -66,6 +68,8 @@ class Record:
     start: int
     self_confined: bool
     session: str
+    tracer: int = 0  # the tracer of the whole run, when the record names it
+    tracer_start: int = 0
 
 
 def peer_pid(sock: socket.socket | Any) -> int | None:
@@ -112,7 +116,8 @@ def _read(path: str) -> Record | None:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         return Record(int(data["pid"]), int(data["start"]), bool(data.get("self", True)),
-                      str(data.get("session", "")))
+                      str(data.get("session", "")), int(data.get("tracer") or 0),
+                      int(data.get("tracer_start") or 0))
     except (OSError, ValueError, TypeError, KeyError):
         return None  # half written (the launcher renames it in whole) or not ours
 
@@ -159,6 +164,11 @@ def confined_by(pid: int, live: Iterable[Record]) -> Record | None:
     tracer = _tracer(pid)
     if tracer:
         for record in anchors.values():
+            if record.tracer:  # named: still the process that was recorded
+                stat = _stat(record.tracer)
+                if tracer == record.tracer and stat is not None \
+                        and stat[1] == record.tracer_start:
+                    return record
             stat = _stat(record.pid)
             if tracer == record.pid or (stat is not None and stat[1] == record.start
                                         and _tracer(record.pid) == tracer):
