@@ -177,13 +177,15 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
         policy.writable.append(inbox)
         policy.inbox = inbox
         policy.markers.append(os.path.join(ws.store_path, "toolcalls", "catalog.db"))
-    info = support()
+    info = support(bwrap=False)  # bwrap is started only when Landlock will not do
     fits = None
     if info.landlock_reason is None:
         try:
             landlock.path_rules(info.landlock_abi, policy.writable, policy.unreadable)
         except ValueError as exc:
             fits = str(exc)
+    if policy.mode == "bwrap" or info.landlock_reason is not None or fits is not None:
+        info = support()
     mechanism, why = choose(policy.mode, info, landlock_fits=fits)
     if mechanism is None:
         raise UsageError(f"ctrlz run --sandbox refused: {why}")
