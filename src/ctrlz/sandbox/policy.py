@@ -19,8 +19,11 @@ says what to change, raised by :func:`build` before anything starts.
 else the launcher or bwrap), ``T`` its start time in clock ticks since boot (field 22 of
 ``/proc/P/stat``, so a recycled pid does not match), ``S`` whether ``P`` itself is confined
 (false when ``P`` is the tracer, which is not). A process is sandboxed when ``P`` (with its
-start time ``T``) is among its ancestors, or is the process itself when ``S``. The file is
-removed when the run ends (a crash leaves it, and then its ``T`` no longer matches).
+start time ``T``) is among its ancestors, or is the process itself when ``S``, or is traced
+by the tracer the record names (``"tracer"`` and ``"tracer_start"``: ``P``'s ``TracerPid`` when
+the record is written, so an orphan re-parented away from ``P`` still counts;
+:mod:`ctrlz.session.confined` applies the rule). The file is removed when the run ends (a crash
+leaves it, and then its ``T`` no longer matches).
 """
 
 from __future__ import annotations
@@ -235,8 +238,22 @@ def build(*, mode: str, roots: Sequence[str], env: Mapping[str, str], protected:
 
 def sandboxed_record(pid: int, *, self_confined: bool, mode: str, session: str) -> dict[str, Any]:
     """The content of ``<store>/sandboxed/<session>.json`` (see the module's docstring)."""
+    tracer = tracer_pid(pid)
     return {"pid": pid, "start": start_time(pid), "self": self_confined, "mode": mode,
-            "session": session}
+            "session": session, "tracer": tracer,
+            "tracer_start": start_time(tracer) if tracer else None}
+
+
+def tracer_pid(pid: int) -> int:
+    """The pid ptrace-tracing ``pid`` (``TracerPid`` in ``/proc/PID/status``), 0 if none."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def start_time(pid: int) -> int | None:
