@@ -1,0 +1,109 @@
+"""What ``ctrlz run --sandbox`` costs over a plain ``ctrlz run`` (issue 42's benchmarks).
+
+Three workloads, each run through ``ctrlz run`` plain, ``--sandbox=landlock`` and
+``--sandbox=bwrap`` in turn (interleaved, so a busy machine slows all three alike), median of
+``--repeat`` rounds:
+
+- start-up: ``true`` (the target: at most 30 ms over plain);
+- build-like: copy four stdlib packages into the workspace and byte-compile them;
+- ``git status`` twenty times in a small repository.
+
+The build-like and git ratios are the target of at most 1.1x. Each ``ctrlz run`` includes its
+pre-run and post-run snapshots, the same for all three. The workspace daemon (which a
+sandboxed run starts, for the hooks) is started once beforehand, so that no row pays for it.
+
+Run: ``.venv/bin/python bench/sandbox.py [--repeat N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+CTRLZ = [sys.executable, "-P", "-c", "import sys; del sys.argv[0]; from ctrlz.cli import main; "
+         "sys.exit(main())", "ctrlz"]
+MODES = {"plain": [], "landlock": ["--sandbox=landlock"], "bwrap": ["--sandbox=bwrap"]}
+#: the same without the tracer, to tell the sandbox's own cost from the tracing of write
+#: syscalls that --sandbox adds (to record refusals)
+UNTRACED = {"plain-nt": ["--no-trace"], "landlock-nt": ["--no-trace", "--sandbox=landlock"],
+            "bwrap-nt": ["--no-trace", "--sandbox=bwrap"]}
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+PACKAGES = ("json", "email", "http", "logging")
+BUILD = ("rm -rf build && mkdir build && "
+         + " && ".join(f"cp -r {STDLIB / p} build/" for p in PACKAGES)
+         + f" && {sys.executable} -m compileall -q build")
+GIT = "for i in $(seq 20); do git status --short >/dev/null; done"
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[-4:])} failed: {proc.stderr.strip()[-400:]}")
+    return elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--untraced", action="store_true",
+                        help="also time each mode with --no-trace")
+    args = parser.parse_args(argv)
+    from ctrlz.sandbox.probe import support
+
+    info = support()
+    every = {**MODES, **(UNTRACED if args.untraced else {})}
+    modes = {m: a for m, a in every.items()
+             if m.startswith("plain") or not getattr(info, f"{m.split('-')[0]}_reason")}
+    base = Path(tempfile.mkdtemp(prefix="ctrlz-bench-sbx-", dir="/var/tmp"))
+    try:
+        ws = base / "ws"
+        ws.mkdir()
+        env = {**os.environ, "CTRLZ_HOME": str(base / "home"), "TMPDIR": str(base / "tmp")}
+        (base / "tmp").mkdir()
+        subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+        for n in range(200):
+            (ws / f"f{n}.txt").write_text(f"{n}\n")
+        subprocess.run(["git", "add", "-A"], cwd=ws, check=True)
+        subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm",
+                        "base"], cwd=ws, check=True)
+        subprocess.run([*CTRLZ, "init"], cwd=ws, env=env, check=True, capture_output=True)
+        subprocess.run([*CTRLZ, "daemon", "start"], cwd=ws, env=env, capture_output=True)
+        workloads = {"start-up (true)": ["true"], "build-like": ["sh", "-c", BUILD],
+                     "git status x20": ["sh", "-c", GIT]}
+        times: dict[tuple[str, str], list[float]] = {}
+        for name, command in workloads.items():
+            for extra in modes.values():  # one warm-up each
+                timed([*CTRLZ, "run", *extra, "--", *command], ws, env)
+            for _ in range(args.repeat):
+                for mode, extra in modes.items():
+                    times.setdefault((name, mode), []).append(
+                        timed([*CTRLZ, "run", *extra, "--", *command], ws, env))
+        header = f"{'workload':<18}" + "".join(f"{m:>12}" for m in modes) + "   over plain"
+        print(header)
+        for name in workloads:
+            medians = {m: statistics.median(times[(name, m)]) for m in modes}
+            over = ", ".join(
+                f"{m} +{1000 * (medians[m] - medians[plain]):.0f} ms "
+                f"({medians[m] / medians[plain]:.2f}x)" for m in modes
+                if not m.startswith("plain")
+                for plain in ["plain-nt" if m.endswith("-nt") else "plain"])
+            print(f"{name:<18}" + "".join(f"{medians[m]:>11.3f}s" for m in modes)
+                  + f"   {over}")
+        subprocess.run([*CTRLZ, "daemon", "stop"], cwd=ws, env=env, capture_output=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
