@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ctrlz import platform
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ctrlz.workspace import Workspace
@@ -111,6 +113,13 @@ def mounted(where: Path, *args: str) -> Iterator[Path]:
     finally:
         if subprocess.run(["umount", str(where)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+#: for a test that needs a workspace daemon or the service's inotify (see needs_watcher)
+watched = pytest.mark.skipif(
+    platform.watcher() is None,
+    reason="no file watcher here (portable mode, or not Linux): no workspace daemon, and the "
+           "service polls; the walking path is what the other tests cover")
 
 
 def needs_watcher() -> None:

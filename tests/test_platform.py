@@ -53,7 +53,8 @@ def test_portable_mode_turns_every_fast_path_off(portable: None) -> None:
     assert not dirs.has_syncfs()
 
 
-@pytest.mark.skipif(platform.system() != "linux", reason="the Linux fast paths")
+@pytest.mark.skipif(platform.system() != "linux" or platform.portable(),
+                    reason="the Linux fast paths (off in portable mode)")
 def test_linux_offers_its_fast_paths() -> None:
     assert platform.rename_call() == "renameat2"
     assert platform.fs_sync() == "syncfs"

@@ -15,7 +15,7 @@ COMMANDS = ["init", "snapshot", "list", "show", "diff", "changes", "history", "r
             "status", "config", "completion", "run", "sessions", "session", "trace", "events",
             "mcp", "hook", "install", "uninstall", "rewind", "daemon", "fork", "acp",
             "service", "ui", "export", "import", "remote", "push", "pull", "clone",
-            "doctor"]
+            "doctor", "sandbox"]
 
 
 def test_no_workspace(tmp_path: Path) -> None:

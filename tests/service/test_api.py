@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 
 from ..cli.schemas import SCHEMAS
+from ..conftest import watched
 from .conftest import Service, wait_for
 
 
@@ -280,6 +281,7 @@ def test_event_stream(svc: Service) -> None:
     assert restore["action"] == "done" and restore["operation"]["target"] == snap["id"]
 
 
+@watched
 def test_register_unregister_and_watcher(svc: Service, tmp_path: Path) -> None:
     root, ws = svc.workspace("watched")
     w = wait_for(lambda: (lambda x: x if x["watcher"] and x["watcher"]["state"] == "running"

@@ -9,7 +9,7 @@ import signal
 
 import httpx2
 
-from ..conftest import tree_state
+from ..conftest import tree_state, watched
 from .conftest import Service, wait_for
 
 
@@ -57,6 +57,7 @@ def test_kill9_mid_rollback_recovers_through_the_journal(fresh_svc: Service) -> 
     assert all((root / rel).read_text() == text for rel, text in files.items())
 
 
+@watched
 def test_killed_watcher_is_restarted(svc: Service) -> None:
     _, ws = svc.workspace("restarted")
     first = _watcher(svc, ws)
@@ -67,6 +68,7 @@ def test_killed_watcher_is_restarted(svc: Service) -> None:
     assert again["restarts"] == first["restarts"] + 1 and again["last_exit"] == -signal.SIGKILL
 
 
+@watched
 def test_watchers_stop_with_the_service_and_outlive_no_killed_one(fresh_svc: Service) -> None:
     svc = fresh_svc.start()
     _, ws1 = svc.workspace("one")
@@ -100,6 +102,7 @@ def test_watchers_stop_with_the_service_and_outlive_no_killed_one(fresh_svc: Ser
     assert pids_left
 
 
+@watched
 def test_workspace_deleted_under_the_service(svc: Service) -> None:
     root, ws = svc.workspace("doomed")
     _, other = svc.workspace("survivor")

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from collections.abc import Iterable
 
+from .. import platform
 from .capabilities import AccessMode, CapabilitySet
 
 __all__ = ["SupportInfo", "apply", "is_supported", "support_info"]
@@ -69,9 +69,9 @@ class SupportInfo:
 
 
 def _platform() -> str:
-    if sys.platform.startswith("linux"):
-        return "linux"
-    return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "unsupported")
+    """nono's platform names, from ctrlz.platform (the one place that knows the system)."""
+    return {"linux": "linux", "darwin": "macos", "win32": "windows"}.get(platform.system(),
+                                                                         "unsupported")
 
 
 def support_info() -> SupportInfo:
