@@ -80,17 +80,13 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
         notify(f"ctrlz: protecting {render.path_text(str(ws.root))}")
     sandbox = None
     if sandbox_mode is not None or allow_write or deny_read or net is not None or allow_host:
-        from ..service.runtime import run_dir
-
         sandbox = SandboxOptions(sandbox_mode, list(allow_write), list(deny_read), net,
-                                 list(allow_host), str(run_dir()))
+                                 list(allow_host), runtime_dir())
         if sandbox_mode is None and not ws.config["sandbox_enabled"]:
             raise UsageError("--allow-write, --deny-read, --net and --allow-host shape a "
                              "sandbox: add --sandbox (or set [sandbox] enabled = true)")
     elif ws.config["sandbox_enabled"]:
-        from ..service.runtime import run_dir
-
-        sandbox = SandboxOptions(runtime_dir=str(run_dir()))
+        sandbox = SandboxOptions(runtime_dir=runtime_dir())
     result = run_session(ws, argv, label=label, trace=not no_trace, notify=notify,
                          sandbox=sandbox)
     if verbose:
@@ -117,6 +113,20 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def runtime_dir() -> str:
+    """The service's runtime dir (its token, its socket), made now if missing: a sandbox can
+    only hide what exists when it starts, and a service started later would put its token
+    there, readable from inside (Landlock grants the rights of whatever tree a new path
+    appears in)."""
+    from ..errors import UsageError
+    from ..service.runtime import ensure_run_dir, run_dir
+
+    try:
+        return str(ensure_run_dir())
+    except (OSError, UsageError):
+        return str(run_dir())
 
 
 def refused_line(denials: list[dict[str, Any]], session_id: str, dropped: int = 0) -> str:
