@@ -380,11 +380,15 @@ w = Watcher(root, lambda rel, is_dir: False, events.extend, coalesce_seconds=60,
             on_overflow=reasons.append)
 w.start()
 out = {"reasons": reasons[:], "watched": w.watched_dirs}
-out["take1"] = w.take_dirty().rescan_all
-out["take2"] = w.take_dirty().rescan_all  # sticky while directories are unwatched
+def take():
+    t = w.take_dirty()
+    return [t.rescan_all, sorted(d.decode() for d in t.unwatched),
+            sorted(d.decode() for d in t.dirs)]
+out["take1"] = take()  # the first loss: one rescan for what went unseen before it
+out["take2"] = take()  # then the unwatched folders, at every take, to be listed whole
 LIMIT.write_text("100\n")
-out["take3"] = w.take_dirty().rescan_all  # watches added now; one rescan for the gap
-out["take4"] = w.take_dirty().rescan_all
+out["take3"] = take()  # watches added now: those folders dirty once, whole
+out["take4"] = take()
 for d in ("a", "b", "c", "d", "e"):
     (root / d / "x").touch()
 w.sync()
@@ -395,9 +399,12 @@ print(json.dumps(out))
 """
 
 
-def test_watch_limit_exhausted_means_rescan_all(tmp_path: Path) -> None:
-    """ENOSPC from inotify_add_watch (max_user_watches reached) must not go unnoticed. The limit
-    is lowered inside a throwaway user namespace, so the host's limit is never touched."""
+def test_watch_limit_exhausted_means_rescan_all_once_then_the_unwatched_folders(
+        tmp_path: Path) -> None:
+    """ENOSPC from inotify_add_watch (max_user_watches reached) must not go unnoticed: one full
+    rescan, then every take names the folders without a watch (a snapshot lists them whole),
+    until watches can be added again. The limit is lowered inside a throwaway user namespace,
+    so the host's limit is never touched."""
     root = tmp_path / "ws"
     root.mkdir()
     proc = subprocess.run(
@@ -409,7 +416,11 @@ def test_watch_limit_exhausted_means_rescan_all(tmp_path: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["watched"] == 3
     assert len(out["reasons"]) == 1 and "max_user_watches" in out["reasons"][0]
-    assert out["take1"] and out["take2"] and out["take3"] and not out["take4"]
+    unwatched = out["take1"][1]  # the root and two folders hold the three watches
+    assert out["take1"][0] is True and len(unwatched) == 3
+    assert out["take2"] == [False, unwatched, []]
+    assert out["take3"] == [False, [], unwatched]
+    assert out["take4"] == [False, [], []]
     assert out["seen"] == ["a/x", "b/x", "c/x", "d/x", "e/x"]
     assert out["reasons_after"] == 1
 
