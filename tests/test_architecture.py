@@ -276,6 +276,7 @@ LAYERS = {
     "sandbox": "sandbox",  # confining an agent: Landlock, bwrap, seccomp, the proxy
     "errors": "shared",
     "types": "shared",
+    "quoting": "shared",  # how a path is written in a message (light: the CLI's fast path)
     "paths": "shared",  # the one inside-the-workspace path check
     "jsontext": "shared",  # json's own C codec, without json's start-up
     "platform": "shared",  # what this machine offers (CTRLZ_PLATFORM=portable: the twins)

@@ -9,7 +9,7 @@ import sys
 import time
 
 from .. import jsontext
-from ..types import quote_text
+from ..quoting import quote_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
