@@ -418,3 +418,25 @@ def test_net_off_and_allow_host_under_each_mechanism(area: Area, mode: str) -> N
 
 def results_of(stdout: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
+
+
+def test_the_sandbox_section_of_the_config(area: Area) -> None:
+    """``[sandbox] enabled = true`` sandboxes a plain ``ctrlz run``; ``allow_write`` opens one
+    more path, ``deny_read`` shuts one more; the command line adds to the lists."""
+    need("landlock")
+    extra, cli_extra = area.out / "extra", area.out / "cli-extra"
+    for d in (extra, cli_extra):
+        d.mkdir()
+        os.chown(d, area.uid, area.uid)
+    (area.home / "notes.txt").write_text("private\n")
+    (area.ws / ".ctrlz.toml").write_text(
+        f'[sandbox]\nenabled = true\nallow_write = ["{extra}"]\n'
+        f'deny_read = ["{area.home / "notes.txt"}"]\n')
+    os.chown(area.ws / ".ctrlz.toml", area.uid, area.uid)
+    script = (f"touch {extra}/a && echo extra ok; touch {cli_extra}/b && echo cli ok; "
+              f"touch {area.out}/c 2>/dev/null || echo out refused; "
+              f"cat {area.home}/notes.txt 2>/dev/null || echo notes refused")
+    proc = area.ctrlz("run", "--allow-write", str(cli_extra), "--", "sh", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:4] == ["extra ok", "cli ok", "out refused",
+                                           "notes refused"], proc.stdout
