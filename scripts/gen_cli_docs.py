@@ -195,6 +195,13 @@ corrupt), 130 interrupted.
     s.run("ctrlz daemon stop")
     service_doc(s)
     s.text("""
+## sandbox
+
+What `ctrlz run --sandbox` can use on this machine (docs/sandbox.md); exit 2, with the cause,
+where no sandbox can be made.
+""")
+    s.run("ctrlz sandbox check")
+    s.text("""
 ## doctor
 
 What this machine offers ctrlz, one line each, and what ctrlz does without each (every fast path
@@ -203,6 +210,18 @@ pass does). Output from the Linux machine the docs were generated on.
 """)
     s.run("ctrlz doctor")
     s.run("ctrlz doctor", env={"CTRLZ_PLATFORM": "portable"})
+    s.text("""
+## sandbox, run --sandbox
+
+What this machine offers a sandboxed run, and one such run: the write inside lands, the one
+outside is refused and counted. The whole story is in [sandbox.md](sandbox.md) (this store
+lives under /tmp, which a sandboxed agent may write, so `auto` takes bwrap here).
+""")
+    s.run("ctrlz sandbox check")
+    s.run("ctrlz sandbox check --json")
+    s.run("ctrlz run --sandbox -- sh -c 'echo ok > inside.txt; echo no > /usr/outside.txt'")
+    s.run("ctrlz run --sandbox=jail -- true")
+    s.sh("ctrlz daemon stop >/dev/null; rm -f inside.txt")
     s.text("## Errors\n\nOne line on stderr, a non-zero exit status, never a traceback.")
     s.run("ctrlz show nope")
     s.run("ctrlz show snap_")

@@ -56,7 +56,8 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
       ctrlz run --label refactor -- codex exec "rename the module"
       ctrlz run --no-trace -- make test
       ctrlz run --sandbox -- claude
-      ctrlz run --sandbox --net off --allow-write ~/.gradle -- ./gradlew build
+      ctrlz run --sandbox --net off -- make test
+      ctrlz run --sandbox --allow-write ~/.gradle -- ./gradlew build
 
     Under --sandbox=landlock (what auto takes where it can) chmod and utimes outside the
     workspace are not stopped, and the --allow-host TCP rule is by port only; bwrap stops
