@@ -195,13 +195,6 @@ corrupt), 130 interrupted.
     s.run("ctrlz daemon stop")
     service_doc(s)
     s.text("""
-## sandbox
-
-What `ctrlz run --sandbox` can use on this machine (docs/sandbox.md); exit 2, with the cause,
-where no sandbox can be made.
-""")
-    s.run("ctrlz sandbox check")
-    s.text("""
 ## doctor
 
 What this machine offers ctrlz, one line each, and what ctrlz does without each (every fast path
