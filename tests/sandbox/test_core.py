@@ -68,6 +68,9 @@ attempt("read-ssh", lambda: open(base + "/home/.ssh/id").read())
 attempt("read-ssh-by-link", lambda: open(base + "/home/link-to-ssh/id").read())
 attempt("chmod-out", lambda: os.chmod(base + "/out/f.txt", 0o600))
 attempt("utime-out", lambda: os.utime(base + "/out/f.txt", (1, 1)))
+attempt("signal-out", lambda: os.kill(os.getppid(), 0))
+import socket
+attempt("abstract-out", lambda: socket.socket(socket.AF_UNIX).connect({abstract!r}))
 """
 
 
@@ -76,16 +79,28 @@ def test_landlock_rules_in_a_real_child(tree: Path) -> None:
     """Writes only under the writable path; the unreadable one stays shut, through a
     symlink too; chmod and utimes outside go through (Landlock has no right for them:
     docs/sandbox.md says so, and this keeps the claim honest)."""
+    import socket
+
     src = str(Path(landlock.__file__).parents[2])
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(src=src, base=str(tree))],
-                          capture_output=True, text=True, timeout=60)
+    listener = socket.socket(socket.AF_UNIX)  # an abstract socket outside the sandbox
+    abstract = f"\0ctrlz-core-{os.getpid()}"
+    listener.bind(abstract)
+    listener.listen(1)
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD.format(
+            src=src, base=str(tree), abstract=abstract)], capture_output=True, text=True,
+            timeout=60)
+    finally:
+        listener.close()
     assert proc.returncode == 0, proc.stderr
     got = dict(line.split() for line in proc.stdout.splitlines())
+    # scopes (ABI 6): no signal, no abstract socket to a process outside the sandbox
+    scoped = "PermissionError" if ABI >= 6 else "ok"
     assert got == {"write-ws": "ok", "write-out": "PermissionError",
                    "unlink-out": "PermissionError", "rename-out": "PermissionError",
                    "read-config": "ok", "read-ssh": "PermissionError",
                    "read-ssh-by-link": "PermissionError", "chmod-out": "ok",
-                   "utime-out": "ok"}
+                   "utime-out": "ok", "signal-out": scoped, "abstract-out": scoped}
     assert (tree / "out" / "f.txt").exists() and not (tree / "out" / "n").exists()
 
 
