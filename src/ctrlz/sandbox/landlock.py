@@ -21,8 +21,9 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
-import sys
 from collections.abc import Iterable
+
+from .. import platform
 
 __all__ = [
     "FS", "MIN_ABI", "READ", "LandlockError", "Ruleset", "abi", "handled_fs", "path_rules",
@@ -79,7 +80,7 @@ class _NetPort(ctypes.Structure):
 def abi() -> int:
     """The Landlock ABI version this kernel offers, 0 where there is none (no syscall,
     Landlock not among the LSMs, or a seccomp filter answering ENOSYS)."""
-    if not sys.platform.startswith("linux"):  # 444 is another call elsewhere
+    if platform.system() != "linux":  # 444 is another call elsewhere
         return 0
     n = _syscall(_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION))
     return int(n) if n > 0 else 0
