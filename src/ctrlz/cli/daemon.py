@@ -87,8 +87,10 @@ def start_cmd(state: State, timeout: float, as_json: bool) -> None:
     info = daemon_client.start(ws.root, ws.store_path, timeout)
     if as_json:
         render.emit_json(info)
-    else:
+    elif not info.get("reason"):
         _show(info)
+    if info.get("reason"):  # none can run here (no file watcher): say why, not "in time"
+        raise click.ClickException(f"cannot start the daemon: {info['reason']}")
     if not info.get("ready"):
         raise click.ClickException("the daemon did not answer in time; see its log: "
                                    f"{info['log']}")
