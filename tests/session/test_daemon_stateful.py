@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -29,6 +28,7 @@ from ctrlz.engine.dirs import RENAME_EXCHANGE, Unsupported, renameat2
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 
+from ..engine.test_restore_stateful import _runs
 from .test_daemon import full_root
 
 AT_FDCWD = -100
@@ -224,12 +224,6 @@ class DaemonWatchMachine(RuleBasedStateMachine):
         assert snap.root == full_root(self.ws), f"the daemon's {reply['scan']} snapshot differs"
         assert daemon_client.status(self.ws.store_path)["missed"] <= self.late_links, \
             "the daemon's checks found a change its watcher did not report"
-
-
-def _runs(examples: int, steps: int) -> settings:
-    return settings(max_examples=examples, stateful_step_count=steps, deadline=None,
-                    derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 TestDaemonWatch = DaemonWatchMachine.TestCase

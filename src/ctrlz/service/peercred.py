@@ -25,8 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
-import struct
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -34,21 +32,15 @@ from starlette.types import Receive, Scope, Send
 from .routing import problem
 
 log = logging.getLogger("ctrlz.service")
-_UCRED = struct.Struct("3i")  # pid, uid, gid
 
 
 def peer_uid(sock: Any) -> int | None:
     """The uid of the process at the other end of Unix socket ``sock``; None where the system
     cannot say (not Linux, not a Unix socket)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or option is None:
-        return None
-    try:
-        _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option,
-                                                        _UCRED.size))
-    except (OSError, struct.error):
-        return None
-    return uid
+    from ..session.confined import peer_credentials
+
+    cred = peer_credentials(sock)
+    return cred[1] if cred is not None else None
 
 
 def refusal(uid: int) -> Any:

@@ -35,6 +35,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from ..sandbox.policy import tracer_pid
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -72,18 +74,23 @@ class Record:
     tracer_start: int = 0
 
 
-def peer_pid(sock: socket.socket | Any) -> int | None:
-    """The pid of the process at the other end of a Unix socket, as the kernel recorded it
-    at ``connect()`` (in this process's pid namespace); None where the system cannot say."""
+def peer_credentials(sock: socket.socket | Any) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) of the process at the other end of a Unix socket, as the kernel
+    recorded them at ``connect()`` (the pid in this process's pid namespace); None where the
+    system cannot say (not Linux, not a Unix socket). The service's uid check uses it too."""
     option = getattr(socket, "SO_PEERCRED", None)
     if sock is None or option is None:
         return None
     try:
-        pid, _uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option,
-                                                        _UCRED.size))
+        return _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
     except (OSError, struct.error):
         return None
-    return pid or None
+
+
+def peer_pid(sock: socket.socket | Any) -> int | None:
+    """The pid of the process at the other end of a Unix socket (:func:`peer_credentials`)."""
+    cred = peer_credentials(sock)
+    return cred[0] or None if cred is not None else None
 
 
 def records(home: str) -> list[Record]:
@@ -133,18 +140,6 @@ def _stat(pid: int) -> tuple[int, int] | None:
         return None
 
 
-def _tracer(pid: int) -> int:
-    """The pid tracing ``pid`` (``TracerPid``), 0 when none or unknown."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"TracerPid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def confined_by(pid: int, live: Iterable[Record]) -> Record | None:
     """The record that makes process ``pid`` a capture-only peer, or None (module docstring)."""
     anchors = {(r.pid, r.start): r for r in live}
@@ -161,7 +156,7 @@ def confined_by(pid: int, live: Iterable[Record]) -> Record | None:
         if record is not None and (not first or record.self_confined):
             return record
         current, first = parent, False
-    tracer = _tracer(pid)
+    tracer = tracer_pid(pid)
     if tracer:
         for record in anchors.values():
             if record.tracer:  # named: still the process that was recorded
@@ -171,7 +166,7 @@ def confined_by(pid: int, live: Iterable[Record]) -> Record | None:
                     return record
             stat = _stat(record.pid)
             if tracer == record.pid or (stat is not None and stat[1] == record.start
-                                        and _tracer(record.pid) == tracer):
+                                        and tracer_pid(record.pid) == tracer):
                 return record
     return None
 

@@ -78,8 +78,9 @@ def mount_points(root: bytes, mountinfo: str = MOUNTINFO) -> list[bytes]:
 def with_blind_spots(dirty: set[bytes], linked: list[bytes], mounts: list[bytes],
                      cache: dict[bytes, DirCache], root: bytes | None = None) -> set[bytes]:
     """``dirty`` with what the watcher cannot vouch for: each file of ``linked`` is re-stat'ed
-    (its directory partly dirty with its name), and so is each of ``mounts``, a folder then
-    listed whole with every cached directory below it.
+    (its directory partly dirty with its name; any path a scan must look at again goes this
+    way), and so is each of ``mounts``, a folder then listed whole with every cached
+    directory below it.
 
     With ``root``, a name the watcher reported that is now a file with more than one link and
     not in ``linked`` (a hard link made since: ``ln a b``) brings the other names the cache

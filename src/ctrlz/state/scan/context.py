@@ -52,18 +52,7 @@ def recheck_left_out(dirty: set[bytes], previous: list[Skipped]) -> set[bytes]:
     miss it; so each is stat'ed again, as if the watcher had seen it change (and read only if
     it now fits, or if it changed)."""
     left_out = [k.path for k in previous if OVER_MAX_BYTES in k.reason]
-    if not left_out:
-        return dirty
-    dirs = set(dirty)
-    names = dict(dirty.names) if isinstance(dirty, DirtyDirs) else {}
-    for path in left_out:
-        parent, _, name = path.rpartition(b"/")
-        if parent not in dirs:
-            dirs.add(parent)
-            names[parent] = frozenset((name,))
-        elif parent in names:  # partly dirty: one name more; listed whole: nothing to add
-            names[parent] = names[parent] | {name}
-    return DirtyDirs(dirs, names)
+    return with_blind_spots(dirty, left_out, [], {}) if left_out else dirty
 
 
 class ScanContext:
