@@ -13,26 +13,11 @@ from pathlib import Path
 import pytest
 
 from acp import RequestError
-from tests.conftest import make_tree
 
+from .conftest import ORIGINAL  # noqa: F401 - test_turns imports it from here
 from .editor import editor
 
 pytestmark = pytest.mark.anyio
-
-ORIGINAL = {"existing.txt": "the original\n", "keep.txt": "never touched\n",
-            "somedir": {"a.txt": "a\n", "sub": {"b.bin": b"\x00\xff binary\n"}}}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    make_tree(root, ORIGINAL)
-    return root
 
 
 def contents(root: Path) -> dict[str, bytes | None]:

@@ -25,11 +25,6 @@ CLAUDE = "claude-beside-acp"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     make_tree(root, {"existing.txt": "the original\n", "somedir": {"a.txt": "a\n"}})

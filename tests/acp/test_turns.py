@@ -12,24 +12,11 @@ from pathlib import Path
 import pytest
 
 from acp import RequestError
-from tests.conftest import make_tree
 
 from .editor import editor
 from .test_proxy import ORIGINAL, contents, refused
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    make_tree(root, ORIGINAL)
-    return root
 
 
 def steps(*items: dict) -> str:
