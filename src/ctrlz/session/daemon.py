@@ -108,7 +108,6 @@ class Daemon:
         self.idle_seconds = 0 if parent_pid else int(ws.config["daemon_idle_seconds"])
         self.started_ns = time.time_ns()
         self.last_request = time.monotonic()
-        self._audited = 0.0  # when the idle audit last ran (monotonic)
         self.since_ns = 0  # the dirty set holds every change after this moment
         self._carry: frozenset[bytes] = frozenset()  # taken by a snapshot that failed
         self._carry_rescan = False
@@ -449,7 +448,8 @@ class Daemon:
         finally:
             repo.lock.timeout = timeout
         if self.since_ns:
-            self._audit_step()
+            self.audit.when_idle(self.ws.repo, self.watcher, self.since_ns,
+                                 idle_s=time.monotonic() - self.last_request)
 
     def tick(self) -> None:
         """Between requests: write the stat cache when quiet, stop when idle or orphaned."""
@@ -475,23 +475,6 @@ class Daemon:
             self.stop_reason = "the workspace root is gone"
         if not (self.ws.store_path / "catalog.db").is_file():
             self.stop_reason = "the store is gone"
-
-    def _audit_step(self) -> None:
-        """One step of the idle audit (:meth:`.watch_audit.Audit.step`), against the stat
-        cache the next dirty snapshot will be combined with: at most one a second, and only
-        once no snapshot or restore was asked for :data:`FLUSH_AFTER_S` (pings and served
-        hooks do not hold it back)."""
-        now = time.monotonic()
-        if now - self._audited < 1.0 or now - self.last_request < FLUSH_AFTER_S:
-            return
-        self._audited = now
-        cache = self.ws.repo.load_statcache()
-        if cache.snapshot_id is None or cache.scan_ns < self.since_ns:
-            return  # the next snapshot scans fully anyway
-        try:
-            self.audit.step(cache, self.watcher)
-        except Exception:  # noqa: BLE001 - an audit must never take the daemon down
-            log.exception("the idle audit failed")
 
     def close(self) -> None:
         if self.pusher is not None:

@@ -38,6 +38,7 @@ from ..state.scan.model import IFDIR, IFMT
 
 if TYPE_CHECKING:
     from ..sources.watch import Watcher
+    from ..state.repository import Repository
     from ..state.scan import DirtyDirs
     from ..state.statcache import StatCache
 
@@ -56,6 +57,10 @@ MAPPED_TYPES = frozenset({"safety", "pre-run"})
 AUDIT_FILES = 1000
 #: A change this recent may still have its event in the kernel's queue: not counted a miss.
 RECENT_NS = 2_000_000_000
+#: Seconds without a snapshot or restore before the idle audit runs (pings and served hooks
+#: do not hold it back), and between two of its steps.
+IDLE_AFTER_S = 2.0
+STEP_EVERY_S = 1.0
 
 
 class Audit:
@@ -68,6 +73,7 @@ class Audit:
         #: changes found that no event reported (by a sample or the idle audit)
         self.missed = 0
         self._cache_id = 0  # id() of the stat cache the audit's order was made from
+        self._stepped = 0.0  # when the idle audit last ran (monotonic)
         self._order: list[bytes] = []
         self._at = 0
 
@@ -95,6 +101,22 @@ class Audit:
                     "and every watch is renewed", os.fsdecode(missed))
         watcher.renew(f"a change to {os.fsdecode(missed)!r} raised no event")
         return None
+
+    def when_idle(self, repo: Repository, watcher: Watcher, since_ns: int, *,
+                  idle_s: float) -> None:
+        """One :meth:`step` against the stat cache the next dirty snapshot will be combined
+        with, when the daemon has been idle :data:`IDLE_AFTER_S` and the last step is
+        :data:`STEP_EVERY_S` old. Never raises: an audit must not take the daemon down."""
+        now = time.monotonic()
+        if idle_s < IDLE_AFTER_S or now - self._stepped < STEP_EVERY_S:
+            return
+        self._stepped = now
+        try:
+            cache = repo.load_statcache()
+            if cache.snapshot_id is not None and cache.scan_ns >= since_ns:
+                self.step(cache, watcher)  # else the next snapshot scans fully anyway
+        except Exception:  # noqa: BLE001
+            log.exception("the idle audit failed")
 
     def step(self, cache: StatCache, watcher: Watcher) -> int:
         """Re-stat the next :data:`AUDIT_FILES` files of the stat cache, in order, and put
