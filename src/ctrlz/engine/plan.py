@@ -355,17 +355,17 @@ def refuse_unreachable(plan: RestorePlan, requested: Sequence[bytes] | None) -> 
     written, rather than succeed without it (exit 0 and a note is how a user learns the
     wrong thing). Below a requested folder, an unreadable path is left alone and reported."""
     blocked = [k.path for k in plan.skipped if k.reason == PARENT_NOT_DIR]
-    if blocked:
-        where = quote_path(blocked[0].partition(b"/")[2])
-        more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
-        raise RestoreError(f"{where}{more}: the snapshot has a directory there, the "
-                           "workspace now a file or a symlink, which a restore never writes "
-                           "through; move it away and retry (nothing was changed)")
+    _refuse(blocked, "the snapshot has a directory there, the workspace now a file or a "
+            "symlink, which a restore never writes through; move it away and retry")
     shut = [p for p in requested or () for k in plan.skipped
             if k.reason == LEFT_UNREADABLE and (p == k.path or p.startswith(k.path + b"/"))]
-    if shut:
-        where = quote_path(shut[0].partition(b"/")[2])
-        more = f" (and {len(shut) - 1} more)" if len(shut) > 1 else ""
-        raise RestoreError(f"{where}{more}: a folder on the way to it cannot be entered "
-                           "(permission denied), so the restore cannot see what is there; "
-                           "make it readable (chmod u+rx) and retry (nothing was changed)")
+    _refuse(shut, "a folder on the way to it cannot be entered (permission denied), so the "
+            "restore cannot see what is there; make it readable (chmod u+rx) and retry")
+
+
+def _refuse(paths: list[bytes], why: str) -> None:
+    """Fail the request over ``paths`` (virtual, root first), naming the first of them."""
+    if paths:
+        more = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
+        raise RestoreError(f"{quote_path(paths[0].partition(b'/')[2])}{more}: {why} "
+                           "(nothing was changed)")

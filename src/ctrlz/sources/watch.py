@@ -51,6 +51,7 @@ from inotify_simple import INotify
 from inotify_simple import flags as F
 
 from .changes import NAMES_MAX, Action, DirtyBook, DirtySet, FileEvent, Pending, combine, git_paths
+from .wake import WakePipe
 from .watch_map import WatchMap
 
 __all__ = ["NAMES_MAX", "WATCH_MASK", "Action", "DirtySet", "FileEvent", "Watcher", "combine",
@@ -130,7 +131,7 @@ class Watcher:
 
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._wake_r = self._wake_w = -1
+        self._pipe: WakePipe | None = None
 
     # -- public API -------------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class Watcher:
         if self._thread is not None:
             raise RuntimeError("watcher already started")
         self._inotify = INotify(nonblocking=True)
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._pipe = WakePipe()
         self._add_tree(b"", emit=False)
         if b"" not in self._watches:
             self._close_fds()
@@ -224,24 +225,24 @@ class Watcher:
     # -- the thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
-        assert self._inotify is not None
+        assert self._inotify is not None and self._pipe is not None
         poller = select.poll()
         poller.register(self._inotify.fileno(), select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
+        poller.register(self._pipe.r, select.POLLIN)
         waker = select.poll()  # the wake pipe alone: what may cut a batch's wait short
-        waker.register(self._wake_r, select.POLLIN)
+        waker.register(self._pipe.r, select.POLLIN)
         try:
             self._deliver_reasons()  # failures during start()
             while True:
                 woken = poller.poll(self._pending.timeout_ms())
-                self._drain_wake()
+                self._pipe.drain()
                 stopping = self._stopping.is_set()
                 # Let a burst accumulate: one read of many events costs far less CPU than one
                 # wake-up per event (the agent's process competes for the same cores). A sync
                 # (a snapshot waiting) or a stop ends the wait at once.
                 if (woken and not stopping and not self._sync_waiters
                         and waker.poll(int(_BATCH_DELAY * 1000))):
-                    self._drain_wake()
+                    self._pipe.drain()
                     stopping = self._stopping.is_set()
                 with self._lock:
                     waiters, self._sync_waiters = self._sync_waiters, []
@@ -494,22 +495,11 @@ class Watcher:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"x")
-        except OSError:  # pipe full (already awake) or closed
-            pass
-
-    def _drain_wake(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except OSError:
-            pass
+        if self._pipe is not None:
+            self._pipe.wake()
 
     def _close_fds(self) -> None:
         if self._inotify is not None:
             self._inotify.close()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1
+        if self._pipe is not None:
+            self._pipe.close()
