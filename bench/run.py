@@ -119,7 +119,7 @@ def machine_info(out: Path) -> dict[str, str]:
 
 def _door_kind() -> str:
     """Which ``ctrlz`` the run times: the native door (a C program, see
-    docs/ARCHITECTURE.md) or the Python CLI's script (no C compiler at install)."""
+    docs/decisions/0007-native-door.md) or the Python CLI's script (no C compiler at install)."""
     with open(Path(sys.executable).with_name("ctrlz"), "rb") as f:
         native = f.read(4) == b"\x7fELF"
     return ("the native door (ctrlz snapshot served without Python)" if native

@@ -16,7 +16,7 @@ from .locator import user_dir
 
 # the rules and limits load with the engine that uses them: opening a workspace to list its
 # snapshots, or to hand a snapshot to its daemon, never matches a path; and neither ``re`` nor
-# ``pathlib`` loads here (~8 ms of a command that the daemon serves: docs/ARCHITECTURE.md)
+# ``pathlib`` loads here (~8 ms of a command that the daemon serves: docs/decisions/0010-*.md)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping

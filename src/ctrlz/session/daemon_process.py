@@ -74,7 +74,7 @@ def serve(daemon: Daemon, listener: socket.socket,
             # The caller was woken by the reply, often onto this CPU (the scheduler's wake
             # affinity): let it run before the housekeeping does, or it waits out ~1.2 ms of
             # it (a warm caller's served snapshot: 3.4 -> 2.25 ms on 2 cores;
-            # docs/ARCHITECTURE.md)
+            # docs/decisions/0010-restores-served-by-the-daemon.md)
             os.sched_yield()
             daemon.after_reply()
     finally:

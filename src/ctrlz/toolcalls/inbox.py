@@ -7,7 +7,7 @@ session's budgets applied. What it skips is the indexing: the capture is written
 (:mod:`ctrlz.state.inbox`) and indexed by the next process that opens the tool-call store
 (:mod:`ctrlz.toolcalls.intake`), which for an agent is the post-tool hook of the same call.
 The hook then imports no SQLite, object store or hash function, which is most of what it cost
-(docs/ARCHITECTURE.md, "The tool-call inbox").
+(docs/decisions/0008-tool-call-inbox.md).
 
 Anything this way does not take (a body of :data:`BODY_MAX` or more, bodies adding up to
 :data:`RECORD_MAX`, a store not made yet, a path that fails the checks, a full inbox, a write
