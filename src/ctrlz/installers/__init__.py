@@ -83,8 +83,10 @@ def _check(agent: str, scope: str) -> None:
 
 
 def _read(path: Path) -> str | None:
+    """The file's text exactly (``\\r\\n`` kept: universal newlines would rewrite a CRLF file's
+    every line end, and an uninstall could not give its bytes back)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         return None
     except UnicodeDecodeError:

@@ -238,26 +238,33 @@ def _line_indent(text: str, pos: int) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def _render(value: Any, indent: str, unit: str) -> str:
+def _newline(text: str) -> str:
+    """The file's own line end (its first one): a CRLF file gets CRLF lines from us."""
+    at = text.find("\n")
+    return "\r\n" if at > 0 and text[at - 1] == "\r" else "\n"
+
+
+def _render(value: Any, indent: str, unit: str, nl: str = "\n") -> str:
     out = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit,
                      ensure_ascii=False)
-    return out.replace("\n", "\n" + indent)
+    return out.replace("\n", nl + indent)
 
 
 def _insert(text: str, node: Node, piece: str, unit: str) -> str:
-    """Insert ``piece`` (already rendered for the child indent) as the last member or item."""
+    """Insert ``piece`` (already rendered for the child indent) as the last member or item.
+
+    Into an empty container, whatever it held (spaces, comments) stays before the piece, and
+    the piece goes on a line of its own, then the closing bracket on its own: :func:`remove`
+    recognises that shape and gives back exactly what the container held."""
+    nl = _newline(text)
     outer = _line_indent(text, node.start)
     inner = outer + unit
     last = node.members[-1][2] if node.kind == "object" and node.members else (
         node.items[-1] if node.kind == "array" and node.items else None)
     if last is None:
-        if text.startswith("{}", node.start) or text.startswith("[]", node.start):
-            at = node.start + 1
-            return text[:at] + "\n" + inner + piece + "\n" + outer + text[at:]
-        close = node.end - 1  # an empty container holding whitespace or comments
-        return (text[:close].rstrip(" \t\r\n") + "\n" + inner + piece + "\n" + outer
-                + text[close:])
-    return text[:last.end] + ",\n" + inner + piece + text[last.end:]
+        close = node.end - 1
+        return text[:close] + nl + inner + piece + nl + outer + text[close:]
+    return text[:last.end] + "," + nl + inner + piece + text[last.end:]
 
 
 def add_member(text: str, path: list[str | int], key: str, value: Any) -> str:
@@ -270,7 +277,8 @@ def add_member(text: str, path: list[str | int], key: str, value: Any) -> str:
         raise JsoncError("not an object", node.start, text)
     unit = _indent_unit(text)
     inner = _line_indent(text, node.start) + unit
-    piece = json.dumps(key, ensure_ascii=False) + ": " + _render(value, inner, unit)
+    piece = (json.dumps(key, ensure_ascii=False) + ": "
+             + _render(value, inner, unit, _newline(text)))
     return _insert(text, node, piece, unit)
 
 
@@ -282,7 +290,7 @@ def append_item(text: str, path: list[str | int], value: Any) -> str:
         raise JsoncError("not an array", node.start, text)
     unit = _indent_unit(text)
     inner = _line_indent(text, node.start) + unit
-    return _insert(text, node, _render(value, inner, unit), unit)
+    return _insert(text, node, _render(value, inner, unit, _newline(text)), unit)
 
 
 def remove(text: str, path: list[str | int]) -> str:
@@ -305,10 +313,24 @@ def remove(text: str, path: list[str | int]) -> str:
     elif idx > 0:  # the last: from the end of the one before it
         begin, end = nodes[idx - 1].end, nodes[idx].end
     else:  # the only one: the container becomes empty
-        inside = text[parent.start + 1: parent.end - 1]
-        body = inside[:starts[0] - parent.start - 1].strip() + inside[
-            nodes[0].end - parent.start - 1:].strip().lstrip(",").strip()
-        if not body:
-            return text[:parent.start + 1] + text[parent.end - 1:]
-        begin, end = starts[0], nodes[0].end
+        return _empty(text, parent, starts[0], nodes[0].end)
+    return text[:begin] + text[end:]
+
+
+def _empty(text: str, parent: Node, begin: int, end: int) -> str:
+    """``text`` without the only member or item of ``parent``, ``text[begin:end]``: what
+    :func:`_insert` put into an empty container comes out with the container as it was."""
+    nl = _newline(text)
+    outer = _line_indent(text, parent.start)
+    before, after = text[parent.start + 1:begin], text[end:parent.end - 1]
+    lead = nl + outer + _indent_unit(text)
+    if after == nl + outer and before.endswith(lead):
+        out = text[:parent.start + 1] + before[:-len(lead)] + text[parent.end - 1:]
+        try:
+            parse(out)
+            return out
+        except JsoncError:
+            pass  # a line comment would swallow the bracket: keep the line end
+    if not (before.strip() + after.strip().lstrip(",").strip()):
+        return text[:parent.start + 1] + text[parent.end - 1:]
     return text[:begin] + text[end:]
