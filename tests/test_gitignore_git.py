@@ -64,6 +64,14 @@ def git_ignored(root: Path, paths: list[bytes], home: Path) -> set[bytes]:
     return {p for p in out.stdout.split(b"\0") if p}
 
 
+def git_ignored_files(root: Path, home: Path) -> set[bytes]:
+    """The files git's own directory walk leaves out (``ls-files -o -i --exclude-standard``):
+    a second answer from git, through dir.c's walk rather than one path at a time."""
+    out = subprocess.run(["git", "ls-files", "-z", "-o", "-i", "--exclude-standard"], cwd=root,
+                         capture_output=True, env=git_env(home), check=True)
+    return {p for p in out.stdout.split(b"\0") if p}
+
+
 # -- asking ctrlz ------------------------------------------------------------------------------
 
 
@@ -155,6 +163,8 @@ def compare(root: Path, home: Path, snapshot: bool = True) -> None:
              for p, is_dir in paths.items() if (not m.covers(p, is_dir)) != (p in ignored)}
     assert not wrong, f"{describe(root)}\nmismatches: {sorted(wrong.items())[:20]}"
     expected = set(paths) - ignored
+    files_left_out = {p for p, is_dir in paths.items() if not is_dir and p not in expected}
+    assert git_ignored_files(root, home) == files_left_out, describe(root)
     for how, captured in (("walk", walk_paths(root)),
                           ("snapshot", snapshot_paths(root) if snapshot else expected)):
         assert captured == expected, (
