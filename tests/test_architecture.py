@@ -242,6 +242,51 @@ def test_no_import_circles() -> None:
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+# -- programs started by name -----------------------------------------------------------------
+
+
+def started_programs() -> Iterator[tuple[str, str]]:
+    """(starter, module) for every ``[python, ..., "-m", X, ...]`` in ctrlz: a process
+    boundary, which the import reader does not see. ``X`` is a constant name, or
+    :data:`ctrlz.door.protocol.DAEMON_PROGRAM` (the daemon's program, a face the session
+    starts: it may not import it, so it names it by that constant, defined beside it)."""
+    from ctrlz.door import protocol
+
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.List | ast.Tuple):
+                continue
+            for flag, target in zip(node.elts, node.elts[1:], strict=False):
+                if not (isinstance(flag, ast.Constant) and flag.value == "-m"):
+                    continue
+                if isinstance(target, ast.Constant) and isinstance(target.value, str):
+                    yield name, target.value
+                elif (isinstance(target, ast.Name) and target.id == "DAEMON_PROGRAM") or (
+                        isinstance(target, ast.Attribute) and target.attr == "DAEMON_PROGRAM"):
+                    yield name, protocol.DAEMON_PROGRAM
+                else:
+                    raise AssertionError(f"{name} starts a program by {ast.unparse(target)}: "
+                                         "name it by a constant this test reads")
+
+
+def test_every_program_started_by_name_runs() -> None:
+    """Each module ctrlz starts with ``python -m`` exists and runs as a program (a renamed
+    or moved module fails here, not in a user's daemon log), and the daemon's is started by
+    the one constant."""
+    seen = set()
+    for starter, program in started_programs():
+        seen.add(program)
+        main = f"{program}.__main__" if f"{program}.__main__" in modules() else program
+        assert main in modules(), f"{starter} starts {program}, which is no module"
+        if main == program:
+            assert '__name__ == "__main__"' in modules()[main].read_text(), \
+                f"{starter} starts {program}, which does not run as a program"
+    from ctrlz.door import protocol
+
+    assert protocol.DAEMON_PROGRAM in seen
+    assert layer_of(protocol.DAEMON_PROGRAM) == "faces"
+
+
 # -- layers ------------------------------------------------------------------------------------
 
 #: Where each part of ctrlz sits (DESIGN.md, "Layers"). Keys are the first name below ``ctrlz``;
@@ -259,6 +304,8 @@ LAYERS = {
     "acp": "faces",
     "hooks": "faces",
     "door": "faces",  # the native door's request, answered in the daemon; the daemon's program
+    # its wire protocol (forms, version, timeouts), which the session's daemon client reads too
+    "door.protocol": "shared",
     "installers": "faces",
     "workspace": "faces",
     "snapshot_manager": "faces",
@@ -305,11 +352,14 @@ ALLOWLIST: set[tuple[str, str]] = set()  # known exceptions; may only shrink
 
 
 def layer_of(module: str) -> str:
+    """The layer of the longest name in LAYERS that ``module`` is or is under."""
     if module == "ctrlz":
         return "faces"
-    top = module.split(".")[1]
-    assert top in LAYERS, f"{module} is in no layer; add ctrlz.{top} to LAYERS"
-    return LAYERS[top]
+    parts = module.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return LAYERS[".".join(parts[:end])]
+    raise AssertionError(f"{module} is in no layer; add ctrlz.{parts[0]} to LAYERS")
 
 
 def layer_violations() -> set[tuple[str, str]]:
@@ -323,7 +373,8 @@ def layer_violations() -> set[tuple[str, str]]:
 def test_every_module_is_in_a_layer() -> None:
     for module in modules():
         layer_of(module)
-    tops = {m.split(".")[1] for m in modules() if m != "ctrlz"}
+    named = {m.partition(".")[2] for m in modules() if m != "ctrlz"}
+    tops = {n.split(".")[0] for n in named} | named
     assert not set(LAYERS) - tops, f"LAYERS names parts that are gone: {set(LAYERS) - tops}"
 
 

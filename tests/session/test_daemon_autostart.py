@@ -34,7 +34,7 @@ def daemon_processes(store: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if daemon_client.DAEMON_MODULE.encode() in argv and os.fsencode(store) in argv:
+        if daemon_client.DAEMON_PROGRAM.encode() in argv and os.fsencode(store) in argv:
             pids.append(int(entry.name))
     return pids
 

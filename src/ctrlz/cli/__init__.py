@@ -168,15 +168,12 @@ def _guarded(run: Callable[[], None]) -> int:
 
 
 def _door(args: list[str]) -> Callable[[list[str]], None] | None:
-    """The click-free door of the most run commands, if ``args`` is one of their plain forms."""
-    if args in (["list"], ["list", "--json"]):
-        return _list
-    if args in (["snapshot"], ["snapshot", "--json"]):
-        return _snapshot
-    if args[:1] == ["rollback"] and len(args) in (2, 3) and not args[1].startswith("-") \
-            and args[2:] in ([], ["--json"]):
-        return _rollback
-    return None
+    """The click-free door of the most run commands, if ``args`` is one of their plain forms:
+    the forms the native door hands to the daemon (:data:`ctrlz.door.protocol.FORMS`)."""
+    from ..door.protocol import form_of
+
+    form = form_of(args)
+    return None if form is None else DOOR_RUNS[form.command]
 
 
 def _list(args: list[str]) -> None:
@@ -195,6 +192,11 @@ def _rollback(args: list[str]) -> None:
     from .rolling import run
 
     run(args[1], as_json=args[2:] == ["--json"])
+
+
+#: what runs each form of :data:`ctrlz.door.protocol.FORMS` in this process
+DOOR_RUNS: dict[str, Callable[[list[str]], None]] = {
+    "list": _list, "snapshot": _snapshot, "rollback": _rollback}
 
 
 def _fast(option: str) -> bool:

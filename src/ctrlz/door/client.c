@@ -14,7 +14,10 @@
  * decides which workspace is served (it locates it again with the one locator).
  *
  * This file is the program (the request, the socket, the Python CLI); wire.c writes and
- * reads JSON text, locate.c finds the store, trace.c says what happened. Linux only; C99 and POSIX, libc only.
+ * reads JSON text, locate.c finds the store, trace.c says what happened; protocol.h, written
+ * from ctrlz/door/protocol.py, is what it shares with the daemon and the Python CLI: the
+ * forms, the version, the timeouts. Every hand-over to the Python CLI says why under
+ * $CTRLZ_DOOR_TRACE. Linux only; C99 and POSIX, libc only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,25 +36,17 @@
 #include <unistd.h>
 
 #include "door.h"
+#include "protocol.h"
 
 /* the interpreter ctrlz was installed with (setup.py defines it; see python_path) */
 #ifndef CTRLZ_PYTHON
 #define CTRLZ_PYTHON ""
 #endif
 
-#define DOOR_VERSION 1
-#define CONNECT_TIMEOUT_S 2
-#define REPLY_TIMEOUT_S 300       /* as ctrlz.session.daemon_client.REPLY_TIMEOUT_S */
-/* A hook waits this long for the daemon, then does its work itself: an agent kills a hook
- * after 30 s (the timeout `ctrlz install` writes) and runs the tool anyway. The daemon starts
- * no hook work after HOOK_START_BY_S (the request's "start_by_ns", on CLOCK_MONOTONIC, which
- * every process of the machine shares): work it starts in time holds the locks the hook's own
- * process then waits for, so whichever captures first captures before the tool runs, and work
- * it would start later, with the tool perhaps run, it drops. As
- * ctrlz.session.daemon_client.HOOK_REPLY_TIMEOUT_S and HOOK_START_BY_S. */
-#define HOOK_REPLY_TIMEOUT_S 10
-#define HOOK_START_BY_S 8
-#define REPLY_MAX (256u << 20)    /* a reply longer than this is no answer */
+/* A hook waits HOOK_REPLY_TIMEOUT_MS for the daemon, then does its work itself; the daemon
+ * starts no hook work after HOOK_START_BY_NS (the request's "start_by_ns", on
+ * CLOCK_MONOTONIC, which every process of the machine shares). Why: protocol.py. A reply
+ * longer than REPLY_MAX is no answer. */
 
 /* what the Python CLI runs: the console script's three lines, with argv[0] put back */
 static const char LAUNCH[] =
@@ -59,17 +54,42 @@ static const char LAUNCH[] =
 
 /* the variables the daemon needs to see the settings and the output as the Python CLI
  * would (ctrlz/door/serve.py), besides every CTRLZ_* one */
-static const char *const ENV_NAMES[] = {
-    "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "LC_ALL", "LC_CTYPE", "LANG",
-    "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE", "PYTHONLEGACYWINDOWSSTDIO",
-    "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", NULL};
+static const char *const ENV_NAMES[] = ENV_NAMES_INIT;
 
 extern char **environ;
+
+/* -- the forms --------------------------------------------------------------------------- */
+
+static const door_form FORMS[] = DOOR_FORMS_INIT;
+
+/* the form argv[1:] is, NULL if none (as ctrlz.door.protocol.form_of) */
+static const door_form *form_of(int argc, char **argv) {
+    for (const door_form *f = FORMS; argc >= 2 && f->command; f++) {
+        if (strcmp(argv[1], f->command) != 0) continue;
+        int i = 2;
+        if (f->operand && (i >= argc || argv[i++][0] == '-')) return NULL;
+        unsigned seen = 0;
+        for (; i < argc; i++) {
+            unsigned k = 0;
+            while (f->options[k] && strcmp(argv[i], f->options[k]) != 0) k++;
+            if (!f->options[k] || seen & (1u << k)) return NULL;
+            seen |= 1u << k;
+        }
+        return f;
+    }
+    return NULL;
+}
+
+static struct timeval timeout(long ms) {
+    struct timeval tv = {ms / 1000, ms % 1000 * 1000};
+    return tv;
+}
 
 /* -- the request ------------------------------------------------------------------------ */
 
 static int wanted(const char *name, size_t len) {
-    if (len > 6 && strncmp(name, "CTRLZ_", 6) == 0) return 1;
+    size_t prefix = strlen(ENV_PREFIX);
+    if (len > prefix && strncmp(name, ENV_PREFIX, prefix) == 0) return 1;
     for (const char *const *p = ENV_NAMES; *p; p++)
         if (strlen(*p) == len && strncmp(*p, name, len) == 0) return 1;
     return 0;
@@ -80,8 +100,8 @@ static int build_request(buf *b, int argc, char **argv, const buf *stdin_data, c
                          const char *root, const char *store) {
     char version[32];
     snprintf(version, sizeof version, "%d", DOOR_VERSION);
-    if (buf_str(b, "{\"op\": \"door\", \"version\": ") || buf_str(b, version) ||
-        buf_str(b, ", \"argv\": [") || (stdin_data && buf_str(b, "\"hook\"")))
+    if (buf_str(b, "{\"op\": \"" DOOR_OP "\", \"version\": ") || buf_str(b, version) ||
+        buf_str(b, ", \"argv\": [") || (stdin_data && buf_str(b, "\"" HOOK "\"")))
         return -1;
     for (int i = 1; i < argc; i++)
         if (((i > 1 || stdin_data) && buf_str(b, ", ")) || json_str(b, argv[i])) return -1;
@@ -94,8 +114,7 @@ static int build_request(buf *b, int argc, char **argv, const buf *stdin_data, c
         char start_by[48];
         if (clock_gettime(CLOCK_MONOTONIC, &now)) return -1;
         snprintf(start_by, sizeof start_by, ", \"start_by_ns\": %lld",
-                 (long long)now.tv_sec * 1000000000LL + now.tv_nsec +
-                     HOOK_START_BY_S * 1000000000LL);
+                 (long long)now.tv_sec * 1000000000LL + now.tv_nsec + HOOK_START_BY_NS);
         if (buf_str(b, start_by)) return -1;
     }
     if (buf_str(b, ", \"tty\": ") || buf_str(b, isatty(1) ? "true" : "false") ||
@@ -127,7 +146,6 @@ static const char ROLLBACK_INTERRUPTED[] =
     "ctrlz: error: interrupted; the workspace daemon goes on with the rollback if it had "
     "received it: run `ctrlz list` in a moment for its safety snapshot, which `ctrlz undo` "
     "returns to\n";
-#define RESTORE_FAILED 7  /* RestoreError's exit status */
 
 static void on_interrupt(int sig) {
     (void)sig;
@@ -165,7 +183,7 @@ static int write_all(int fd, const char *p, size_t n) {
 static int connect_daemon(const char *store) {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     int dirfd = -1;
-    char *path = join(store, "daemon.sock");
+    char *path = join(store, SOCKET_NAME);
     if (!path) return -1;
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -177,10 +195,10 @@ static int connect_daemon(const char *store) {
     else {
         dirfd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dirfd < 0) return free(path), -1;
-        snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d/daemon.sock", dirfd);
+        snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d/" SOCKET_NAME, dirfd);
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct timeval tv = {CONNECT_TIMEOUT_S, 0};
+    struct timeval tv = timeout(CONNECT_TIMEOUT_MS);
     int ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0 &&
              connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
     if (!ok) trace("no daemon answered at %s: %s", path, strerror(errno));
@@ -195,10 +213,10 @@ static int connect_daemon(const char *store) {
  * the request is sent whole, only the daemon's answer or an error ends it. ``hook``: the
  * payload of `ctrlz-hook`, whose work may run twice (see hook_door), never not at all. */
 static int door(int argc, char **argv, int once, const buf *hook) {
-    const char *off = getenv("CTRLZ_DOOR");
-    if (off && strcmp(off, "0") == 0) return trace("off: $CTRLZ_DOOR is 0"), -1;
+    const char *off = getenv(OFF_VAR);
+    if (off && strcmp(off, "0") == 0) return trace("off: $" OFF_VAR " is 0"), -1;
     char *home = store_home();
-    if (!home) return -1;
+    if (!home) return -1;  /* store_home said why */
     char *cwd = getcwd(NULL, 0);
     char *root = NULL, *store = NULL;
     int fd = -1, status = -1, signals_set = 0;
@@ -213,7 +231,10 @@ static int door(int argc, char **argv, int once, const buf *hook) {
         trace("%s is not in a workspace under %s", cwd, home);
         goto out;
     }
-    if (build_request(&request, argc, argv, hook, cwd, root, store)) goto out;
+    if (build_request(&request, argc, argv, hook, cwd, root, store)) {
+        trace("no memory for the request");
+        goto out;
+    }
     /* Ctrl+C ends it as it ends the Python CLI (unless the caller ignores it); a closed pipe
      * is an error to see, not a signal to die of (Python ignores SIGPIPE too). Both are put
      * back before anything is handed to Python. */
@@ -229,7 +250,7 @@ static int door(int argc, char **argv, int once, const buf *hook) {
     fd = connect_daemon(store);
     if (fd < 0) goto out;
     /* a restore takes what it takes; a hook must leave time to do its work itself */
-    struct timeval tv = {once ? 0 : hook ? HOOK_REPLY_TIMEOUT_S : REPLY_TIMEOUT_S, 0};
+    struct timeval tv = timeout(once ? 0 : hook ? HOOK_REPLY_TIMEOUT_MS : REPLY_TIMEOUT_MS);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (write_all(fd, request.data, request.len)) {
         trace("the daemon took no request: %s", strerror(errno));
@@ -237,7 +258,11 @@ static int door(int argc, char **argv, int once, const buf *hook) {
     }
     char lost[128] = "";
     for (;;) {  /* to the newline, or to the end */
-        if (buf_reserve(&answer, 65536)) goto out;
+        if (buf_reserve(&answer, 65536)) {
+            snprintf(lost, sizeof lost, "no memory for the answer");
+            trace("%s", lost);
+            break;
+        }
         ssize_t got = read(fd, answer.data + answer.len, 65536);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
@@ -348,8 +373,6 @@ static int run_python(int argc, char **argv, const char *launch, int hook) {
 
 /* -- the hook: `ctrlz-hook AGENT [EVENT]` ---------------------------------------------------- */
 
-#define HOOK_INPUT_MAX (16u << 20)  /* as ctrlz.hooks.runner.MAX_INPUT */
-
 /* what the Python hook runs: the ctrlz-hook console script's lines, with argv[0] put back */
 static const char HOOK_LAUNCH[] =
     "import sys; del sys.argv[0]; from ctrlz.hooks.runner import main; main()";
@@ -357,7 +380,7 @@ static const char HOOK_LAUNCH[] =
 /* stdin to its end, or its first HOOK_INPUT_MAX bytes, as the Python hook reads it */
 static int read_payload(buf *b) {
     while (b->len < HOOK_INPUT_MAX) {
-        if (buf_reserve(b, 65536)) return -1;
+        if (buf_reserve(b, 65536)) return trace("no memory for the payload"), -1;
         size_t want = HOOK_INPUT_MAX - b->len < 65536 ? HOOK_INPUT_MAX - b->len : 65536;
         ssize_t got = read(0, b->data + b->len, want);
         if (got < 0 && errno == EINTR) continue;
@@ -390,9 +413,10 @@ static int payload_as_stdin(const buf *b) {
  * least once, never lost (done twice, a capture or a shell snapshot is the same one; see
  * ctrlz/door/__init__.py). Always exits 0, as the Python hook does. */
 static int hook_door(int argc, char **argv) {
-    const char *off = getenv("CTRLZ_DOOR");
-    if ((off && strcmp(off, "0") == 0) || argc < 2 || argc > 3) {
-        trace("the Python hook: %s", argc < 2 || argc > 3 ? "not AGENT [EVENT]" : "$CTRLZ_DOOR is 0");
+    const char *off = getenv(OFF_VAR);
+    int form = argc - 1 >= HOOK_MIN_ARGS && argc - 1 <= HOOK_MAX_ARGS;
+    if ((off && strcmp(off, "0") == 0) || !form) {
+        trace("the Python hook: %s", !form ? "not AGENT [EVENT]" : "$" OFF_VAR " is 0");
         return run_python(argc, argv, HOOK_LAUNCH, 1);
     }
     buf payload = {0};
@@ -406,19 +430,15 @@ static int hook_door(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    const char *t = getenv("CTRLZ_DOOR_TRACE");
+    const char *t = getenv(TRACE_VAR);
     tracing = t && *t && strcmp(t, "0") != 0;
     const char *name = argc > 0 ? strrchr(argv[0], '/') : NULL;
     name = name ? name + 1 : argc > 0 ? argv[0] : "";
     if (strcmp(name, "ctrlz-hook") == 0) return hook_door(argc, argv);
-    int json_last = argc >= 3 && strcmp(argv[argc - 1], "--json") == 0;
-    int plain = (argc == 2 || (argc == 3 && json_last)) &&
-                (strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "list") == 0);
-    int rollback = (argc == 3 || (argc == 4 && json_last)) &&
-                   strcmp(argv[1], "rollback") == 0 && argv[2][0] != '-';
-    if (plain || rollback) {
-        int status = door(argc, argv, rollback, NULL);
+    const door_form *form = form_of(argc, argv);
+    if (form) {
+        int status = door(argc, argv, form->once, NULL);
         if (status >= 0) return status;
-    }
+    } else trace("not a form the door serves: the Python CLI runs it");
     return run_python(argc, argv, LAUNCH, 0);
 }

@@ -121,6 +121,7 @@ char *store_home(void) {
             free(share);
         } else home = join(base, "ctrlz");
     }
+    if (!home) trace("the store home is under a ~ this door does not expand (~user, or no $HOME)");
     if (home && (home[0] != '/' || !is_dir(home))) {
         trace("the store home %s is not an existing directory", home);
         free(home);

@@ -43,6 +43,7 @@ from ..config import load_config
 from ..errors import CtrlzError
 from ..locator import home_dir, locate
 from ..session import daemon_client
+from . import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,29 +52,25 @@ if TYPE_CHECKING:
 
     from ..session.daemon import Daemon
 
-VERSION = 1
-#: the forms the door serves besides ``rollback SNAP [--json]`` (SNAP not an option)
-FORMS = {("snapshot",), ("snapshot", "--json"), ("list",), ("list", "--json")}
-#: variables that make Python choose another output encoding than its default
-_ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
-                  "PYTHONLEGACYWINDOWSSTDIO")
-
-
 def at_once(message: dict[str, Any]) -> bool:
     """A hook is answered on its connection's thread, not after the daemon's other requests:
     its work is the tool-call store's, under that store's own lock, as in the hook's own
     process, and a shell call's snapshot goes through ``daemon.serial`` (see :func:`_hook`).
     So an agent's file edit never waits behind a rollback of a big tree or the first scan."""
     argv = message.get("argv")
-    return isinstance(argv, list) and argv[:1] == ["hook"]
+    return isinstance(argv, list) and argv[:1] == [protocol.HOOK]
 
 
 def captures(message: dict[str, Any]) -> bool:
     """Whether the request only captures, and so may come from a sandboxed session's
     process (:mod:`ctrlz.session.confined`): a hook (its pre-images, a shell call's
-    snapshot) or ``ctrlz snapshot``. A rollback and a listing are refused to it."""
+    snapshot) or a form that only captures (``ctrlz snapshot``: :attr:`Form.captures
+    <ctrlz.door.protocol.Form>`). A rollback and a listing are refused to it."""
     argv = message.get("argv")
-    return isinstance(argv, list) and argv[:1] in (["hook"], ["snapshot"])
+    if not (isinstance(argv, list) and argv and isinstance(argv[0], str)):
+        return False
+    return argv[0] == protocol.HOOK or any(
+        form.captures for form in protocol.FORMS if form.command == argv[0])
 
 
 def handle(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
@@ -93,8 +90,7 @@ def _answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 def _command(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """``ctrlz snapshot``, ``list`` or ``rollback``, on the daemon's serving thread."""
     as_json, config = _check(daemon, message)
-    command = {"snapshot": _snapshot, "list": _list, "rollback": _rollback}
-    printed = command[message["argv"][0]](daemon, config, as_json, message)
+    printed = COMMANDS[message["argv"][0]](daemon, config, as_json, message)
     if isinstance(printed, dict):  # the request itself declined: nothing was done
         return printed
     status, lines = printed if isinstance(printed, tuple) else (0, printed)
@@ -159,6 +155,11 @@ def _rollback(daemon: Daemon, config: dict[str, Any], as_json: bool,
     return 0, rolling.report_lines(result, "rollback", "rolled back to", as_json)
 
 
+#: the daemon's runner of each form :data:`ctrlz.door.protocol.FORMS` names
+COMMANDS: dict[str, Callable[[Daemon, dict[str, Any], bool, dict[str, Any]], Any]] = {
+    "snapshot": _snapshot, "list": _list, "rollback": _rollback}
+
+
 def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     """``ctrlz-hook AGENT [EVENT]``, its payload in ``stdin``: the hook's work done here
     exactly as in the hook's own process (:func:`ctrlz.hooks.runner.handle_recorded`, which
@@ -171,18 +172,12 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     from ..engine import journal
     from ..hooks.runner import AGENTS, Declined, handle_recorded, parse, workspace_of
 
-    if message.get("version") != VERSION:
-        raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
-                        f"{VERSION}")
-    argv, env, cwd, stdin = (message.get(k) for k in ("argv", "env", "cwd", "stdin"))
-    if not (isinstance(argv, list) and len(argv) in (2, 3) and argv[1] in AGENTS
-            and all(isinstance(a, str) for a in argv)):
-        raise _Declined("not a form the door serves")
-    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                          for k, v in env.items())):
-        raise _Declined("no environment")
-    if not (isinstance(cwd, str) and isinstance(stdin, str)):
-        raise _Declined("no working directory or no payload")
+    argv, env, cwd = _fields(message, protocol.is_hook)
+    stdin = message.get("stdin")
+    if argv[1] not in AGENTS:  # the hook's own process records it
+        raise _Declined(f"no agent {argv[1]!r}")
+    if not isinstance(stdin, str):
+        raise _Declined("no payload")
     try:
         payload = parse(stdin.encode("utf-8", "surrogateescape"))
         ctx = workspace_of(argv[1], payload, env, lambda: cwd)
@@ -233,21 +228,43 @@ class _Declined(Exception):
     pass
 
 
-def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """Whether the request's form prints JSON, and the caller's settings as a served request
-    carries them; :class:`_Declined` when the door must not serve it."""
-    if message.get("version") != VERSION:
-        raise _Declined(f"door version {message.get('version')!r}, this daemon speaks "
-                        f"{VERSION}")
+class _Drift(_Declined):
+    """A request this daemon cannot read although a door sent it: the door and the daemon
+    are not the same ctrlz (an upgrade half done, two installs), and every such command
+    takes the slow path. Said in the daemon's log as well as in the door's trace."""
+
+    def __init__(self, why: str) -> None:
+        import logging
+
+        logging.getLogger("ctrlz.daemon").warning("door: %s; the command runs without the "
+                                                  "daemon", why)
+        super().__init__(why)
+
+
+def _fields(message: dict[str, Any],
+            serves: Callable[[list[str]], bool]) -> tuple[list[str], dict[str, str], str]:
+    """The request's ``argv``, ``env`` and ``cwd``, when its version is this daemon's and
+    ``serves`` its ``argv``; :class:`_Declined` otherwise."""
+    if message.get("version") != protocol.VERSION:
+        raise _Drift(f"door version {message.get('version')!r}, this daemon speaks "
+                     f"{protocol.VERSION}")
     argv, env, cwd = message.get("argv"), message.get("env"), message.get("cwd")
-    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-            and (tuple(argv) in FORMS or _is_rollback(argv))):
-        raise _Declined("not a form the door serves")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        raise _Drift(f"no arguments a door sends ({argv!r})")
+    if not serves(argv):
+        raise _Drift(f"not a form the door serves ({' '.join(argv)})")
     if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
                                           for k, v in env.items())):
         raise _Declined("no environment")
     if not isinstance(cwd, str):
         raise _Declined("no working directory")
+    return argv, env, cwd
+
+
+def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether the request's form prints JSON, and the caller's settings as a served request
+    carries them; :class:`_Declined` when the door must not serve it."""
+    argv, env, cwd = _fields(message, lambda argv: protocol.form_of(argv) is not None)
     if "CTRLZ_PROGRESS_DELAY" in env:
         raise _Declined("$CTRLZ_PROGRESS_DELAY is set (the CLI checks it)")
     if not _utf8_output(env):
@@ -272,13 +289,8 @@ def _check(daemon: Daemon, message: dict[str, Any]) -> tuple[bool, dict[str, Any
 
     if pending(store, home_dir(env)):
         raise _Declined("an agent hook failed since the last command (the CLI says so, once)")
-    as_json = argv[-1] == "--json"
+    as_json = "--json" in argv[1:]
     return as_json, jsontext.loads(jsontext.dumps(config.values))
-
-
-def _is_rollback(argv: list[Any]) -> bool:
-    return (len(argv) in (2, 3) and argv[0] == "rollback" and not argv[1].startswith("-")
-            and argv[2:] in ([], ["--json"]))
 
 
 def _utf8_output(env: dict[str, str]) -> bool:
@@ -286,7 +298,7 @@ def _utf8_output(env: dict[str, str]) -> bool:
     nothing overrides its choice, and the locale is C or POSIX (Python's UTF-8 mode) or
     names UTF-8 as its codeset. Anything else goes to the Python CLI, which asks the C
     library."""
-    if any(name in env for name in _ENCODING_VARS):
+    if any(name in env for name in protocol.ENCODING_VARS):
         return False
     locale = env.get("LC_ALL") or env.get("LC_CTYPE") or env.get("LANG") or "C"
     if locale in ("C", "POSIX"):

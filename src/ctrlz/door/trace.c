@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "door.h"
+#include "protocol.h"
 
 int tracing;
 
@@ -10,7 +11,7 @@ void trace(const char *fmt, ...) {
     if (!tracing) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("ctrlz door: ", stderr);
+    fputs(TRACE_PREFIX, stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);

@@ -20,6 +20,7 @@ import os
 import sys
 
 from .. import jsontext
+from ..door.protocol import HOOK_INPUT_MAX
 from .context import HookContext
 
 TYPE_CHECKING = False
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO, NoReturn
 
 AGENTS = ("claude", "gemini", "codex", "cursor", "copilot", "opencode", "droid", "auggie")
-MAX_INPUT = 16 << 20
 
 __all__ = ["AGENTS", "Declined", "HookContext", "handle_recorded", "main", "parse", "run",
            "run_payload", "workspace_of"]
@@ -55,7 +55,7 @@ def run(agent: str, stdin: BinaryIO | None = None, event: str = "") -> int:
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - closed below
     try:
         try:
-            raw = (stdin or sys.stdin.buffer).read(MAX_INPUT)
+            raw = (stdin or sys.stdin.buffer).read(HOOK_INPUT_MAX)
         except BaseException as exc:  # noqa: BLE001 - the agent must never see a failure
             _record(None, agent, {}, exc)
         else:

@@ -6,7 +6,8 @@ and no ``pathlib``. Every call degrades instead of failing: when no daemon answe
 caller snapshots in-process (slower, same result) and may :func:`spawn` one for next time.
 
 The wire format is one JSON object per line each way over a Unix stream socket,
-``<store>/daemon.sock``. The store directory is private (mode 0700), and the daemon also checks
+``<store>/daemon.sock``; its names, sizes and timeouts are :mod:`ctrlz.door.protocol`'s, which
+the native door shares. The store directory is private (mode 0700), and the daemon also checks
 the peer's uid, so only the workspace's owner can ask it for anything.
 """
 
@@ -19,6 +20,18 @@ import time
 
 from .. import jsontext, platform
 
+# the wire's names, sizes and timeouts, which the native door shares (one definition)
+from ..door.protocol import (
+    CONNECT_TIMEOUT_S,
+    DAEMON_PROGRAM,
+    DIRTY_TIMEOUT_S,
+    HOOK_REPLY_TIMEOUT_S,
+    HOOK_START_BY_S,
+    MAX_MESSAGE,
+    REPLY_TIMEOUT_S,
+    SOCKET_NAME,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
     import socket
@@ -29,34 +42,11 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
 
     StrPath = str | os.PathLike[str]
 
-#: what a daemon process runs (``python -m``): the session's daemon with the native door's
-#: request (a face, see :mod:`ctrlz.door`)
-DAEMON_MODULE = "ctrlz.door.program"
-SOCKET_NAME = "daemon.sock"
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
 FAILED_NAME = "daemon-failed.json"
-MAX_MESSAGE = 1 << 20
 #: How long a failed start keeps hooks from spawning another daemon.
 FAILED_BACKOFF_S = 600
-#: Connecting is instant when a daemon listens; a reply may wait for a full scan (the first
-#: snapshot after the daemon started on a changed tree) or for another writer's store lock.
-CONNECT_TIMEOUT_S = 2.0
-REPLY_TIMEOUT_S = 300.0
-#: The caller of :func:`dirty` holds the store lock, so a daemon busy with a snapshot that
-#: waits for that lock cannot answer until its wait times out; rather than stall, the caller
-#: scans fully (the answer, if it comes late, is then never confirmed; see ``hand_out_dirty``).
-DIRTY_TIMEOUT_S = 3.0
-#: A hook's request: an agent kills a hook after 30 s (the timeout `ctrlz install` writes)
-#: and runs the tool anyway, so a hook waits this long for the daemon and then does its work
-#: itself; and the daemon starts no work for it after ``start_by_ns`` (its request's field,
-#: :data:`HOOK_START_BY_S` after it was sent, on the monotonic clock every process of the
-#: machine shares). Work the daemon starts in time holds the locks the hook's own process then
-#: waits for, so it captures before the tool runs; work it would start later, when the tool may
-#: have run, it drops (it used to record that as the state before the tool call). As the
-#: native door's HOOK_REPLY_TIMEOUT_S and HOOK_START_BY_S (door/client.c).
-HOOK_REPLY_TIMEOUT_S = 10.0
-HOOK_START_BY_S = 8.0
 #: A request with no reply timeout still wakes this often (see :func:`read_message`).
 _TICK_S = 0.5
 
@@ -330,7 +320,7 @@ def spawn(root: StrPath, store: StrPath) -> bool:
             raise
         os.ftruncate(lock_fd, 0)  # no stale pid for `stop` to signal while the child starts
         child = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", DAEMON_MODULE, os.fsdecode(root), os.fsdecode(store),
+            [sys.executable, "-m", DAEMON_PROGRAM, os.fsdecode(root), os.fsdecode(store),
              "--lock-fd", str(lock_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, pass_fds=(lock_fd,), cwd="/")
@@ -347,7 +337,7 @@ def spawn_supervised(root: StrPath, store: StrPath, parent_pid: int) -> subproce
     import subprocess
 
     return subprocess.Popen(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", DAEMON_MODULE, os.fsdecode(root), os.fsdecode(store),
+        [sys.executable, "-m", DAEMON_PROGRAM, os.fsdecode(root), os.fsdecode(store),
          "--parent-pid", str(parent_pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True, close_fds=True, cwd="/")

@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None, ops: Mapping[str, Op] | None = None,
     elif len(args) == 4 and args[2] == "--lock-fd" and args[3].isdigit():
         lock_fd, args = int(args[3]), args[:2]
     if len(args) != 2:
-        print(f"usage: python -m {wire.DAEMON_MODULE} ROOT STORE [--parent-pid PID | "
+        print(f"usage: python -m {wire.DAEMON_PROGRAM} ROOT STORE [--parent-pid PID | "
               "--lock-fd FD]", file=sys.stderr)
         return 2
     if parent is not None and os.getppid() != parent:

@@ -48,8 +48,10 @@ def _served_here(start: str) -> tuple[str, str, dict[str, Any]] | None:
         root, store = locate(start)
     except WorkspaceError:
         return None
-    if not os.path.exists(os.path.join(store, daemon_client.SOCKET_NAME)):
-        return None  # no daemon: one stat, and the workspace opens as usual
+    socket = os.path.join(store, daemon_client.SOCKET_NAME)
+    if not os.path.exists(socket):  # no daemon: one stat, and the workspace opens as usual
+        _in_process(f"no daemon: {socket} is not there")
+        return None
     from ..config import load_config
 
     return root, store, load_config(root).values
@@ -89,7 +91,8 @@ def _ask_snapshot(store: str | os.PathLike[str], config: dict[str, Any], *, type
     try:
         return daemon_client.snapshot(store, type=type, label=label, session_id=session_id,
                                       pinned=pinned, config=config)
-    except daemon_client.DaemonUnavailable:
+    except daemon_client.DaemonUnavailable as exc:
+        _in_process(str(exc))
         return None
 
 
@@ -142,7 +145,8 @@ def ask_restore(store: str | os.PathLike[str], config: dict[str, Any],
 
     try:
         reply = daemon_client.restore(store, body, config=config)
-    except daemon_client.DaemonUnavailable:
+    except daemon_client.DaemonUnavailable as exc:
+        _in_process(str(exc))
         return None
     except KeyboardInterrupt:
         # the daemon has the request and goes on without us: say so, rather than let the
@@ -180,3 +184,12 @@ def _lookup(store: str, snapshot_id: str) -> Snapshot | None:
         return repo.catalog.snapshot(snapshot_id)
     finally:
         repo.close()
+
+
+def _in_process(why: str) -> None:
+    """Say why the work is done in this process rather than by the daemon, when
+    ``$CTRLZ_DOOR_TRACE`` asks (the native door names its own hand-overs the same way): a
+    daemon that declines is a speed loss nothing else shows."""
+    from ..door.protocol import trace
+
+    trace(f"in this process: {why}")
