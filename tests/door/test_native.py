@@ -28,16 +28,7 @@ from ctrlz.locator import store_dir
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace, tree_state
-
-BIN = Path(sys.executable).parent
-CTRLZ = str(BIN / "ctrlz")
-DOOR = Path(__file__).resolve().parents[2] / "src" / "ctrlz" / "door"
-CC = shutil.which(os.environ.get("CC") or "cc") or shutil.which("gcc")
-
-
-def is_native(path: str | Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(4) == b"\x7fELF"
+from tests.door.conftest import BIN, CC, CTRLZ, DOOR, build, ctrlz, is_native, served, trace
 
 
 @pytest.fixture
@@ -59,16 +50,6 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     with open(os.path.join(os.fsencode(root), b"caf\xe9.bin"), "wb") as f:
         f.write(b"z" * 500)
     yield from served_workspace(root)
-
-
-def ctrlz(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([CTRLZ, *args], cwd=cwd, capture_output=True,
-                          env={**os.environ, "CTRLZ_DOOR_TRACE": "1", **env})
-
-
-def trace(run: subprocess.CompletedProcess[bytes]) -> list[str]:
-    return [line.decode(errors="replace") for line in run.stderr.splitlines()
-            if line.startswith(b"ctrlz door: ")]
 
 
 def errors(run: subprocess.CompletedProcess[bytes]) -> bytes:
@@ -96,12 +77,6 @@ def output(run: subprocess.CompletedProcess[bytes]) -> tuple[bytes, bytes]:
 def loads(out: bytes) -> dict:
     """A ``--json`` output: a path's undecodable bytes are as they were on disk."""
     return json.loads(out.decode("utf-8", "surrogateescape"))
-
-
-def served(run: subprocess.CompletedProcess[bytes]) -> bool:
-    lines = trace(run)
-    return any(line.startswith("ctrlz door: served by") for line in lines) and not any(
-        line.startswith("ctrlz door: running") for line in lines)
 
 
 def test_ctrlz_is_the_native_door_where_it_can_be_built() -> None:
@@ -263,28 +238,6 @@ def test_ctrl_c_while_the_daemon_works_ends_the_door_as_it_ends_the_cli(
 
 
 # -- the C program alone, built here ---------------------------------------------------------
-
-
-def build(tmp_path: Path, python: str) -> Path:
-    """The door compiled into ``tmp_path/bin/ctrlz`` with ``python`` as its interpreter."""
-    out = tmp_path / "bin" / "ctrlz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    header = tmp_path / "door_python.h"
-    header.write_text('#define CTRLZ_PYTHON "' + "".join(
-        f"\\{b:03o}" for b in os.fsencode(python)) + '"\n')
-    assert CC is not None
-    subprocess.run([CC, "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-include",
-                    str(header), "-o", str(out), *map(str, sorted(DOOR.glob("*.c")))],
-                   check=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The door with ``/bin/true`` for Python: it traces where it looked, then ends."""
-    if CC is None:
-        pytest.skip("no C compiler to build the native door with")
-    return build(tmp_path_factory.mktemp("probe"), "/bin/true")
 
 
 names = st.lists(st.binary(min_size=1, max_size=60).map(
