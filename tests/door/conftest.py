@@ -22,6 +22,17 @@ def is_native(path: str | Path) -> bool:
         return f.read(4) == b"\x7fELF"
 
 
+def isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``CTRLZ_*`` setting of the caller's, a store home and configuration in ``tmp_path``,
+    and a UTF-8 locale (the door serves only UTF-8 output)."""
+    for name in list(os.environ):
+        if name.startswith("CTRLZ_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("LANG", "C.UTF-8")
+
+
 def ctrlz(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([CTRLZ, *args], cwd=cwd, capture_output=True,
                           env={**os.environ, "CTRLZ_DOOR_TRACE": "1", **env})

@@ -28,19 +28,25 @@ from ctrlz.locator import store_dir
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace, tree_state
-from tests.door.conftest import BIN, CC, CTRLZ, DOOR, build, ctrlz, is_native, served, trace
+from tests.door.conftest import (
+    BIN,
+    CC,
+    CTRLZ,
+    DOOR,
+    build,
+    ctrlz,
+    is_native,
+    isolate,
+    served,
+    trace,
+)
 
 
 @pytest.fixture
 def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
     """A workspace with files ctrlz leaves out (too large, one with a newline in its name,
     one whose name is not UTF-8), a first snapshot, and its daemon running."""
-    for name in list(os.environ):
-        if name.startswith("CTRLZ_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv("LANG", "C.UTF-8")
+    isolate(tmp_path, monkeypatch)
     root = tmp_path / "work"
     (root / "src").mkdir(parents=True)
     (root / "src" / "a.py").write_text("a = 1\n")

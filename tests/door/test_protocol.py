@@ -25,7 +25,7 @@ from ctrlz.door import protocol, serve
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace
-from tests.door.conftest import CTRLZ, DOOR, ctrlz, is_native, served, trace
+from tests.door.conftest import CTRLZ, DOOR, ctrlz, is_native, isolate, served, trace
 
 REPO = DOOR.parents[2]
 
@@ -116,16 +116,11 @@ def test_the_c_hook_takes_the_arguments_the_protocol_names(
 
 @pytest.fixture
 def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
-    for name in list(os.environ):
-        if name.startswith("CTRLZ_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CTRLZ_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.setenv("LANG", "C.UTF-8")
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "a.txt").write_text("a\n")
-    yield from served_workspace(root)
+    """A workspace of one file, its daemon running."""
+    isolate(tmp_path, monkeypatch)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "a.txt").write_text("a\n")
+    yield from served_workspace(tmp_path / "work")
 
 
 def test_every_form_is_served_by_the_daemon(ws: Workspace) -> None:

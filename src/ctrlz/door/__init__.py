@@ -48,6 +48,10 @@ How:
   existed; the door only ever adds speed.
 
 ``CTRLZ_DOOR=0`` sends every command to the Python CLI; ``CTRLZ_DOOR_TRACE=1`` makes the
-door say on stderr what it did and why. :mod:`.program` is the daemon's program: the session's
-daemon with the door's request added (a face, so the session never imports the CLI).
+door say on stderr what it did and why, every hand-over included (and the Python CLI, why it
+did the work itself rather than the daemon). :mod:`.program` is the daemon's program: the
+session's daemon with the door's request added (a face, so the session never imports the CLI).
+:mod:`.protocol` is what the C door, the daemon and the Python CLI share, defined once: the
+forms, the version, the sizes and timeouts (``protocol.h`` is written from it by
+``scripts/gen_door_header.py``).
 """

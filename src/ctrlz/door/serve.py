@@ -1,7 +1,8 @@
 """The native door's request (``op: door``), answered inside the workspace daemon.
 
-The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for ``ctrlz snapshot [--json]``,
-``ctrlz list [--json]`` and ``ctrlz rollback SNAP [--json]``::
+The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for the forms
+:data:`ctrlz.door.protocol.FORMS` names (``ctrlz snapshot [--json]``, ``ctrlz list [--json]``
+and ``ctrlz rollback SNAP [--json]``; :data:`COMMANDS` runs each)::
 
     {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src",
      "tty": false, "tty_err": false,
@@ -14,6 +15,9 @@ gets either ``{"ok": true,
 "exit": 0, "out": ..., "err": ...}``, the bytes to write on its stdout and stderr as Latin-1
 text (one character a byte), or ``{"ok": false, "error": ...}``: the door declines, nothing
 was done, and the client runs the Python CLI, which meets the case with its full handling.
+
+A request of another version or form than this daemon's is drift (the door and the daemon are
+not the same ctrlz): declined, and said in the daemon's log as well as in the door's trace.
 
 It declines whatever the Python CLI would not hand to this daemon or would print differently:
 another command or form; another workspace or store than this daemon's, as the one locator
