@@ -97,8 +97,8 @@ class Supervisor:
         if w.proc is not None:
             code = w.proc.poll()
             if code is None:
-                if w.state == "starting" and os.path.exists(os.path.join(w.store,
-                                                                         "daemon.sock")):
+                if w.state == "starting" and os.path.exists(
+                        os.path.join(w.store, daemon_client.SOCKET_NAME)):
                     self._set(w, "running")
                 if now - w.started > HEALTHY_AFTER_S:
                     w.backoff = BACKOFF_MIN_S
