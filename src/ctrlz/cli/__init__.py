@@ -170,6 +170,8 @@ def _guarded(run: Callable[[], None]) -> int:
 def _door(args: list[str]) -> Callable[[list[str]], None] | None:
     """The click-free door of the most run commands, if ``args`` is one of their plain forms:
     the forms the native door hands to the daemon (:data:`ctrlz.door.protocol.FORMS`)."""
+    if not args or args[0] not in DOOR_RUNS:  # every other command: not even the protocol
+        return None
     from ..door.protocol import form_of
 
     form = form_of(args)
