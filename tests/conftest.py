@@ -115,22 +115,28 @@ def mounted(where: Path, *args: str) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
-#: for a test that needs a workspace daemon or the service's inotify (see needs_watcher)
+#: for a test that needs a workspace daemon (see needs_watcher)
 watched = pytest.mark.skipif(
     platform.watcher() is None,
-    reason="no file watcher here (portable mode, or not Linux): no workspace daemon, and the "
-           "service polls; the walking path is what the other tests cover")
+    reason="no file watcher here (watchdog not installed): no workspace daemon; the walking "
+           "path is what the other tests cover")
+
+#: for a test of what only ctrlz's own inotify watcher does (watch limits, the service's
+#: inotify on the stores); portable mode and macOS watch through watchdog instead
+inotify_watched = pytest.mark.skipif(
+    platform.watcher() != "inotify",
+    reason="inotify only (portable mode and macOS watch through watchdog: no watch limit, "
+           "and the service polls the stores)")
 
 
 def needs_watcher() -> None:
     """Skip, with the reason, where no workspace daemon can run: it is its file watcher, and
-    there is none in portable mode (``CTRLZ_PLATFORM=portable``) or off Linux. What it
-    serves, hooks and commands then do by walking the tree, which the rest of a test file
-    still checks."""
+    there is none where neither inotify nor watchdog is. What it serves, hooks and commands
+    then do by walking the tree, which the rest of a test file still checks."""
     from ctrlz.session import daemon_client
 
     if not daemon_client.can_watch():
-        pytest.skip("no file watcher here (portable mode, or not Linux), so no workspace "
+        pytest.skip("no file watcher here (watchdog not installed), so no workspace "
                     "daemon: the walking path is what the other tests cover")
 
 

@@ -10,7 +10,8 @@ Answers that cost a probe (loading the C library, a ``which``) are computed on f
 importing this module costs a hook nothing.
 
 ``CTRLZ_PLATFORM=portable`` answers "no" for every Linux-only fast path, as if the calls did not
-exist, so the portable twins run (and are tested, ``make test-portable``) on Linux. It changes
+exist (file watching answers its portable twin, watchdog's polling observer), so the portable
+twins run (and are tested, ``make test-portable``) on Linux. It changes
 what ctrlz *calls*, never where it keeps things: the store and config directories follow the
 real system (:func:`system`). ``ctrlz doctor`` prints :func:`facts`.
 """
@@ -180,14 +181,26 @@ def can_ficlone() -> bool:
 # -- watching, tracing, confining, staying up -------------------------------------------------
 
 def watcher() -> str | None:
-    """The file watcher ctrlz can run: ``inotify`` (Linux, with ``inotify_simple``), or None:
-    then no workspace daemon starts (hooks and commands walk the tree, which is correct, only
-    slower), ``ctrlz run`` snapshots before and after without one, and the service polls."""
-    if not _linux():
-        return None
-    from importlib.util import find_spec
+    """The file watcher ctrlz runs (``sources/watchers.py`` turns the answer into one):
 
-    return "inotify" if find_spec("inotify_simple") is not None else None
+    - ``inotify``: ctrlz's own (``sources/watch.py``), on Linux with ``inotify_simple``;
+    - ``watchdog:fsevents`` (macOS), ``watchdog:kqueue`` (the BSDs): watchdog's native
+      observers (``sources/observe.py``);
+    - ``watchdog:polling``: watchdog's polling observer, in portable mode (the one observer
+      that needs nothing from the kernel, so that the portable pass runs no inotify) and
+      wherever no native one exists;
+    - None when watchdog is not installed either: then no workspace daemon starts (hooks and
+      commands walk the tree, which is correct, only slower), ``ctrlz run`` snapshots without
+      one, and the service polls the stores."""
+    if _linux() and _has("inotify_simple"):
+        return "inotify"
+    if not _has("watchdog"):
+        return None
+    if _darwin():
+        return "watchdog:fsevents"
+    if not portable() and "bsd" in system():
+        return "watchdog:kqueue"
+    return "watchdog:polling"
 
 
 def tracer() -> str | None:
@@ -250,6 +263,12 @@ class Fact:
                 "without": self.without}
 
 
+def _has(module: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(module) is not None
+
+
 def facts() -> list[Fact]:
     """Every platform fact except the sandbox's, which its own package answers (the doctor
     asks it: a face may, this shared module may not import it)."""
@@ -266,9 +285,11 @@ def facts() -> list[Fact]:
         Fact("clone", "copy-on-write clones", clone_call(),
              "large objects and restores copy the bytes"),
         Fact("watch", "file watching", watcher(),
-             "no workspace daemon: hooks and commands walk the tree; the service polls"),
+             "no workspace daemon (install watchdog): hooks and commands walk the tree"),
         Fact("trace", "exec tracing", tracer(),
-             "ctrlz run says tracing is off and still snapshots before and after"),
+             "ctrlz run says tracing is off, still snapshots before and after, and "
+             + ("samples process starts (psutil)" if _has("psutil")
+                else "records only the command (install psutil to sample what it starts)")),
         Fact("service", "service registration", service_manager(),
              "run `python -m ctrlz.service` yourself"),
         Fact("door", "native command door", "C" if native_door() else None,

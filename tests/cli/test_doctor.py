@@ -29,9 +29,10 @@ def test_doctor_in_portable_mode_says_what_ctrlz_does_without_each(tmp_path: Pat
     env = {platform.ENV: platform.PORTABLE}
     facts = {f["key"]: f for f in run("doctor", "--json", cwd=tmp_path, env=env).json()["facts"]}
     assert facts["system"]["value"].endswith("(portable mode)")
-    for key in ("rename", "sync", "direct_io", "clone", "watch", "trace", "service", "sandbox"):
+    for key in ("rename", "sync", "direct_io", "clone", "trace", "service", "sandbox"):
         assert facts[key]["value"] is None, key
         assert facts[key]["without"], key
+    assert facts["watch"]["value"] == "watchdog:polling"  # the portable twin of inotify
     text = run("doctor", cwd=tmp_path, env=env).out
     assert "rename after a stat check, with the restore's journal" in text
-    assert "no workspace daemon: hooks and commands walk the tree" in text
+    assert "samples process starts (psutil)" in text

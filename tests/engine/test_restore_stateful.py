@@ -926,7 +926,7 @@ class DaemonRestoreMachine(RestoreMachine):
 
 
 TestDaemonRestoreStateful = pytest.mark.skipif(
-    not daemon_client.can_watch(), reason="no file watcher here (portable mode, or not Linux), "
+    not daemon_client.can_watch(), reason="no file watcher here (watchdog not installed), "
     "so no workspace daemon")(DaemonRestoreMachine.TestCase)
 TestDaemonRestoreStateful.settings = _runs(25, 30)
 

@@ -20,7 +20,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from ..conftest import watched
+from ..conftest import inotify_watched
 from .conftest import Service
 
 
@@ -98,7 +98,7 @@ def _snapshot_events(svc: Service, listener: Listener, name: str) -> None:
     assert labels.count("from the terminal") == 1 and labels.count("second") == 1  # once each
 
 
-@watched
+@inotify_watched
 def test_cli_changes_arrive_by_inotify(inotify_only: Service) -> None:
     svc = inotify_only
     assert svc.ok("GET", "/v1/service")["events"]["source"] == "inotify"

@@ -22,7 +22,9 @@ def _show(info: dict[str, Any]) -> None:
         age = render.ago(info["started_ns"], time.time_ns())
         render.out(f"daemon: running, pid {info['pid']}, started {age}")
         dirs = info["watched_dirs"]
-        render.out(f"  watching {dirs:,} director{'y' if dirs == 1 else 'ies'}; snapshots served: "
+        how = f" ({info['watcher']})" if info.get("watcher") else ""
+        render.out(f"  watching {dirs:,} director{'y' if dirs == 1 else 'ies'}{how}; snapshots "
+                   "served: "
                    f"{served.get('dirty', 0)} incremental, {served.get('full', 0)} full; "
                    f"changes handed to {served.get('handed', 0)} other snapshot(s); "
                    f"restores run: {served.get('restores', 0)}")

@@ -59,8 +59,8 @@ class StoreWatch:
     def start(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Open the inotify instance and hand its descriptor to ``loop``; False (and the
         poll alone from then on) where that is not possible."""
-        if platform.watcher() is None:
-            log.info("no file watcher on this platform: changes are found by polling")
+        if platform.watcher() != "inotify":  # watchdog's observers are the daemons' own
+            log.info("no inotify on this platform: changes to the stores are found by polling")
             return False
         try:
             from inotify_simple import INotify

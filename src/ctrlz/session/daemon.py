@@ -3,8 +3,9 @@
 Why it exists: agents run a hook as a fresh process before every shell command, and a snapshot
 taken from a cold process must lstat every file (100,000 files: ~1.5 s of Python, against git's
 ~0.5 s with its index). The daemon is ctrlz's fsmonitor. The ``SessionStart`` hook starts it
-(so does the first shell hook that finds none); it watches the workspace with inotify (the same
-:class:`~ctrlz.sources.watch.Watcher` as ``ctrlz run``) and takes the snapshot itself when a hook
+(so does the first shell hook that finds none); it watches the workspace with the watcher
+``ctrlz run`` uses (``sources/watchers.py``: inotify on Linux, watchdog's observers elsewhere
+and in portable mode) and takes the snapshot itself when a hook
 asks, rescanning only the directories that changed.
 
 When a dirty set may be trusted: the watcher's dirty set holds every change since the previous
@@ -49,10 +50,11 @@ import os
 import time
 from typing import Any
 
+from .. import platform
 from ..engine.durable import close_released, hold_released
 from ..engine.snapshot import disk_ignore_reader, internal_dirs, scan_working
 from ..errors import CtrlzError
-from ..sources.watch import Watcher
+from ..sources.watchers import open_watcher
 from ..state.exclude import Matcher
 from ..state.statcache import StatCache
 from ..state.trees import encode_tree
@@ -75,6 +77,9 @@ log = logging.getLogger("ctrlz.daemon")
 
 #: Seconds without requests before the deferred stat cache is written for other processes.
 FLUSH_AFTER_S = 2.0
+#: Seconds between two background polls where the watcher polls (portable mode): a request's
+#: snapshot polls at once anyway (``sources/observe.py``), so these only notice a vanished root
+POLL_S = 10.0
 #: More changed directories than this are not worth sending: the caller scans fully.
 HAND_OUT_MAX = 20_000
 
@@ -122,10 +127,11 @@ class Daemon:
         self._matcher = self._new_matcher()
         #: the checks that keep the watcher honest (:mod:`.watch_audit`)
         self.audit = Audit(os.fsencode(os.path.realpath(ws.root)))
-        self.watcher = Watcher(ws.root, self._is_excluded, lambda events: None,
-                               on_overflow=self._on_overflow,
-                               on_rules_change=self._on_rules_change,
-                               max_watches=int(ws.config["daemon_max_watches"]))
+        self.watcher = open_watcher(ws.root, self._is_excluded, lambda events: None,
+                                    on_overflow=self._on_overflow,
+                                    on_rules_change=self._on_rules_change,
+                                    max_watches=int(ws.config["daemon_max_watches"]),
+                                    poll_seconds=POLL_S)
 
     # -- watching ---------------------------------------------------------------------------
 
@@ -211,7 +217,8 @@ class Daemon:
 
     def info(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "root": str(self.ws.root), "store": str(self.ws.store_path),
-                "started_ns": self.started_ns, "watched_dirs": self.watcher.watched_dirs,
+                "started_ns": self.started_ns, "watcher": platform.watcher(),
+                "watched_dirs": self.watcher.watched_dirs,
                 "overflows": self.watcher.overflowed, "primed": self.primed,
                 "missed": self.audit.missed,
                 "unwatched": sorted(os.fsdecode(d) for d in self.watcher.unwatched)[:20],

@@ -283,8 +283,8 @@ def can_watch() -> bool:
 
 
 #: why no daemon starts where :mod:`ctrlz.platform` offers no file watcher
-NO_WATCHER = ("no file watcher on this platform (ctrlz doctor): no daemon; every command "
-              "walks the tree itself")
+NO_WATCHER = ("no file watcher on this platform (ctrlz doctor; install watchdog): no daemon; "
+              "every command walks the tree itself")
 
 
 def spawn(root: StrPath, store: StrPath) -> bool:

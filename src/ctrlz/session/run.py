@@ -124,13 +124,7 @@ class Session:
     # -- the watcher ------------------------------------------------------------------------
 
     def _make_watcher(self) -> Any:
-        from .. import platform
-
-        if platform.watcher() is None:  # no inotify: every snapshot scans the whole tree
-            from ..sources.nowatch import NoWatcher
-
-            return NoWatcher()
-        from ..sources.watch import Watcher  # inotify: Linux only, imported when used
+        from ..sources.watchers import open_watcher  # inotify or watchdog: imported when used
 
         def new_matcher() -> Matcher:
             return Matcher(self.ws.config.rules, disk_ignore_reader(self.ws.root))
@@ -143,9 +137,9 @@ class Session:
         def on_rules_change(rel: bytes) -> None:  # a .gitignore changed: re-read them all
             matcher[0] = new_matcher()
 
-        return Watcher(self.ws.root, is_excluded, self._on_file_events,
-                       on_overflow=self._on_overflow, on_git_change=self._on_git_change,
-                       on_rules_change=on_rules_change)
+        return open_watcher(self.ws.root, is_excluded, self._on_file_events,
+                            on_overflow=self._on_overflow, on_git_change=self._on_git_change,
+                            on_rules_change=on_rules_change)
 
     def _on_file_events(self, events: list[Any]) -> None:
         rows = [(iso_utc(int(e.timestamp * 1e9)), e.action, text_path(e.path), e.size)
@@ -263,7 +257,8 @@ class Session:
     def _run(self, notify: Callable[[str], None]) -> RunResult:
         ws, cfg = self.ws, self.ws.config
         if not self.tracer.enabled:
-            notify(f"ctrlz: running untraced: {self.trace_note}")
+            sampled = "; process starts are sampled (psutil)" if self.tracer.sampling else ""
+            notify(f"ctrlz: running untraced: {self.trace_note}{sampled}")
         self.watcher.start()
         self.pusher = AutoPusher.from_config(ws.root, cfg.values)
         ws.repo.defer_statcache_writes = True  # flushed once, after the post-run snapshot

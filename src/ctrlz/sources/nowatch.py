@@ -1,5 +1,5 @@
-"""The watcher ``ctrlz run`` uses where :mod:`ctrlz.platform` offers none (no inotify: macOS
-for now, ``CTRLZ_PLATFORM=portable``): it sees nothing, and says so on every take.
+"""The watcher ``ctrlz run`` uses where :mod:`ctrlz.platform` offers none (no inotify and no
+``watchdog`` installed): it sees nothing, and says so on every take.
 
 Its dirty set always has ``rescan_all``, so every snapshot of the session walks the whole tree
 (the same snapshot a watcher would have narrowed, only slower), and nothing is trusted that no
@@ -11,9 +11,6 @@ missing.
 from __future__ import annotations
 
 from .changes import DirtySet
-
-#: what a session without a watcher says, once
-REASON = "file watching is off (no inotify here): every snapshot walks the whole tree"
 
 
 class NoWatcher:

@@ -28,6 +28,7 @@ from .denials import WRITE_SYSCALLS, Denial
 from .events import ExecCallback, ExecEvent
 from .follower import TraceFollower
 from .parser import StraceParser
+from .procs import ProcessSampler, psutil_module
 
 #: Syscalls that matter for an exec log. ``?`` makes strace skip names this architecture
 #: lacks (arm64 has no fork/vfork) instead of refusing to start.
@@ -48,7 +49,8 @@ def strace_available() -> str | None:
 @dataclass(frozen=True)
 class TraceResult:
     """What :meth:`Tracer.run` saw. ``returncode`` is as :class:`subprocess.Popen` reports
-    it (negative: killed by that signal). ``events`` is empty when ``traced`` is False."""
+    it (negative: killed by that signal). When ``traced`` is False, ``events`` holds what
+    :mod:`.procs` saw (the command, and what psutil found under it), or nothing."""
 
     returncode: int
     events: list[ExecEvent]
@@ -99,8 +101,11 @@ class Tracer:
     """
 
     def __init__(self, strace: str | None, *, max_string: int = 4096, denials: bool = False,
-                 writable: Sequence[str | os.PathLike[str]] = ()) -> None:
+                 writable: Sequence[str | os.PathLike[str]] = (), sample: bool = False) -> None:
         self.strace = strace
+        #: where strace cannot run, record the command and, with psutil, the processes seen
+        #: under it (:mod:`.procs`); off for a run asked not to trace
+        self.sample = sample
         self.max_string = max_string
         self.denials = denials
         self.writable = tuple(os.path.realpath(p) for p in writable)
@@ -109,7 +114,7 @@ class Tracer:
     def detect(cls, *, max_string: int = 4096, denials: bool = False,
                writable: Sequence[str | os.PathLike[str]] = ()) -> Tracer:
         return cls(strace_available(), max_string=max_string, denials=denials,
-                   writable=writable)
+                   writable=writable, sample=True)
 
     @property
     def syscalls(self) -> str:
@@ -129,6 +134,11 @@ class Tracer:
     def reason(self) -> str | None:
         """Why tracing is off, or None when it is on."""
         return self._state()[1]
+
+    @property
+    def sampling(self) -> bool:
+        """Whether, tracing being off, process starts are looked for with psutil."""
+        return not self.enabled and self.sample and psutil_module() is not None
 
     @property
     def seccomp(self) -> bool:
@@ -169,8 +179,17 @@ class Tracer:
         """
         workdir = os.fspath(cwd) if cwd is not None else os.getcwd()
         if not self.enabled:
-            return TraceResult(_wait(subprocess.Popen(list(argv), cwd=workdir, env=env)),
-                               [], traced=False, reason=self.reason)
+            proc = subprocess.Popen(list(argv), cwd=workdir, env=env)
+            if not self.sample:
+                return TraceResult(_wait(proc), [], traced=False, reason=self.reason)
+            sampler = ProcessSampler(proc.pid, argv, workdir, on_exec=on_exec, on_exit=on_exit)
+            sampler.start()
+            returncode = -1
+            try:
+                returncode = _wait(proc)
+            finally:
+                events = sampler.stop(returncode)
+            return TraceResult(returncode, events, traced=False, reason=self.reason)
         if trace_file is None:
             fd, path = tempfile.mkstemp(prefix="ctrlz-trace-", suffix=".log")
             os.close(fd)
