@@ -8,23 +8,15 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from ctrlz.sources.trace import ExecEvent, ProcessSampler, Tracer
 
+from .test_watch import wait_for
+
 psutil = pytest.importorskip("psutil")
-
-
-def until(predicate, timeout: float = 30.0) -> bool:  # noqa: ANN001 - a test helper
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_the_command_and_what_runs_under_it_are_recorded(tmp_path: Path) -> None:
@@ -40,7 +32,7 @@ def test_the_command_and_what_runs_under_it_are_recorded(tmp_path: Path) -> None
     proc = subprocess.Popen(argv, cwd=tmp_path)
     sampler = ProcessSampler(proc.pid, argv, str(tmp_path), on_exec=on_exec)
     sampler.start()
-    assert until(lambda: any(e.argv[:2] == ["sleep", "30"] for e in list(started)))
+    assert wait_for(lambda: any(e.argv[:2] == ["sleep", "30"] for e in list(started)), 30)
     gate.touch()
     events = sampler.stop(proc.wait())
     root = [e for e in events if e.pid == proc.pid]

@@ -8,12 +8,18 @@ git trigger, tests) does not load inotify.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 Action = Literal["created", "modified", "deleted"]
+
+log = logging.getLogger("ctrlz.sources.watch")
 
 _GIT = b".git"
 _GIT_REFS_FILES = (b"HEAD", b"logs/HEAD", b"packed-refs")
@@ -193,3 +199,44 @@ class Pending:
         """Every pending event, in the order their paths first came; none is left."""
         events, self._events = self._events, {}
         return events
+
+
+def call_back(fn: Callable[..., None] | None, arg: object) -> bool:
+    """Call a watcher's callback on its thread; False (logged) when it raised: the thread
+    must live on, and the caller decides what the failure lost."""
+    if fn is None:
+        return True
+    try:
+        fn(arg)
+        return True
+    except Exception:
+        log.exception("file watcher callback %r failed", fn)
+        return False
+
+
+def deliver(pending: Pending, root: bytes, on_events: Callable[[list[FileEvent]], None],
+            on_git_change: Callable[[bytes], None] | None) -> bool:
+    """Hand every pending event to ``on_events`` (each file's size read now) and each git
+    ref among them to ``on_git_change``. False when ``on_events`` raised: the consumer lost
+    those events, and the watcher must make the session rescan."""
+    taken = pending.take()
+    if not taken:
+        return True
+    events: list[FileEvent] = []
+    triggers: list[bytes] = []
+    for rel, (action, is_dir, timestamp) in taken.items():
+        size = None
+        if action != "deleted" and not is_dir:
+            try:
+                st = os.lstat(root + b"/" + rel)
+                if not stat.S_ISDIR(st.st_mode):
+                    size = st.st_size
+            except OSError:
+                pass  # gone already: its deletion is queued behind
+        events.append(FileEvent(timestamp, action, rel, size, is_dir))
+        if git_paths(rel)[1]:
+            triggers.append(rel)
+    delivered = call_back(on_events, events)
+    for rel in triggers:
+        call_back(on_git_change, rel)
+    return delivered

@@ -44,14 +44,13 @@ import itertools
 import logging
 import os
 import queue
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .changes import Action, DirtyBook, DirtySet, FileEvent, Pending, git_paths
+from .changes import Action, DirtyBook, DirtySet, FileEvent, Pending, call_back, deliver
 
 log = logging.getLogger(__name__)
 
@@ -420,38 +419,10 @@ class ObserverWatcher:
         self._pending.add(rel, action, is_dir)
 
     def _flush(self) -> None:
-        pending = self._pending.take()
-        if not pending:
-            return
-        events: list[FileEvent] = []
-        triggers: list[bytes] = []
-        for rel, (action, is_dir, timestamp) in pending.items():
-            size = None
-            if action != "deleted" and not is_dir:
-                try:
-                    st = os.lstat(self._abs(rel))
-                    if not stat.S_ISDIR(st.st_mode):
-                        size = st.st_size
-                except OSError:
-                    pass  # gone already: its deletion is queued behind
-            events.append(FileEvent(timestamp, action, rel, size, is_dir))
-            if git_paths(rel)[1]:
-                triggers.append(rel)
-        if not self._call(self._on_events, events):
-            self.lose("on_events callback failed")
-        for rel in triggers:
-            self._call(self._on_git_change, rel)
+        if not deliver(self._pending, self._root_b, self._on_events, self._on_git_change):
+            self.lose("on_events callback failed")  # the consumer lost these events
 
-    @staticmethod
-    def _call(fn: Callable[..., None] | None, arg: object) -> bool:
-        if fn is None:
-            return True
-        try:
-            fn(arg)
-            return True
-        except Exception:
-            log.exception("file watcher callback %r failed", fn)
-            return False
+    _call = staticmethod(call_back)
 
     def _abs(self, rel: bytes) -> bytes:
         return self._root_b + b"/" + rel if rel else self._root_b

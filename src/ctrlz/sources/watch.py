@@ -42,7 +42,6 @@ import errno
 import logging
 import os
 import select
-import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -50,7 +49,18 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from .changes import NAMES_MAX, Action, DirtyBook, DirtySet, FileEvent, Pending, combine, git_paths
+from .changes import (
+    NAMES_MAX,
+    Action,
+    DirtyBook,
+    DirtySet,
+    FileEvent,
+    Pending,
+    call_back,
+    combine,
+    deliver,
+    git_paths,
+)
 from .wake import WakePipe
 from .watch_map import WatchMap
 
@@ -453,27 +463,10 @@ class Watcher:
         self._pending.add(rel, action, is_dir)
 
     def _flush(self) -> None:
-        pending = self._pending.take()
-        if not pending:
+        if not self._pending:
             return
-        events: list[FileEvent] = []
-        triggers: list[bytes] = []
-        for rel, (action, is_dir, timestamp) in pending.items():
-            size = None
-            if action != "deleted" and not is_dir:
-                try:
-                    st = os.lstat(self._abs(rel))
-                    if not stat.S_ISDIR(st.st_mode):
-                        size = st.st_size
-                except OSError:
-                    pass  # gone already: its deletion is queued behind
-            events.append(FileEvent(timestamp, action, rel, size, is_dir))
-            if git_paths(rel)[1]:
-                triggers.append(rel)
-        if not self._call(self._on_events, events):
+        if not deliver(self._pending, self._root_b, self._on_events, self._on_git_change):
             self._lose("on_events callback failed")  # the consumer lost these events
-        for rel in triggers:
-            self._call(self._on_git_change, rel)
         self._deliver_reasons()
 
     def _deliver_reasons(self) -> None:
@@ -481,16 +474,7 @@ class Watcher:
         for reason in reasons:
             self._call(self._on_overflow, reason)
 
-    @staticmethod
-    def _call(fn: Callable[..., None] | None, arg: object) -> bool:
-        if fn is None:
-            return True
-        try:
-            fn(arg)
-            return True
-        except Exception:
-            log.exception("file watcher callback %r failed", fn)
-            return False
+    _call = staticmethod(call_back)
 
     # -- plumbing ---------------------------------------------------------------------------
 
