@@ -137,7 +137,9 @@ class ObserverWatcher:
                           "time")
 
     def stop(self) -> None:
-        """Deliver everything seen before this call, stop the observer and the thread."""
+        """Stop the observer, deliver what it had dispatched, and stop the thread. Unlike
+        the inotify watcher's, this waits for no poll or cookie: a session's last snapshot
+        (``ctrlz run``'s post-run) is a full scan anyway."""
         thread = self._thread
         if thread is None or self._stopping.is_set():
             return
@@ -339,24 +341,23 @@ class ObserverWatcher:
         elif event.event_type == "deleted":
             self._gone(src, is_dir)
         elif not is_dir:  # modified, closed (after a write), attrib
-            rel = self._mark(src)
+            rel = self._mark(src, False)
             if rel is not None:
                 self._pending.add(rel, "modified", False)
         elif event.event_type == "attrib" or self.backend in ("fsevents", "kqueue"):
             # a folder's own mode (whether it can be listed), or a native observer that may
             # name the folder rather than what changed in it: list it whole
-            rel = self._mark(src)
+            rel = self._mark(src, True)
             if rel is not None:
                 self._book.mark(rel)
         # else a folder "modified": polling and inotify name the entries that changed in it
 
-    def _mark(self, path: bytes) -> bytes | None:
+    def _mark(self, path: bytes, is_dir: bool) -> bytes | None:
         """Mark ``path`` changed in its folder; its relative path, or None when excluded."""
         rel = self._rel(path)
         if not rel:
             return None
         d, _, name = rel.rpartition(b"/")
-        is_dir = os.path.isdir(path) and not os.path.islink(path)
         if name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE:
             self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
@@ -365,14 +366,14 @@ class ObserverWatcher:
         return rel
 
     def _gone(self, path: bytes, is_dir: bool) -> None:
-        rel = self._mark(path)
+        rel = self._mark(path, is_dir)
         if rel is not None:
             self._record(rel, "deleted", is_dir)
 
     def _arrived(self, path: bytes, is_dir: bool) -> None:
         """A path created or moved in: a folder is walked, each folder under it dirty whole
         and each file reported created (an observer may report the contents, or not)."""
-        rel = self._mark(path)
+        rel = self._mark(path, is_dir)
         if rel is None:
             return
         self._record(rel, "created", is_dir)
@@ -456,7 +457,10 @@ class _LostEvents(logging.Handler):
     def add(self, watcher: ObserverWatcher) -> None:
         with self._guard:
             if not self.watchers:
-                logging.getLogger("watchdog").addHandler(self)
+                logger = logging.getLogger("watchdog")
+                if not logger.isEnabledFor(logging.WARNING):  # a quieter root must not
+                    logger.setLevel(logging.WARNING)  # hide what was lost from us
+                logger.addHandler(self)
             self.watchers.add(watcher)
 
     def discard(self, watcher: ObserverWatcher) -> None:
