@@ -16,6 +16,7 @@ import os
 
 from . import platform
 from .errors import ConfigError, UsageError, WorkspaceError
+from .paths import within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -177,11 +178,7 @@ def stores(home: str | None = None) -> list[str]:
 
 def inside(path: Path, root: Path) -> bool:
     """Whether ``path`` is ``root`` or below it, links resolved."""
-    try:
-        path.resolve().relative_to(root.resolve())
-        return True
-    except ValueError:
-        return False
+    return within(str(path.resolve()), str(root.resolve()))
 
 
 def refuse_root_in_home(root: Path, home: Path) -> None:

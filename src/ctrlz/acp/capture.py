@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from ..errors import WorkspaceError
 from ..hooks import actions
 from ..hooks.context import HookContext
+from ..quoting import quote_path
 from .sessions import Session
 from .turns import open_turn, settle_turn
 
@@ -131,15 +132,15 @@ class Recorder:
             request = WriteTextFileRequest.model_validate(params)
         except ValidationError:
             return None  # the client will answer a malformed request; nothing to capture
-        path = next(iter(actions.inside(session.workspace, [request.path])), None)
-        if path is None:
+        rels = actions.inside(session.workspace, [request.path])
+        if not rels:
             return None  # outside the workspace: not ours to restore
-        call = session.tool_call_for_write(path)
+        call = session.tool_call_for_write(rels[0])
         scope = session.scope_for(call, "files")
         tool = (call.title or call.kind) if call is not None else None
         await self.worker.quietly(
-            f"capturing {path}", actions.file_tool, session.workspace, session.session_id,
-            scope, tool or "fs/write_text_file", [path])
+            f"capturing {quote_path(rels[0])}", actions.capture, session.workspace,
+            session.session_id, scope, tool or "fs/write_text_file", rels)
         return scope
 
     async def after_write(self, session: Session, scope: str) -> None:

@@ -115,11 +115,12 @@ class Session:
         calls = [c for c in self.tool_calls.values() if c.status in ACTIVE]
         return sorted(calls, key=lambda c: self._seen.get(c.tool_call_id, -1), reverse=True)
 
-    def tool_call_for_write(self, path: str) -> ToolCall | None:
-        """The latest active tool call whose locations include ``path``."""
+    def tool_call_for_write(self, rel: bytes) -> ToolCall | None:
+        """The latest active tool call whose locations include ``rel`` (workspace-relative,
+        as :func:`~ctrlz.hooks.actions.inside` gives it)."""
         if self.workspace is None:
             return None
-        return next((c for c in self._active() if path in inside(self.workspace, c.paths)),
+        return next((c for c in self._active() if rel in inside(self.workspace, c.paths)),
                     None)
 
     def tool_call_for_terminal(self) -> ToolCall | None:

@@ -110,7 +110,7 @@ def changed_paths(ctx: Any, old: str, new: str) -> list[bytes]:
     from ..session.protected import ProtectedWorkspace
     from ..state.trees import DIR
 
-    with ProtectedWorkspace.open(ctx.root_dir) as ws:
+    with ProtectedWorkspace.located(ctx.root_dir, ctx.store_dir) as ws:
         a, b = ws.repo.catalog.snapshot(old), ws.repo.catalog.snapshot(new)
         if a is None or b is None:
             return []
@@ -127,7 +127,7 @@ def rollback_turn(ctx: Any, session_id: str, turn: int, previous: str | None = N
     from ..session.protected import ProtectedWorkspace
     from ..toolcalls import rewinds
 
-    with ProtectedWorkspace.open(ctx.root_dir) as ws:
+    with ProtectedWorkspace.located(ctx.root_dir, ctx.store_dir) as ws:
         if not any(c["turn"] == turn for c in rewinds.timeline(ws, session_id)):
             # a turn that only talked: nothing to put back (later turns are rolled back)
             return {"turn": turn, "toolCallIds": [], "restoredPaths": [], "skippedPaths": [],
@@ -182,7 +182,7 @@ def redo_rollback(ctx: Any, session_id: str, turn: int, key: str | None) -> dict
     from ..session import restores
     from ..session.protected import ProtectedWorkspace
 
-    with ProtectedWorkspace.open(ctx.root_dir) as ws:
+    with ProtectedWorkspace.located(ctx.root_dir, ctx.store_dir) as ws:
         op = ws.oplog.next_undo()
         if op is None or op_key(op) != key:
             raise StaleRedo(f"nothing to redo in session {session_id}: the workspace was "

@@ -16,37 +16,31 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def inside(ctx: HookContext, paths: Iterable[str]) -> list[str]:
+def inside(ctx: HookContext, paths: Iterable[str]) -> list[bytes]:
     """The workspace files the tool will write when it writes these paths (absolute, or
-    relative to the payload's cwd), by the one path check (:mod:`ctrlz.paths`); others are not
-    ours to restore.
+    relative to the payload's cwd), as workspace-relative paths: what the rest of the hook
+    carries. Others are not ours to restore.
 
-    Each path is taken where it really is: through its parent directories' links (the agent
-    may name the workspace as /tmp/... for /private/tmp/..., or a file as lib/f.txt where lib
+    By the one path check's rule for a write (:func:`ctrlz.paths.where`, ``on_disk``): each
+    path is taken where it really is, through its parent directories' links (the agent may
+    name the workspace as /tmp/... for /private/tmp/..., or a file as lib/f.txt where lib
     links to packages/lib), and, when it is a link itself, with the file it points to, which
     the tool writes through. The capture refuses a path through a link (a safety rule of every
     write), so a path named through one used to be left uncaptured while the rewind still
     counted its tool call as undone."""
-    from ..errors import CtrlzError
-    from ..paths import workspace_relative
+    from ..paths import where
 
     root = os.fsencode(ctx.root_dir)
     cwd = os.fsencode(ctx.cwd)
-    out: dict[str, None] = {}
+    out: dict[bytes, None] = {}
     for p in paths:
         if not p:
             continue
-        raw = os.path.join(cwd, os.fsencode(p))
-        real = os.path.join(os.path.realpath(os.path.dirname(raw)), os.path.basename(raw))
-        names = [real]
-        if os.path.islink(real):
-            names.append(os.path.realpath(real))
-        for name in names:
-            try:
-                rel = workspace_relative(root, name, cwd, allow_root=False)
-            except CtrlzError:
-                continue
-            out[os.fsdecode(root + b"/" + rel)] = None
+        found = where(p, root, cwd, on_disk=True, allow_root=False)
+        if found.inside:
+            out[found.rel] = None
+            if found.target is not None:
+                out[found.target] = None
     return list(out)
 
 
@@ -80,15 +74,23 @@ def end_turn(ctx: HookContext, session_id: str) -> None:
 def file_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str,
               paths: Iterable[str], args_key: str | None = None,
               turn_key: str | None = None) -> None:
-    wanted = inside(ctx, paths)
-    if not wanted:
+    """Capture what a file tool will write at ``paths`` (as the agent named them)."""
+    capture(ctx, session_id, tool_id, tool, inside(ctx, paths), args_key=args_key,
+            turn_key=turn_key)
+
+
+def capture(ctx: HookContext, session_id: str, tool_id: str, tool: str, rels: list[bytes],
+            args_key: str | None = None, turn_key: str | None = None) -> None:
+    """Capture the pre-images of ``rels`` (:func:`inside`'s answer) for the tool call; none
+    records nothing."""
+    if not rels:
         return
     if ctx.index_later:
-        from ..toolcalls.inbox import fs_snapshot_later as capture
+        from ..toolcalls.inbox import capture_later as take
     else:
-        from ..toolcalls.api import fs_snapshot as capture
-    capture(session_id, tool_id, wanted, workspace=ctx, agent=ctx.agent, tool=tool,
-            args_key=args_key, turn_key=turn_key)
+        from ..toolcalls.api import capture_rels as take
+    take(session_id, tool_id, rels, workspace=ctx, agent=ctx.agent, tool=tool,
+         args_key=args_key, turn_key=turn_key)
 
 
 def shell_tool(ctx: HookContext, session_id: str, tool_id: str, tool: str, command: str,

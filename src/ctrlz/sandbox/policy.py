@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
+from ..paths import within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the launcher, which loads this module, ~4 ms
@@ -191,10 +192,6 @@ def check_host(value: str, source: str) -> str:
     return value
 
 
-def _inside(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
-
-
 def build(*, mode: str, roots: Sequence[str], env: Mapping[str, str], protected: Sequence[str],
           allow_write: Iterable[tuple[str, str]] = (), deny_read: Iterable[tuple[str, str]] = (),
           net: tuple[str, str] = ("on", "default"),
@@ -221,8 +218,8 @@ def build(*, mode: str, roots: Sequence[str], env: Mapping[str, str], protected:
                              "drop the option")
         real = os.path.realpath(full)
         for top in real_protected:
-            if _inside(real, top) or _inside(top, real):
-                how = "lies inside" if _inside(real, top) else "holds"
+            if within(real, top) or within(top, real):
+                how = "lies inside" if within(real, top) else "holds"
                 raise UsageError(f"{source} {path} {how} ctrlz's store or runtime dir ({top}), "
                                  "which a sandboxed agent may never write; allow another path")
         extra_write.append(real)

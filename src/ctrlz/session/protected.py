@@ -25,7 +25,7 @@ from pathlib import Path
 from ..config import Config, load_config
 from ..errors import StoreError, UsageError, WorkspaceError
 from ..locator import default_home, has_store, inside, refuse_root_in_home, store_path_for
-from ..paths import workspace_relative
+from ..paths import within, workspace_relative
 from ..state.trees import DIR, Entry
 
 # The snapshot engine, retention and the restore engine load when a method needs them: a
@@ -180,6 +180,17 @@ class ProtectedWorkspace:
                                  "workspace; run `ctrlz init` there first")
         refuse_root_in_home(root, home)
         return cls(root, store_path_for(root, home), config or load_config(root), home)
+
+    @classmethod
+    def located(cls, root: str | os.PathLike[str], store: str | os.PathLike[str],
+                config: Config | None = None) -> Self:
+        """The workspace at ``root`` (real) whose store the locator already found
+        (:func:`ctrlz.locator.locate`; a hook's context holds both), opened without
+        locating it a second time: the home is the store's (``<home>/workspaces/<name>``)."""
+        root, store = Path(root), Path(store)
+        home = store.parent.parent
+        refuse_root_in_home(root, home)
+        return cls(root, store, config or load_config(root), home)
 
     def close(self) -> None:
         if getattr(self, "_session_db", None) is not None:
@@ -339,9 +350,7 @@ class ProtectedWorkspace:
         (as git does), otherwise from the workspace root (:mod:`ctrlz.paths`)."""
         root = os.fsencode(self.root)
         cwd = os.fsencode(os.getcwd())
-        if not (cwd == root or cwd.startswith(root + b"/")):
-            cwd = root
-        return workspace_relative(root, path, cwd)
+        return workspace_relative(root, path, cwd if within(cwd, root) else root)
 
     @staticmethod
 

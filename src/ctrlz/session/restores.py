@@ -19,6 +19,7 @@ from pathlib import Path
 from ..engine.githistory import check_mode
 from ..engine.requests import Request, RestoreResult
 from ..errors import RestoreError, UsageError
+from ..paths import within
 from ..state import meter
 from . import journal
 
@@ -189,12 +190,7 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
     """Extract snapshot ``ref`` into ``dest``, which must be new or empty."""
     target = ws.resolve(ref)
     dest_path = Path(dest).expanduser().absolute()
-    try:
-        dest_path.resolve().relative_to(ws.root.resolve())
-        inside = True
-    except ValueError:
-        inside = False
-    if inside:
+    if within(str(dest_path.resolve()), str(ws.root.resolve())):
         raise UsageError(f"{dest} is inside the workspace; restore into a directory "
                          "outside it, or use rollback")
     vpaths = [ws.vpath(ws.relpath(p)) for p in paths] if paths else None

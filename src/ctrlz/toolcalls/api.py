@@ -54,31 +54,50 @@ def fs_snapshot(session_id: str, scope_id: str, paths: Sequence[PathArg] | None 
     check_id("scope_id", scope_id)
     with opened(workspace, root) as place:
         base = os.fspath(root) if root is not None else None
-        rels = [rel_of(place, p, base) for p in paths or ()]
-        with place.store.lock:
-            # One commit for registration, pre-images and eviction (each commit is an fsync):
-            # the bodies are read first, then fsynced and indexed inside that transaction.
-            known = records.find(place.db, session_id, scope_id)
-            try:
-                pending = read_images(place, known.seq if known else None, rels)
-            except BaseException:
-                # as before: the snapshot is registered even when a path cannot be captured
-                _register(place, session_id, scope_id, lazy=not paths, agent=agent, tool=tool,
-                          args_key=args_key, turn_key=turn_key)
-                raise
-            with place.store.catalog.transaction():
-                snap = register_rows(place.db, session_id, scope_id, lazy=not paths,
-                                     agent=agent, tool=tool, args_key=args_key,
-                                     turn_key=turn_key)
-                if pending is not None:
-                    index_images(place, snap, pending)
-                gone = records.enforce_cap(place.db, session_id, snap.seq)
-            if gone:
-                place.store.compact()
-            snap = require(place, session_id, scope_id)
-        return {"snapshot_id": snap.snapshot_id,
-                "captured_paths": [os.fsdecode(p) for p in snap.paths],  # types.show_path
-                "byte_count": snap.byte_count}
+        rels = [rel_of(place, p, base, on_disk=True) for p in paths or ()]
+        return _capture(place, session_id, scope_id, rels, lazy=not paths, agent=agent,
+                        tool=tool, args_key=args_key, turn_key=turn_key)
+
+
+def capture_rels(session_id: str, scope_id: str, rels: Sequence[bytes], *,
+                 workspace: WorkspaceLike, agent: str | None = None, tool: str | None = None,
+                 args_key: str | None = None, turn_key: str | None = None) -> dict[str, Any]:
+    """:func:`fs_snapshot` of paths already checked and made workspace-relative (a hook's,
+    :func:`ctrlz.hooks.actions.inside`): they are not converted a second time."""
+    check_id("session_id", session_id)
+    check_id("scope_id", scope_id)
+    with opened(workspace) as place:
+        return _capture(place, session_id, scope_id, rels, lazy=not rels, agent=agent,
+                        tool=tool, args_key=args_key, turn_key=turn_key)
+
+
+def _capture(place: Place, session_id: str, scope_id: str, rels: Sequence[bytes], *,
+             lazy: bool, agent: str | None, tool: str | None, args_key: str | None,
+             turn_key: str | None) -> dict[str, Any]:
+    with place.store.lock:
+        # One commit for registration, pre-images and eviction (each commit is an fsync):
+        # the bodies are read first, then fsynced and indexed inside that transaction.
+        known = records.find(place.db, session_id, scope_id)
+        try:
+            pending = read_images(place, known.seq if known else None, rels)
+        except BaseException:
+            # as before: the snapshot is registered even when a path cannot be captured
+            _register(place, session_id, scope_id, lazy=lazy, agent=agent, tool=tool,
+                      args_key=args_key, turn_key=turn_key)
+            raise
+        with place.store.catalog.transaction():
+            snap = register_rows(place.db, session_id, scope_id, lazy=lazy,
+                                 agent=agent, tool=tool, args_key=args_key,
+                                 turn_key=turn_key)
+            if pending is not None:
+                index_images(place, snap, pending)
+            gone = records.enforce_cap(place.db, session_id, snap.seq)
+        if gone:
+            place.store.compact()
+        snap = require(place, session_id, scope_id)
+    return {"snapshot_id": snap.snapshot_id,
+            "captured_paths": [os.fsdecode(p) for p in snap.paths],  # types.show_path
+            "byte_count": snap.byte_count}
 
 
 def _register(place: Place, session_id: str, scope_id: str, *, lazy: bool,
@@ -260,7 +279,7 @@ def _with_capture(path: PathArg, action: Any) -> None:
         return
     with opened(scope.workspace, scope.root) as place, place.store.lock:
         snap = require(place, scope.session_id, scope.scope_id)
-        rel = rel_of(place, path)
+        rel = rel_of(place, path, on_disk=True)
         capture_into(place, snap, [rel])
         action(place, rel)
         record_post(place, snap, [rel])

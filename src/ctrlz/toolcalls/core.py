@@ -60,16 +60,14 @@ def opened_workspace(workspace: WorkspaceLike = None) -> Iterator[Any]:
     if isinstance(workspace, ProtectedWorkspace):
         yield workspace
         return
-    if workspace is None or isinstance(workspace, (str, bytes, os.PathLike)):
-        start: Any = workspace if workspace is not None else "."
-    elif hasattr(workspace, "root_dir"):  # a hook's context
-        start = workspace.root_dir
+    if hasattr(workspace, "store_dir"):  # a hook's context: its store is located already
+        ws = ProtectedWorkspace.located(workspace.root_dir, workspace.store_dir)
     else:
-        start = workspace.root
-    root, store = locate(start)
-    from pathlib import Path
-
-    ws = ProtectedWorkspace.open(root, home=Path(store).parent.parent)
+        start: Any = workspace if workspace is not None else "."
+        if not isinstance(workspace, (str, bytes, os.PathLike, type(None))):
+            start = workspace.root
+        root, store = locate(start)
+        ws = ProtectedWorkspace.located(root, store)
     try:
         yield ws
     finally:
@@ -82,11 +80,14 @@ def check_id(name: str, value: str) -> str:
     return value
 
 
-def rel_of(place: Place, path: str | os.PathLike[str] | bytes, base: str | None = None) -> bytes:
+def rel_of(place: Place, path: str | os.PathLike[str] | bytes, base: str | None = None, *,
+           on_disk: bool = False) -> bytes:
     """A path (absolute, or relative to ``base``/the cwd) as workspace-relative bytes, by the
-    one path check (:mod:`ctrlz.paths`): lexical, so a symlink is never followed here."""
+    one path check (:func:`ctrlz.paths.where`): ``on_disk`` for a path about to be captured
+    and written (its parents' links followed, as the write would), else a name to restore
+    (lexical: the restore engine refuses a link in its way)."""
     start = os.fsencode(base) if base else os.fsencode(os.getcwd())
-    return workspace_relative(place.rootb, path, start, allow_root=False)
+    return workspace_relative(place.rootb, path, start, allow_root=False, on_disk=on_disk)
 
 
 def require(place: Place, session_id: str, snapshot_id: str) -> records.SnapRow:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AmbiguousSnapshot, SnapshotNotFound, UsageError, WorkspaceError
+from ..paths import within
 from ..session.protected import ProtectedWorkspace
 from ..session.restores import restore_to
 from ..types import Snapshot
@@ -127,8 +128,7 @@ def _check_dest(ws: ProtectedWorkspace, dest: str | os.PathLike[str]) -> Path:
     if path.is_dir() and any(path.iterdir()):
         raise UsageError(f"{dest} is not empty; fork into a new or empty directory")
     real = path.resolve()
-    root = ws.root.resolve()
-    if real == root or root in real.parents:
+    if within(str(real), str(ws.root.resolve())):
         raise UsageError(f"{dest} is inside the workspace {ws.root}; fork into a directory "
                          "outside it")
     return real

@@ -24,6 +24,7 @@ import os
 import time
 
 from .. import jsontext
+from ..paths import within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def _read(path: str, root: str | None, since_ns: int | None, start: int = 0,
         if not isinstance(item, dict):
             continue
         cwd = str(item.get("cwd") or "")
-        if root is not None and not (cwd == root or cwd.startswith(root + os.sep)):
+        if root is not None and not within(cwd, root):
             continue
         if since_ns is not None and item.get("time_ns", 0) < since_ns:
             continue

@@ -1,6 +1,6 @@
 """A file tool's capture, left in the inbox by a hook that runs in its own process.
 
-:func:`fs_snapshot_later` has :func:`ctrlz.toolcalls.api.fs_snapshot`'s effect for the
+:func:`capture_later` has :func:`ctrlz.toolcalls.api.capture_rels`'s effect for the
 pre-tool hook of a file tool: the pre-images of the paths the tool will write are durable
 before it returns, and the snapshot appears in every view of the store, with its turn, its
 session's budgets applied. What it skips is the indexing: the capture is written to the inbox
@@ -11,7 +11,7 @@ The hook then imports no SQLite, object store or hash function, which is most of
 
 Anything this way does not take (a body of :data:`BODY_MAX` or more, bodies adding up to
 :data:`RECORD_MAX`, a store not made yet, a path that fails the checks, a full inbox, a write
-that fails) goes the usual way instead, :func:`~ctrlz.toolcalls.api.fs_snapshot`, which
+that fails) goes the usual way instead, :func:`~ctrlz.toolcalls.api.capture_rels`, which
 raises the error a person should see. A capture is therefore at least once: a record whose
 write raised after its rename is indexed as well, and the second capture of the same paths
 adds nothing (the first capture wins).
@@ -40,24 +40,25 @@ RECORD_MAX = 8 << 20
 PENDING_MAX = 64
 
 
-def fs_snapshot_later(session_id: str, scope_id: str, paths: Sequence[str], *,
-                      workspace: Any, agent: str | None = None, tool: str | None = None,
-                      args_key: str | None = None, turn_key: str | None = None) -> None:
-    """Capture ``paths`` (absolute, inside ``workspace``, a hook's context) for the snapshot
-    ``scope_id`` through the inbox where it can, else through ``fs_snapshot``."""
+def capture_later(session_id: str, scope_id: str, rels: Sequence[bytes], *,
+                  workspace: Any, agent: str | None = None, tool: str | None = None,
+                  args_key: str | None = None, turn_key: str | None = None) -> None:
+    """Capture ``rels`` (workspace-relative, checked by the hook: :func:`ctrlz.hooks.actions.
+    inside`) of ``workspace`` (a hook's context) for the snapshot ``scope_id`` through the
+    inbox where it can, else through ``capture_rels``."""
     try:
-        left = _leave(session_id, scope_id, paths, workspace, agent=agent, tool=tool,
+        left = _leave(session_id, scope_id, rels, workspace, agent=agent, tool=tool,
                       args_key=args_key, turn_key=turn_key)
     except Exception:  # noqa: BLE001 - the usual way runs next and reports what is wrong
         left = False
     if not left:
-        from .api import fs_snapshot
+        from .api import capture_rels
 
-        fs_snapshot(session_id, scope_id, paths, workspace=workspace, agent=agent, tool=tool,
-                    args_key=args_key, turn_key=turn_key)
+        capture_rels(session_id, scope_id, rels, workspace=workspace, agent=agent, tool=tool,
+                     args_key=args_key, turn_key=turn_key)
 
 
-def _leave(session_id: str, scope_id: str, paths: Sequence[str], workspace: Any, *,
+def _leave(session_id: str, scope_id: str, rels: Sequence[bytes], workspace: Any, *,
            agent: str | None, tool: str | None, args_key: str | None,
            turn_key: str | None) -> bool:
     """Write the record; False for anything the inbox does not take (nothing written)."""
@@ -69,16 +70,12 @@ def _leave(session_id: str, scope_id: str, paths: Sequence[str], workspace: Any,
         return False  # the first capture makes the store and its schema
     if len(inbox.listing(toolcalls_dir)[0]) >= PENDING_MAX:
         return False
-    from ..paths import workspace_relative
-
     taken_ns = time.time_ns()
-    root = os.fsencode(os.path.realpath(workspace.root_dir))
-    cwd = os.fsencode(workspace.cwd)
+    root = os.fsencode(workspace.root_dir)  # real: the locator resolved it
     images: list[dict[str, Any]] = []
     bodies: list[bytes] = []
     held = 0
-    for rel in dict.fromkeys(workspace_relative(root, p, cwd, allow_root=False)
-                             for p in paths):
+    for rel in dict.fromkeys(rels):
         image, body = _image(root, rel)
         if image is None:
             return False

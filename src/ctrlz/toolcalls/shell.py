@@ -41,7 +41,7 @@ def workspace_snapshot(workspace: Any, label: str, *, session_id: str | None = N
     from ..session.protected import ProtectedWorkspace
 
     ws = (workspace if isinstance(workspace, ProtectedWorkspace)
-          else ProtectedWorkspace.open(workspace.root))
+          else ProtectedWorkspace.located(workspace.root, workspace.store_path))
     asked, ws.use_daemon = ws.use_daemon, False  # it was asked above: not a second time
     try:
         snap = ws.snapshot(type="tool", label=label, session_id=session_id)

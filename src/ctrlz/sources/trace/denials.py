@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ...paths import within
 from ...types import text_path
 from .cstrings import unescape_c_string
 
@@ -145,7 +146,7 @@ def _opens_for_writing(name: str, args: list[str]) -> bool:
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    return any(within(path, r) for r in roots)
 
 
 def denial(pid: int, ts: float, name: str, args_text: str, result: str, *,
