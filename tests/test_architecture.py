@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 import ctrlz
 
 SRC = Path(ctrlz.__file__).parent
@@ -153,8 +151,9 @@ def test_state_never_imports_engine() -> None:
 
 
 def test_one_of_each_thing() -> None:
-    """One store locator, one path check, one restore engine: the helpers they replaced are
-    gone (the tool-call layer's own path-string restore, ``put_back``, above all)."""
+    """One store locator, one path check, one place for the user's directories, one
+    restore engine: the helpers they replaced are gone (the tool-call layer's own
+    path-string restore, ``put_back``, above all)."""
     sources = {p: p.read_text() for p in SRC.rglob("*.py")}
     for path, text in sources.items():
         rel = path.relative_to(SRC).as_posix()
@@ -162,6 +161,8 @@ def test_one_of_each_thing() -> None:
             assert "def _store_dir" not in text and '"workspaces"' not in text, rel
         if rel != "paths.py":
             assert "os.path.normpath" not in text, rel
+        if rel != "platform.py":  # one user_dir, one xdg_base
+            assert '"XDG_' not in text and "import platformdirs" not in text, rel
     assert "def put_back" not in sources[SRC / "toolcalls" / "images.py"]
 
 
@@ -413,21 +414,3 @@ def test_the_import_reader_sees_what_python_sees() -> None:
     assert "ctrlz.state.scan.scanner" not in imports(modules()["ctrlz.state.scan.incremental"])
     # three dots from a subpackage module
     assert "ctrlz.errors" in graph["ctrlz.state.scan.walk"]
-
-
-@pytest.mark.parametrize("env", [{}, {"XDG_DATA_HOME": "/x/data", "XDG_CONFIG_HOME": "/x/cfg"},
-                                 {"XDG_DATA_HOME": "  ", "XDG_CONFIG_HOME": ""}])
-def test_user_dirs_are_platformdirs_own(env: dict[str, str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The locator computes the XDG directories itself (platformdirs costs every command
-    milliseconds to import); they must be exactly platformdirs' answers."""
-    import platformdirs
-
-    from ctrlz.locator import user_dir
-
-    for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    assert user_dir("data") == platformdirs.user_data_dir("ctrlz")
-    assert user_dir("config") == platformdirs.user_config_dir("ctrlz")

@@ -154,3 +154,91 @@ print("ok")
     proc = subprocess.run([sys.executable, "-c", code, str(root)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+# -- the user's directories ---------------------------------------------------------------------
+
+KINDS = ("data", "config", "cache", "state")
+XDG_VARS = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR")
+#: what a user's environment may hold: absolute, relative (invalid, the XDG spec says:
+#: ignored), blank, padded, with a trailing slash, with a space inside
+ODD = ["/x/data", "relative/dir", "", "   ", " /padded", "/trailing/", "/with space/x ", "~/x",
+       "."]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in XDG_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.skipif(platform.system() != "linux", reason="off Linux, user_dir is platformdirs")
+@pytest.mark.parametrize("value", [None, *ODD])
+@pytest.mark.parametrize("home", [None, "/home/someone", "/home/someone/", "relative", ""])
+def test_user_dirs_are_platformdirs_own(value: str | None, home: str | None,
+                                        clean_env: pytest.MonkeyPatch) -> None:
+    """ctrlz computes the XDG directories itself (platformdirs costs every command
+    milliseconds to import); for every kind and every odd value they must be exactly
+    platformdirs' answers, with this process's environment or another one's (the door's)."""
+    import platformdirs
+
+    if home is None:
+        clean_env.delenv("HOME", raising=False)
+    else:
+        clean_env.setenv("HOME", home)
+    for kind in KINDS:
+        var = f"XDG_{kind.upper()}_HOME"
+        if value is not None:
+            clean_env.setenv(var, value)
+        expected = getattr(platformdirs, f"user_{kind}_dir")("ctrlz")
+        assert platform.user_dir(kind) == expected, (kind, value, home)
+        assert platform.user_dir(kind, dict(os.environ)) == expected, (kind, value, home)
+        assert os.path.join(str(platform.xdg_base(kind)), "ctrlz") == expected
+
+
+def test_the_runtime_dir_is_the_login_managers_else_the_fallback(
+        tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    """``$XDG_RUNTIME_DIR/ctrlz`` where the variable names a directory (what platformdirs
+    says for a private one); otherwise none (the service keeps its files with the stores),
+    never a guess."""
+    import platformdirs
+
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    clean_env.setenv("XDG_RUNTIME_DIR", str(private))
+    assert platform.user_dir("runtime") == str(private / "ctrlz")
+    assert platform.user_dir("runtime") == platformdirs.user_runtime_dir("ctrlz")
+    for value in [None, "relative", "", "   ", str(tmp_path / "missing"), " " + str(private)]:
+        if value is None:
+            clean_env.delenv("XDG_RUNTIME_DIR")
+        else:
+            clean_env.setenv("XDG_RUNTIME_DIR", value)
+        with pytest.raises(LookupError, match="no runtime directory"):
+            platform.user_dir("runtime")
+
+
+@pytest.mark.skipif(platform.system() != "linux", reason="systemd units are Linux only")
+@pytest.mark.parametrize("value", [None, *ODD])
+def test_every_module_asks_user_dir(value: str | None, tmp_path: Path,
+                                    clean_env: pytest.MonkeyPatch) -> None:
+    """The service's unit, its run directory, the remotes' model cache and OpenCode's
+    configuration follow the same rule as the stores (relative values ignored)."""
+    import platformdirs
+
+    from ctrlz.installers.specs import opencode
+    from ctrlz.service import runtime, systemd
+    from ctrlz.session.remotes import _model_cache
+
+    for name in XDG_VARS[:4]:
+        if value is not None:
+            clean_env.setenv(name, value)
+    clean_env.setenv("CTRLZ_HOME", str(tmp_path / "home"))
+    assert systemd.unit_path() == Path(platformdirs.user_config_dir("systemd"), "user",
+                                       "ctrlz.service")
+    assert _model_cache() == os.path.join(platformdirs.user_cache_dir("ctrlz"), "botocore")
+    assert runtime.run_dir() == tmp_path / "home" / "run"
+    home = Path(os.path.expanduser("~"))
+    plugin = opencode("user", tmp_path, home)[0].path
+    assert plugin.parent.parent == Path(platformdirs.user_config_dir("opencode"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from .errors import ConfigError
-from .locator import user_dir
+from .platform import user_dir
 
 # the rules and limits load with the engine that uses them: opening a workspace to list its
 # snapshots, or to hand a snapshot to its daemon, never matches a path; and neither ``re`` nor
@@ -103,7 +103,7 @@ def user_config_path() -> Path:
 
 def user_config_file(env: Mapping[str, str] | None = None) -> str:
     """The user's configuration file (``env``: another process's environment, see
-    :func:`~ctrlz.locator.user_dir`)."""
+    :func:`~ctrlz.platform.user_dir`)."""
     return os.path.join(user_dir("config", env), "config.toml")
 
 

@@ -30,30 +30,9 @@ if TYPE_CHECKING:
 _SLUG_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
-def user_dir(kind: str, env: Mapping[str, str] | None = None) -> str:
-    """The platform's user ``data`` or ``config`` directory for ctrlz, as platformdirs gives
-    it. On Linux that is the XDG rule, computed here: importing platformdirs (and the
-    ``tempfile`` and ``shutil`` it brings) would cost every command and hook milliseconds.
-    ``env``: another process's environment (the native door's caller, :mod:`ctrlz.door`)
-    instead of this one's; on Linux only."""
-    if platform.system() == "linux":
-        var, fallback = (("XDG_CONFIG_HOME", "~/.config") if kind == "config"
-                         else ("XDG_DATA_HOME", "~/.local/share"))
-        env = os.environ if env is None else env
-        base = env.get(var, "")
-        if not base.strip():
-            base = (os.path.expanduser(fallback) if env is os.environ
-                    else _expanduser(fallback, env))
-        return os.path.join(base, "ctrlz")
-    import platformdirs
-
-    return (platformdirs.user_config_dir if kind == "config"
-            else platformdirs.user_data_dir)("ctrlz")
-
-
 def _expanduser(path: str, env: Mapping[str, str]) -> str:
-    """``os.path.expanduser`` of ``~`` or ``~/...`` with ``$HOME`` from ``env``; as it
-    does, the password database's home when ``env`` has none."""
+    """``os.path.expanduser`` of ``~`` or ``~/...`` (a ``$CTRLZ_HOME``) with ``$HOME`` from
+    ``env``; as it does, the password database's home when ``env`` has none."""
     home = env.get("HOME")
     if home is None:
         import pwd
@@ -64,7 +43,8 @@ def _expanduser(path: str, env: Mapping[str, str]) -> str:
 
 def home_dir(environ: Mapping[str, str] | None = None) -> str:
     """``$CTRLZ_HOME`` if set, else the platform's user data directory for ctrlz (``environ``:
-    another process's environment instead of this one's, see :func:`user_dir`).
+    another process's environment instead of this one's, see
+    :func:`ctrlz.platform.user_dir`).
 
     A home that cannot be a directory (a file, or under one) is a
     :class:`~ctrlz.errors.ConfigError` here, where the home is resolved: otherwise every
@@ -72,7 +52,7 @@ def home_dir(environ: Mapping[str, str] | None = None) -> str:
     existing directory costs one ``stat``; a home not made yet is fine (init makes it)."""
     env = (os.environ if environ is None else environ).get("CTRLZ_HOME")
     if not env:
-        home = user_dir("data", environ)
+        home = platform.user_dir("data", environ)
     elif environ is not None and env[:2] in ("~", "~/"):
         home = _expanduser(env, environ)
     else:  # this process's own, a plain path, or ~user (the password database's, for anyone)

@@ -23,6 +23,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 #: the environment variable, and the one value that means "pretend the fast paths are missing"
@@ -42,6 +43,69 @@ def system() -> str:
         return "linux"
     return sys.platform
 
+
+
+# -- where a user's files go ------------------------------------------------------------------
+
+#: each kind of user directory: its XDG variable and its default below the home directory
+_XDG = {"data": ("XDG_DATA_HOME", ".local/share"), "config": ("XDG_CONFIG_HOME", ".config"),
+        "cache": ("XDG_CACHE_HOME", ".cache"), "state": ("XDG_STATE_HOME", ".local/state"),
+        "runtime": ("XDG_RUNTIME_DIR", None)}
+
+
+def user_dir(kind: str, env: Mapping[str, str] | None = None) -> str:
+    """ctrlz's own user directory of ``kind`` (data, config, cache, state or runtime): the
+    one place every module asks. It is platformdirs' answer, computed here on Linux (the XDG
+    rule, :func:`xdg_base`): importing platformdirs (and the ``tempfile`` and ``shutil`` it
+    brings) would cost every command and hook milliseconds. ``env``: another process's
+    environment (the native door's caller, :mod:`ctrlz.door`) instead of this one's; on Linux.
+
+    ``runtime`` is ``$XDG_RUNTIME_DIR/ctrlz`` on every system, when that variable names a
+    directory (the login manager's private tmpfs); else there is none (:class:`LookupError`):
+    the service then keeps its run files with the stores, which it checks are private itself,
+    rather than in platformdirs' guess (``/run/user/<uid>`` or a temporary directory) that
+    nobody made for it."""
+    if kind == "runtime":
+        base = xdg_base(kind, env)
+        if base is None or not os.path.isdir(base):
+            raise LookupError("no runtime directory ($XDG_RUNTIME_DIR names no directory)")
+        return os.path.join(base, "ctrlz")
+    if system() == "linux":
+        found = xdg_base(kind, env)
+        assert found is not None
+        return os.path.join(found, "ctrlz")
+    import platformdirs
+
+    return str(getattr(platformdirs, f"user_{kind}_dir")("ctrlz"))
+
+
+def xdg_base(kind: str, env: Mapping[str, str] | None = None,
+             home: str | None = None) -> str | None:
+    """The XDG base directory of ``kind`` (not ctrlz's own: systemd's user units and
+    OpenCode's configuration live below it too): ``$XDG_<KIND>_HOME`` when it is an absolute
+    path (the XDG spec: a relative one is invalid and ignored, so whitespace and empty
+    values are too), else its default below ``home`` (by default the user's home, as
+    platformdirs finds it: ``$HOME`` when absolute, else the password database's).
+    ``runtime`` has no default: None."""
+    var, default = _XDG[kind]
+    env = os.environ if env is None else env
+    value = env.get(var, "")
+    if value.startswith("/"):
+        return value
+    if default is None:
+        return None
+    return (home if home is not None else _home(env)).rstrip("/") + "/" + default
+
+
+def _home(env: Mapping[str, str]) -> str:
+    """The user's home directory: ``$HOME`` from ``env`` when absolute, else the password
+    database's (a relative ``$HOME`` would move every store with the working directory)."""
+    home = env.get("HOME", "")
+    if home.startswith("/"):
+        return home
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_dir
 
 def portable() -> bool:
     """Whether ``CTRLZ_PLATFORM=portable`` turned the Linux-only fast paths off. Read on every

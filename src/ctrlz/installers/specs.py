@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..platform import xdg_base
+
 #: The ``ctrlz-hook`` console script: the hook runner without the CLI's start-up cost.
 HOOK_SCRIPT = "ctrlz-hook"
 MCP_SERVER = {"command": "ctrlz", "args": ["mcp"]}
@@ -193,7 +195,7 @@ def opencode(scope: str, project: Path, home: Path) -> list[Target]:
     server = {"ctrlz": {"type": "local", "command": [MCP_SERVER["command"],
                                                      *MCP_SERVER["args"]], "enabled": True}}
     if scope == "user":
-        config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+        config = Path(str(xdg_base("config", home=os.fspath(home)))) / "opencode"
         return [Target(config / "plugins" / "ctrlz.js", "file", content=PLUGIN),
                 Target(_opencode_config(config), servers=server, server_key=["mcp"])]
     return [Target(project / ".opencode" / "plugins" / "ctrlz.js", "file", content=PLUGIN,

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import UsageError
+from ..platform import user_dir
 
 SOCKET = "service.sock"
 LOCK = "service.lock"
@@ -36,13 +37,14 @@ LOG = "service.log"
 
 
 def run_dir() -> Path:
-    """The run directory (not created here; :func:`ensure_run_dir` makes it)."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return Path(xdg) / "ctrlz"
-    from ..locator import default_home
+    """The run directory (not created here; :func:`ensure_run_dir` makes it): the user's
+    runtime directory, else ``run/`` in the store home."""
+    try:
+        return Path(user_dir("runtime"))
+    except LookupError:
+        from ..locator import default_home
 
-    return default_home() / "run"
+        return default_home() / "run"
 
 
 def log_path() -> Path:

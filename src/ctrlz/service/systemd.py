@@ -15,11 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import platform
+
 UNIT = "ctrlz.service"
 
 
 def unit_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    """Where a user unit goes: systemd's own, below the XDG config directory (not ctrlz's)."""
+    base = platform.xdg_base("config")
+    assert base is not None
     return Path(base) / "systemd" / "user" / UNIT
 
 
@@ -50,8 +54,6 @@ def _systemctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 def available() -> tuple[bool, str]:
     """Whether a user systemd answers, and if not, why (one line)."""
-    from .. import platform
-
     if platform.portable():
         return False, f"no service manager in portable mode ({platform.ENV}=portable)"
     if shutil.which("systemctl") is None:

@@ -120,12 +120,7 @@ def _model_cache() -> str:
     """Where S3 backends keep botocore's parsed models (``state/remote/s3.py``): the user's
     cache directory, not ``CTRLZ_HOME``, so that every store, and a clone into a new home,
     reads one copy."""
-    if platform.system() == "linux":
-        base = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.expanduser("~/.cache")
-        return os.path.join(base, "ctrlz", "botocore")
-    import platformdirs
-
-    return os.path.join(platformdirs.user_cache_dir("ctrlz"), "botocore")
+    return os.path.join(platform.user_dir("cache"), "botocore")
 
 
 def default_remote(ws: ProtectedWorkspace, name: str | None) -> RemoteSpec:
