@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import UsageError, exhausted
+from ..paths import where
 from ..state import btrfs, failpoints, meter
 from ..state.exclude import Matcher, Rules
 from ..state.objects import LOOSE_MIN, ObjectWriter
@@ -140,11 +141,8 @@ def disk_ignore_reader(root: Path):  # type: ignore[no-untyped-def]
 def internal_dirs(root: Path, store: Path) -> frozenset[bytes]:
     """The store's path relative to ``root`` when it lies inside (SnapshotManager sessions may
     do that): it is never captured."""
-    try:
-        rel = store.resolve().relative_to(root.resolve())
-    except ValueError:
-        return frozenset()
-    return frozenset({os.fsencode(rel.as_posix())})
+    found = where(os.fsencode(store.resolve()), os.fsencode(root.resolve()), allow_root=False)
+    return frozenset({found.rel}) if found.inside else frozenset()
 
 
 class WorkingState:

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterable
 
 from .. import platform
+from ..paths import within
 
 __all__ = [
     "FS", "MIN_ABI", "READ", "LandlockError", "Ruleset", "abi", "handled_fs", "path_rules",
@@ -215,7 +216,7 @@ def path_rules(version: int, writable: Iterable[str], unreadable: Iterable[str],
         real = _real(path)
         if real is None:
             continue
-        inner = sorted(h for h in hidden if _under(h, real))
+        inner = sorted(h for h in hidden if within(h, real))
         if inner:
             raise ValueError(f"{path} is writable but holds {inner[0]}, which must stay "
                              "unreadable")
@@ -236,12 +237,8 @@ def path_rules(version: int, writable: Iterable[str], unreadable: Iterable[str],
             continue
         for entry in entries:
             real = _real(entry.path)  # a link's target is what the rule would cover
-            if real is None or any(_under(h, real) for h in hidden):
+            if real is None or any(within(h, real) for h in hidden):
                 continue
             rules.append((real, READ))
     return rules
 
-
-def _under(path: str, top: str) -> bool:
-    """Whether ``path`` is ``top`` or beneath it (both real and absolute)."""
-    return path == top or path.startswith(top.rstrip("/") + "/")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import UsageError, WorkspaceError
 from ..locator import default_home, store_path_for, stores
+from ..paths import within
 from ..state.atomic import atomic_write_bytes
 from ..state.repository import Repository
 
@@ -137,7 +138,7 @@ def find(ref: str, home: Path | None = None) -> KnownWorkspace:
             return w
     if ref.startswith("/"):
         here = os.path.realpath(ref)
-        best = [w for w in found if here == w.root or here.startswith(w.root.rstrip("/") + "/")]
+        best = [w for w in found if within(here, w.root)]
         if best:
             return max(best, key=lambda w: len(w.root))
     raise WorkspaceError(f"no protected workspace {ref!r}; see GET /v1/workspaces (or run "
