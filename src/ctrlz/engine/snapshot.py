@@ -191,7 +191,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             scanner = Scanner(source, matcher, sink, pool, limits, cache.root(index),
                               scan_ns, budget, dirty=root_dirty,
                               previous_skipped=previous, tree_cache=repo.tree_data,
-                              linked=cache.linked_in(index),
+                              linked=cache.linked_in(index), stamps=cache.stamps_in(index),
                               mounts=None if root_dirty is None else
                               mount_points(os.fsencode(source.resolve())))
             result = scanner.scan()
@@ -199,7 +199,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
             trees.update(scanner.built_trees)
             patched.update(scanner.patched_trees)
             top.append(Entry(root_name(index), DIR, result.mode, 0, 0, result.oid))
-            for field in ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees"):
+            for field in ScanStats.__slots__:
                 setattr(stats, field, getattr(stats, field) + getattr(result.stats, field))
             skipped += [Skipped(prefix + s.path, s.reason) for s in result.skipped]
     top.sort(key=lambda e: e.name)
@@ -315,7 +315,8 @@ def take_snapshot(
             repo.remember_trees(state.trees)
         repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans],
-                                      [s.linked for s in state.scans]))
+                                      [s.linked for s in state.scans],
+                                      [s.stamps for s in state.scans]))
         return snap, state.stats
 
 

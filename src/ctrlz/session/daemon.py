@@ -178,7 +178,8 @@ class Daemon:
                 return False
             repo.save_statcache(StatCache(newest.id, scan_ns, repo.algorithm,
                                           [s.cache for s in state.scans],
-                                          [s.linked for s in state.scans]))
+                                          [s.linked for s in state.scans],
+                                          [s.stamps for s in state.scans]))
             # encoded, as a snapshot keeps them: the first dirty scan patches these bytes
             repo.remember_tree_data({oid: encode_tree(entries)
                                      for oid, entries in state.trees.items()})

@@ -11,6 +11,11 @@ The cache is one ``marshal`` file in the store, replaced atomically (without fsy
 cache) after each snapshot commits; a long-lived process keeps it in memory between snapshots.
 It names the snapshot it was built with; it is only used while that snapshot still exists, so it
 never vouches for an object that gc has removed. Losing it costs speed, never correctness.
+
+Like git's untracked cache, it also keeps the stat of each folder whose cached listing was its
+whole listing (:data:`Stamp`): while a folder's own stat is unchanged, no name in it was
+added, removed or renamed, so a scan without a watcher stats the names it knows instead of
+listing the folder again (``scan/walk.list_known``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ FINE_WINDOW_NS = 50_000_000
 #: judged against a 2 s window: all an edit within the same second or two changes is content.
 COARSE_WINDOW_NS = 2_000_000_000
 _SECOND = 1_000_000_000
-VERSION = 4  # 4: the files with more than one link, per root
+VERSION = 5  # 4: the files with more than one link, per root; 5: the folders' stamps
 
 def trusted(key: tuple[int, int, int, int, int], scan_ns: int) -> bool:
     """Whether an entry stat'ed by the scan that started at ``scan_ns`` can be trusted by its
@@ -53,6 +58,11 @@ def trusted(key: tuple[int, int, int, int, int], scan_ns: int) -> bool:
 CacheEntry = tuple[tuple[int, int, int, int, int], bytes, bool]
 Totals = tuple[int, int, int, int]
 DirCache = tuple[bytes, dict[bytes, CacheEntry], Totals]
+#: a folder's own (st_mode, mtime_ns, ctime_ns, inode, device), kept only for a folder that
+#: nothing in was left out of (its cached listing is its whole listing) and that was not
+#: racily clean. Any name added, removed or renamed in it changes its mtime and ctime, and
+#: ``os.utime`` can set the mtime back but never the ctime.
+Stamp = tuple[int, int, int, int, int]
 
 
 class StatCache:
@@ -60,11 +70,12 @@ class StatCache:
     algorithm, and per root its directories. (A plain class: see :mod:`ctrlz.types` on why
     the records every process opens are not dataclasses.)"""
 
-    __slots__ = ("algorithm", "linked", "roots", "scan_ns", "snapshot_id")
+    __slots__ = ("algorithm", "linked", "roots", "scan_ns", "snapshot_id", "stamps")
 
     def __init__(self, snapshot_id: str | None = None, scan_ns: int = 0, algorithm: str = "",
                  roots: list[dict[bytes, DirCache]] | None = None,
-                 linked: list[list[bytes]] | None = None) -> None:
+                 linked: list[list[bytes]] | None = None,
+                 stamps: list[dict[bytes, Stamp]] | None = None) -> None:
         self.snapshot_id = snapshot_id
         self.scan_ns = scan_ns
         self.algorithm = algorithm
@@ -72,6 +83,8 @@ class StatCache:
         #: per root, the files the scan found with more than one link: a watcher cannot see
         #: them change (:mod:`ctrlz.state.scan.blind`), so every dirty scan stats them again
         self.linked = linked if linked is not None else []
+        #: per root, the folders' stamps (:data:`Stamp`), by relative path
+        self.stamps = stamps if stamps is not None else []
 
     def __repr__(self) -> str:
         return (f"StatCache(snapshot_id={self.snapshot_id!r}, scan_ns={self.scan_ns}, "
@@ -83,19 +96,22 @@ class StatCache:
     def linked_in(self, index: int) -> list[bytes]:
         return self.linked[index] if index < len(self.linked) else []
 
+    def stamps_in(self, index: int) -> dict[bytes, Stamp]:
+        return self.stamps[index] if index < len(self.stamps) else {}
+
 
 def load(path: Path, algorithm: str) -> StatCache:
     try:
         raw: Any = marshal.loads(path.read_bytes())
-        version, snapshot_id, scan_ns, algo, roots, linked = raw
+        version, snapshot_id, scan_ns, algo, roots, linked, stamps = raw
         if version != VERSION or algo != algorithm:
             return StatCache()
-        return StatCache(snapshot_id, scan_ns, algo, roots, linked)
+        return StatCache(snapshot_id, scan_ns, algo, roots, linked, stamps)
     except (OSError, ValueError, EOFError, TypeError):
         return StatCache()
 
 
 def save(path: Path, cache: StatCache) -> None:
     data = marshal.dumps((VERSION, cache.snapshot_id, cache.scan_ns, cache.algorithm,
-                          cache.roots, cache.linked))
+                          cache.roots, cache.linked, cache.stamps))
     atomic_write_bytes(path, data, durable=False)  # a lost cache costs a rescan, no data

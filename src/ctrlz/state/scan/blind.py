@@ -54,24 +54,42 @@ def _unescape(field: bytes) -> bytes:
     return bytes(out)
 
 
-def mount_points(root: bytes, mountinfo: str = MOUNTINFO) -> list[bytes]:
-    """The mount points strictly inside ``root`` (an absolute, resolved path), relative to
-    it. Empty where the system has no ``/proc/self/mountinfo`` (not Linux): there the
-    watcher's backend is the only source, as documented."""
+def _mounts(mountinfo: str) -> list[tuple[bytes, bytes]]:
+    """Every mount as (mount point, file system type); empty where the system has no
+    ``/proc/self/mountinfo`` (not Linux)."""
     try:
         with open(mountinfo, "rb") as f:
             data = f.read()
     except OSError:
         return []
-    prefix = root.rstrip(b"/") + b"/"
     found = []
     for line in data.splitlines():
         fields = line.split(b" ", 5)
-        if len(fields) < 5:
+        if len(fields) < 6:
             continue
-        point = _unescape(fields[4])
-        if point.startswith(prefix):
-            found.append(point[len(prefix):])
+        fstype = line.partition(b" - ")[2].partition(b" ")[0]
+        found.append((_unescape(fields[4]), fstype))
+    return found
+
+
+def mount_points(root: bytes, mountinfo: str = MOUNTINFO) -> list[bytes]:
+    """The mount points strictly inside ``root`` (an absolute, resolved path), relative to
+    it. Empty where the system has no ``/proc/self/mountinfo`` (not Linux): there the
+    watcher's backend is the only source, as documented."""
+    prefix = root.rstrip(b"/") + b"/"
+    return [point[len(prefix):] for point, _fstype in _mounts(mountinfo)
+            if point.startswith(prefix)]
+
+
+def fs_type(path: bytes, mountinfo: str = MOUNTINFO) -> bytes | None:
+    """The type of the file system ``path`` (absolute, resolved) is on: that of the last
+    mount (the one on top) at the longest mount point above it. None where it cannot be
+    told."""
+    best, found = -1, None
+    for point, fstype in _mounts(mountinfo):
+        if (path == point or path.startswith(point.rstrip(b"/") + b"/")) \
+                and len(point) >= best:
+            best, found = len(point), fstype
     return found
 
 

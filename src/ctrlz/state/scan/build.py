@@ -51,6 +51,9 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
         done(node, finish_patched(sc, node, new_cache), new_cache)
         return
     entries = [e for e in node.entries if e[OID] is not None]
+    if node.listed >= 0 and node.stamp is not None \
+            and len(entries) + len(node.same) == node.listed and trusted(node.stamp, sc.scan_ns):
+        sc.new_stamps[node.rel] = node.stamp  # nothing left out: the listing is whole
     cached = node.cached
     if not node.dirty and cached is not None and len(entries) + len(node.same) == len(cached[1]):
         tree_oid, mapping, totals = cached

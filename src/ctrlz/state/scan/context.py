@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...types import Skipped
 from ..exclude import Matcher
-from ..statcache import DirCache
+from ..statcache import DirCache, Stamp
 from ..trees import Entry
 from .blind import with_blind_spots
 from .model import OVER_MAX_BYTES, Changes, DirNode, DirtyDirs, Limits, ScanStats
@@ -69,7 +69,8 @@ class ScanContext:
     at hand in memory (else ``None``), which lets a directory listed from the cache be
     patched instead of rebuilt entry by entry. ``linked`` and ``mounts``: what a watcher
     cannot see (the cache's files with more than one link, the mount points inside the
-    root), looked at again by a dirty scan (:mod:`.blind`)."""
+    root), looked at again by a dirty scan (:mod:`.blind`). ``stamps``: the cache's folder
+    stamps (:data:`~ctrlz.state.statcache.Stamp`)."""
 
     def __init__(self, root: Path, matcher: Matcher, sink: Sink, pool: Pool,
                  limits: Limits | None = None, cache: dict[bytes, DirCache] | None = None,
@@ -78,7 +79,8 @@ class ScanContext:
                  previous_skipped: list[Skipped] | None = None,
                  tree_cache: Callable[[bytes], bytes | None] | None = None,
                  linked: list[bytes] | None = None,
-                 mounts: list[bytes] | None = None) -> None:
+                 mounts: list[bytes] | None = None,
+                 stamps: dict[bytes, Stamp] | None = None) -> None:
         self.root = root
         self.matcher = matcher
         self.sink = sink
@@ -98,6 +100,12 @@ class ScanContext:
         self.linked: list[bytes] = []
         self._linked_before = frozenset(linked or ())
         self.tree_cache = tree_cache
+        self.stamps = stamps if stamps is not None else {}
+        #: the device on which the stamps may be believed (the root's, on a file system
+        #: known to stamp folders, set by the scan); None: nowhere
+        self.stamp_dev: int | None = None
+        #: the stamps for the new cache (``build.finish``)
+        self.new_stamps: dict[bytes, Stamp] = {}
         self.stats = ScanStats()
         self.skipped: list[Skipped] = []
         self._reader = FileReader(self.sink, self.pool, self.stats, self.skipped)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
 
     from ...types import Skipped
     from ..exclude import DirRules
-    from ..statcache import CacheEntry, DirCache
+    from ..statcache import CacheEntry, DirCache, Stamp
 
 
 class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_over_max_bytes",
@@ -33,18 +33,20 @@ class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_ov
 
 
 class ScanStats:
-    """Counts of one scan (``hashed``: files actually read)."""
+    """Counts of one scan (``hashed``: files actually read; ``stamped``: folders listed from
+    their stamp, not read, :func:`~ctrlz.state.scan.walk.list_known`)."""
 
-    __slots__ = ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees")
+    __slots__ = ("files", "dirs", "symlinks", "bytes", "hashed", "reused_trees", "stamped")
 
     def __init__(self, files: int = 0, dirs: int = 0, symlinks: int = 0, bytes: int = 0,
-                 hashed: int = 0, reused_trees: int = 0) -> None:
+                 hashed: int = 0, reused_trees: int = 0, stamped: int = 0) -> None:
         self.files = files
         self.dirs = dirs
         self.symlinks = symlinks
         self.bytes = bytes
         self.hashed = hashed
         self.reused_trees = reused_trees
+        self.stamped = stamped
 
     def _values(self) -> tuple[int, ...]:
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -69,13 +71,15 @@ class ScanResult:
     symlinks created, modified and deleted since the tree the stat cache describes, counted as
     :func:`~ctrlz.engine.diff.count_changes` would (``None`` when the cache could not tell: no
     cache for the root, or a directory missing from it); ``linked``, the files found with more
-    than one link (:mod:`~ctrlz.state.scan.blind`)."""
+    than one link (:mod:`~ctrlz.state.scan.blind`); ``stamps``, the folders' stamps for the
+    stat cache (:data:`~ctrlz.state.statcache.Stamp`)."""
 
-    __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes", "linked")
+    __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes", "linked", "stamps")
 
     def __init__(self, oid: bytes, mode: int, stats: ScanStats, skipped: list[Skipped],
                  cache: dict[bytes, DirCache], changes: Changes | None = None,
-                 linked: list[bytes] | None = None) -> None:
+                 linked: list[bytes] | None = None,
+                 stamps: dict[bytes, Stamp] | None = None) -> None:
         self.oid = oid
         self.mode = mode
         self.stats = stats
@@ -83,6 +87,7 @@ class ScanResult:
         self.cache = cache
         self.changes = changes
         self.linked = linked if linked is not None else []
+        self.stamps = stamps if stamps is not None else {}
 
 
 #: how the reason of a file left out for ``max_bytes`` ends its figures (``walk``); such a
@@ -119,10 +124,11 @@ class DirNode:
     """One directory of the walk: what was listed in it, and where its tree id goes."""
 
     __slots__ = ("rel", "path", "rules", "entries", "same", "cached", "dirty", "slot", "mode",
-                 "unreadable", "from_cache", "base", "at")
+                 "unreadable", "from_cache", "base", "at", "stamp", "listed")
 
     def __init__(self, rel: bytes, path: bytes, rules: DirRules, cached: DirCache | None,
-                 slot: tuple[DirNode, list[Any]] | None, mode: int) -> None:
+                 slot: tuple[DirNode, list[Any]] | None, mode: int,
+                 stamp: Stamp | None = None) -> None:
         self.rel = rel
         self.path = path
         self.rules = rules  # the exclusion rules in force in this directory
@@ -141,6 +147,12 @@ class DirNode:
         #: then holds only the subdirectories entered
         self.base: bytes | None = None
         self.at: list[int] = []  # where each entered subdirectory's record starts in ``base``
+        #: the folder's own stat as its parent's listing saw it, before it was listed (for
+        #: the stat cache's stamps); None when it was not stat'ed (a dirty scan's)
+        self.stamp = stamp
+        #: how many names the folder's listing had, when it was listed whole (from the disk,
+        #: or by its stamp): if every one became an entry, the stamp may be kept
+        self.listed = -1
 
 
 def same_entries(same: list[tuple[bytes, CacheEntry]]) -> list[list[Any]]:

@@ -12,22 +12,26 @@ import os
 
 from ...errors import WorkspaceError
 from ..exclude import GITIGNORE
-from ..statcache import DirCache
-from .blind import names_of
+from ..statcache import DirCache, Stamp
+from .blind import fs_type, names_of
 from .build import finish
 from .context import ScanContext
 from .incremental import list_unchanged
 from .model import DirNode, ScanResult
-from .walk import list_disk, list_names, release_deferred
+from .walk import STAMPED_FS, list_disk, list_names, release_deferred
 
 
 class Scanner(ScanContext):
     """Scans one root. Create one per root per snapshot."""
 
     def scan(self) -> ScanResult:
-        root_mode = os.lstat(self._root_bytes).st_mode
+        st = os.lstat(self._root_bytes)
+        root_mode = st.st_mode
+        if self.stamps and fs_type(os.path.realpath(self._root_bytes)) in STAMPED_FS:
+            self.stamp_dev = st.st_dev
         top = DirNode(b"", self._root_bytes, self.matcher.root_rules, self.cache.get(b""), None,
-                      root_mode & 0o7777)
+                      root_mode & 0o7777, (root_mode, st.st_dev, st.st_mtime_ns,
+                                           st.st_ctime_ns, st.st_ino))
         order: list[DirNode] = []
         stack = [top]
         reader = self._reader
@@ -55,7 +59,20 @@ class Scanner(ScanContext):
             raise WorkspaceError(f"cannot list the workspace root {self.root}"
                                  f"{': ' + why if why else ''}; check its permissions")
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
-                          self._changes.get(b""), self._all_linked(new_cache))
+                          self._changes.get(b""), self._all_linked(new_cache),
+                          self._all_stamps(new_cache))
+
+    def _all_stamps(self, new_cache: dict[bytes, DirCache]) -> dict[bytes, Stamp]:
+        """The stamps this scan took, and the old ones of the folders whose cache entry it
+        kept as it was (the same object: the same names), listed or not: a stamp says that
+        while the folder's stat is unchanged, its names are those of its cache entry."""
+        new = self.new_stamps
+        old_cache = self.cache
+        for rel, stamp in self.stamps.items():
+            if rel not in new and (entry := new_cache.get(rel)) is not None \
+                    and entry is old_cache.get(rel):
+                new[rel] = stamp
+        return new
 
     def _all_linked(self, new_cache: dict[bytes, DirCache]) -> list[bytes]:
         """The files found with more than one link, with the other names the cache knows for

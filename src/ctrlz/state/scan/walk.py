@@ -19,9 +19,16 @@ from ..trees import DIR, FILE, SYMLINK
 from .incremental import cached_entries, reuse_unlisted
 from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, OVER_MAX_BYTES, DirNode, special_kind
 
+#: the file systems whose folders are trusted to change their mtime and ctime whenever a name
+#: in them is added, removed or renamed (POSIX asks it of every one; network and FUSE file
+#: systems, whose folder times a server or a cache may hold back, are not among them): on
+#: these a folder whose stamp is unchanged is not listed again (:func:`list_known`)
+STAMPED_FS = frozenset((b"ext2", b"ext3", b"ext4", b"xfs", b"btrfs", b"tmpfs", b"f2fs", b"zfs",
+                        b"bcachefs", b"jfs", b"reiserfs", b"overlay"))
 #: files at least this big that the scan must read wait until the walk has the workspace's
 #: total (see :func:`release_deferred`); smaller ones are read as they are found
 DEFER_MIN = 1 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,10 +36,18 @@ if TYPE_CHECKING:
 
     from .context import ScanContext
 
+    #: what a name must have for an ignore rule to exclude it (:func:`_screen`)
+    Screen = tuple[frozenset[bytes], tuple[bytes, ...], tuple[bytes, ...]]
+
 
 def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
     """List ``node`` with ``os.scandir``: fill its entries, queue the reads it needs and push
-    the subdirectories to enter onto ``stack``."""
+    the subdirectories to enter onto ``stack``. A folder whose stamp is the cache's is
+    listed from its known names instead (:func:`list_known`)."""
+    stamp = node.stamp
+    if stamp is not None and stamp[1] == sc.stamp_dev and node.cached is not None \
+            and sc.stamps.get(node.rel) == stamp and list_known(sc, node, stack):
+        return
     try:
         with os.scandir(node.path) as it:
             listing = list(it)
@@ -47,7 +62,65 @@ def list_disk(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> None:
             if de.name == GITIGNORE:
                 _enter_ignore_file(sc, node)
                 break
+    node.listed = len(listing)
     take_listing(sc, node, stack, listing)
+
+
+def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
+    """List a folder whose stamp the cache keeps (git's untracked cache): while its own stat
+    is the stamp, no name in it was added, removed or renamed since its cached listing, which
+    was its whole listing. So the folder is not read: each cached name is stat'ed (one
+    ``lstat`` relative to the folder, cheaper than a listing's) and one whose stat matches its
+    trusted cache entry is taken as such; any other name goes to :func:`take_listing`, as a
+    listed entry would. The folder is opened and its stat taken again first: ``False``
+    (nothing done, ``node.stamp`` now that stat) when it is not the stamp any more, or when
+    it cannot be opened; the caller then lists it from the disk."""
+    assert node.cached is not None
+    try:
+        fd = os.open(node.path, _DIR_FLAGS)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        now = (st.st_mode, st.st_dev, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        if now != node.stamp:
+            node.stamp = now  # taken before the listing that follows: it may be kept
+            return False
+        names = node.cached[1]
+        if _reads_ignore_file(sc, node) and GITIGNORE in names:
+            _enter_ignore_file(sc, node)
+        node.listed = len(names)
+        sc.stats.stamped += 1
+        check, quick = _screen(sc, node)
+        lits, suffixes, prefixes = quick if quick is not None else ((), (), ())
+        lstat = os.lstat
+        same = node.same
+        rest = []
+        files = links = nbytes = 0
+        for name, cached in names.items():
+            if check and (quick is None or name in lits or name.endswith(suffixes)
+                          or name.startswith(prefixes)):
+                rest.append(_Named(node.path, name))  # a rule may exclude it: the full way
+                continue
+            try:
+                s = lstat(name, dir_fd=fd)
+            except OSError:
+                rest.append(_Named(node.path, name))  # it raises again there, and is told
+                continue
+            key = (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+            if cached[0] == key and cached[2] and s.st_nlink == 1:
+                same.append((name, cached))
+                if key[0] & IFMT == IFREG:
+                    files += 1
+                    nbytes += key[1]
+                else:
+                    links += 1
+                continue
+            rest.append(_Named(node.path, name, s))
+    finally:
+        os.close(fd)
+    take_listing(sc, node, stack, rest, (files, links, nbytes))
+    return True
 
 
 def list_names(sc: ScanContext, node: DirNode, stack: list[DirNode],
@@ -75,10 +148,10 @@ class _Named:
 
     __slots__ = ("name", "path", "_stat")
 
-    def __init__(self, parent: bytes, name: bytes) -> None:
+    def __init__(self, parent: bytes, name: bytes, stat: os.stat_result | None = None) -> None:
         self.name = name
         self.path = parent + b"/" + name
-        self._stat: os.stat_result | None = None
+        self._stat = stat
 
     def stat(self, *, follow_symlinks: bool = False) -> os.stat_result:
         if self._stat is None:
@@ -99,27 +172,36 @@ def _enter_ignore_file(sc: ScanContext, node: DirNode) -> None:
                                   has_ignore=True)
 
 
-def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
-                 listing: Sequence[os.DirEntry[bytes] | _Named]) -> None:
-    """Take the entries of ``listing`` into ``node`` (its rules already entered): the
-    scan's hot path, one pass over a directory."""
-    matcher = sc.matcher
-    rules, limits = node.rules, sc.limits
-    cached_map = node.cached[1] if node.cached is not None else {}
+def _screen(sc: ScanContext, node: DirNode) -> tuple[bool, Screen | None]:
+    """Whether a rule may exclude a name in ``node`` at all, and if so, when only ignore
+    files are in play (the usual case), the literals, suffixes and prefixes that a name must
+    have for a rule to exclude it: the per-entry call (and its ``is_dir``) happens only for
+    such a name. ``matcher.excluded`` does the same test first, so the answers are the same;
+    this only saves a call per entry. (ctrlz's own temp files are always excluded.)"""
+    matcher, rules = sc.matcher, node.rules
     check = matcher.may_exclude(rules)
-    # With only ignore files in play (the usual case), the directory's check rules out most
-    # names by itself: the per-entry call (and its is_dir) happens only for a name that one
-    # of its literals, suffixes or prefixes can match. ``matcher.excluded`` does the same
-    # test first, so the answers are the same; this only saves a call per entry.
-    quick = None
     if check and matcher._ignores_only and not rules.forced:
         dc = rules.check or matcher._check(rules)
         if not dc.always:
-            quick = (dc.lits, dc.suffixes, (_TEMP, *dc.prefixes))  # temp files: excluded
+            return check, (dc.lits, dc.suffixes, (_TEMP, *dc.prefixes))
+    return check, None
+
+
+def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
+                 listing: Sequence[os.DirEntry[bytes] | _Named],
+                 counted: tuple[int, int, int] = (0, 0, 0)) -> None:
+    """Take the entries of ``listing`` into ``node`` (its rules already entered): the
+    scan's hot path, one pass over a directory. ``counted``: the files, links and bytes
+    the caller already found unchanged (:func:`list_known`)."""
+    matcher = sc.matcher
+    limits = sc.limits
+    rules = node.rules
+    cached_map = node.cached[1] if node.cached is not None else {}
+    check, quick = _screen(sc, node)
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
     same = node.same
-    files = links = nbytes = 0
+    files, links, nbytes = counted
     reads = read_bytes = 0
     dirty = node.dirty
     needed = sc._needed
@@ -178,7 +260,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
                     continue
             child_rules = matcher.enter(rules, name, rel, has_ignore=False)
             stack.append(DirNode(rel, de.path, child_rules,  # type: ignore[arg-type]
-                                 sc.cache.get(rel), (node, entry), mode & 0o7777))
+                                 sc.cache.get(rel), (node, entry), mode & 0o7777,
+                                 (mode, s.st_dev, key[2], key[3], key[4])))
             sc.stats.dirs += 1
             continue
         if fmt == IFREG:
