@@ -34,6 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..statcache import CacheEntry
     from .context import ScanContext
 
     #: what a name must have for an ignore rule to exclude it (:func:`_screen`)
@@ -107,19 +108,25 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
             except OSError:
                 rest.append(_Named(node.path, name))  # it raises again there, and is told
                 continue
-            key = (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+            mode = s.st_mode
+            key = (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
             if cached[0] == key and cached[2] and s.st_nlink == 1:
                 same.append((name, cached))
-                if key[0] & IFMT == IFREG:
+                if mode & IFMT == IFREG:
                     files += 1
                     nbytes += key[1]
                 else:
                     links += 1
-                continue
-            rest.append(_Named(node.path, name, s))
+            elif mode == cached[0][0] and mode & IFMT == IFDIR:
+                _take_dir(sc, node, stack, name, node.path + b"/" + name, s, cached)
+            else:
+                rest.append(_Named(node.path, name, s))
     finally:
         os.close(fd)
-    take_listing(sc, node, stack, rest, (files, links, nbytes))
+    if rest:
+        take_listing(sc, node, stack, rest, (files, links, nbytes), (check, quick))
+    else:
+        _tally(sc, node, files, links, nbytes, 0, 0)
     return True
 
 
@@ -189,22 +196,23 @@ def _screen(sc: ScanContext, node: DirNode) -> tuple[bool, Screen | None]:
 
 def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
                  listing: Sequence[os.DirEntry[bytes] | _Named],
-                 counted: tuple[int, int, int] = (0, 0, 0)) -> None:
+                 counted: tuple[int, int, int] = (0, 0, 0),
+                 screen: tuple[bool, Screen | None] | None = None) -> None:
     """Take the entries of ``listing`` into ``node`` (its rules already entered): the
     scan's hot path, one pass over a directory. ``counted``: the files, links and bytes
-    the caller already found unchanged (:func:`list_known`)."""
+    the caller already found unchanged, and ``screen`` what it found :func:`_screen` to
+    say (:func:`list_known`)."""
     matcher = sc.matcher
     limits = sc.limits
     rules = node.rules
     cached_map = node.cached[1] if node.cached is not None else {}
-    check, quick = _screen(sc, node)
+    check, quick = screen if screen is not None else _screen(sc, node)
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
     same = node.same
     files, links, nbytes = counted
     reads = read_bytes = 0
     dirty = node.dirty
-    needed = sc._needed
     for de in listing:
         name: bytes = de.name  # type: ignore[assignment]
         # ask the matcher only about a name some rule may exclude (``excluded`` drops
@@ -245,24 +253,8 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
             continue
         fmt = mode & IFMT
         if fmt == IFDIR:
-            rel = prefix + name
-            entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
-            entries.append(entry)
-            if cached is None or cached[0][0] != mode:
+            if _take_dir(sc, node, stack, name, de.path, s, cached):  # type: ignore[arg-type]
                 dirty = True
-                # its permissions changed: whether it can be read at all may have too, so it
-                # is listed from the disk, as a full scan would (never from the cache)
-                sc.relist.add(rel)
-            elif needed is not None and rel not in needed:
-                sub = sc.cache.get(rel)
-                if sub is not None and sub[0] == cached[1]:
-                    reuse_unlisted(sc, rel, entry, sub)
-                    continue
-            child_rules = matcher.enter(rules, name, rel, has_ignore=False)
-            stack.append(DirNode(rel, de.path, child_rules,  # type: ignore[arg-type]
-                                 sc.cache.get(rel), (node, entry), mode & 0o7777,
-                                 (mode, s.st_dev, key[2], key[3], key[4])))
-            sc.stats.dirs += 1
             continue
         if fmt == IFREG:
             kind = FILE
@@ -307,6 +299,40 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
         else:
             links += 1
     node.dirty = dirty
+    _tally(sc, node, files, links, nbytes, reads, read_bytes)
+
+
+def _take_dir(sc: ScanContext, node: DirNode, stack: list[DirNode], name: bytes, path: bytes,
+              s: os.stat_result, cached: CacheEntry | None) -> bool:
+    """Take a subdirectory of ``node`` found with the stat ``s``: push it onto ``stack`` to
+    be listed, or in a dirty scan reuse it whole when the watcher saw nothing change below
+    it. True when this makes ``node`` differ from its cache entry."""
+    mode = s.st_mode
+    rel = node.rel + b"/" + name if node.rel else name
+    entry = [name, DIR, mode & 0o7777, 0, 0, None, None]
+    node.entries.append(entry)
+    dirty = False
+    if cached is None or cached[0][0] != mode:
+        dirty = True
+        # its permissions changed: whether it can be read at all may have too, so it is
+        # listed from the disk, as a full scan would (never from the cache)
+        sc.relist.add(rel)
+    elif sc._needed is not None and rel not in sc._needed:
+        sub = sc.cache.get(rel)
+        if sub is not None and sub[0] == cached[1]:
+            reuse_unlisted(sc, rel, entry, sub)
+            return False
+    child_rules = sc.matcher.enter(node.rules, name, rel, has_ignore=False)
+    stack.append(DirNode(rel, path, child_rules, sc.cache.get(rel), (node, entry), mode & 0o7777,
+                         (mode, s.st_dev, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)))
+    sc.stats.dirs += 1
+    return dirty
+
+
+def _tally(sc: ScanContext, node: DirNode, files: int, links: int, nbytes: int, reads: int,
+           read_bytes: int) -> None:
+    """Add what a listing of ``node`` found to the scan's counts, and refuse past the limits."""
+    limits = sc.limits
     m = sc._reader.meter
     if m is not None:  # a progress bar: what was found, and what the stat cache settled
         m.files_total += files
@@ -317,7 +343,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
     stats.files += files
     stats.symlinks += links
     stats.bytes += nbytes
-    sc.entry_budget[0] += len(entries) + len(same)
+    sc.entry_budget[0] += len(node.entries) + len(node.same)
     if sc.entry_budget[0] > limits.max_entries:
         raise LimitExceeded(
             f"the workspace has more than max_entries={limits.max_entries:,} files and "
