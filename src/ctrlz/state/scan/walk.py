@@ -323,8 +323,11 @@ def _take_dir(sc: ScanContext, node: DirNode, stack: list[DirNode], name: bytes,
             reuse_unlisted(sc, rel, entry, sub)
             return False
     child_rules = sc.matcher.enter(node.rules, name, rel, has_ignore=False)
+    stamp = (mode, s.st_dev, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+    if (was := sc.stamps.get(rel)) == stamp:
+        stamp = was  # one tuple in the old cache and the new (a cache's memory is per folder)
     stack.append(DirNode(rel, path, child_rules, sc.cache.get(rel), (node, entry), mode & 0o7777,
-                         (mode, s.st_dev, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)))
+                         stamp))
     sc.stats.dirs += 1
     return dirty
 
