@@ -194,18 +194,20 @@ def test_a_file_system_mounted_over_a_stamped_folder_is_listed(
         _same_as_scratch(ws).stats.stamped < len(ws.repo.load_statcache().stamps[0])
 
 
-def test_fs_type_is_that_of_the_mount_on_top(tmp_path: Path) -> None:
-    info = tmp_path / "mountinfo"
-    info.write_bytes(
-        b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-        b"30 22 0:40 / /home/u/nfs rw shared:9 - nfs4 srv:/x rw\n"
-        b"31 22 0:41 / /home/u/my\\040dir rw - tmpfs tmpfs rw\n"
-        b"32 30 0:42 / /home/u/nfs rw - xfs /dev/sdb rw\n")
-    assert fs_type(b"/home/u/w", str(info)) == b"ext4"
-    assert fs_type(b"/home/u/nfs/w", str(info)) == b"xfs"  # mounted over the nfs mount
-    assert fs_type(b"/home/u/nfsx", str(info)) == b"ext4"
-    assert fs_type(b"/home/u/my dir/w", str(info)) == b"tmpfs"
-    assert fs_type(b"/x", str(tmp_path / "none")) is None
+#: four mounts: the root, an NFS mount with an XFS one on top of it, a name with a space
+_MOUNTINFO = (b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+              b"30 22 0:40 / /home/u/nfs rw shared:9 - nfs4 srv:/x rw\n"
+              b"31 22 0:41 / /home/u/my\\040dir rw - tmpfs tmpfs rw\n"
+              b"32 30 0:42 / /home/u/nfs rw - xfs /dev/sdb rw\n")
+
+
+@pytest.mark.parametrize(("path", "kind"), [
+    (b"/home/u/w", b"ext4"), (b"/home/u/nfs/w", b"xfs"), (b"/home/u/nfsx", b"ext4"),
+    (b"/home/u/my dir/w", b"tmpfs")])
+def test_fs_type_is_that_of_the_mount_on_top(tmp_path: Path, path: bytes, kind: bytes) -> None:
+    (tmp_path / "mountinfo").write_bytes(_MOUNTINFO)
+    assert fs_type(path, str(tmp_path / "mountinfo")) == kind
+    assert fs_type(path, str(tmp_path / "none")) is None
 
 
 # -- random edits against a scan from scratch ------------------------------------------------

@@ -97,7 +97,6 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
         lstat = os.lstat
         same = node.same
         rest = []
-        files = links = nbytes = 0
         for name, cached in names.items():
             if check and (quick is None or name in lits or name.endswith(suffixes)
                           or name.startswith(prefixes)):
@@ -109,14 +108,9 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
                 rest.append(_Named(node.path, name))  # it raises again there, and is told
                 continue
             mode = s.st_mode
-            key = (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
-            if cached[0] == key and cached[2] and s.st_nlink == 1:
+            if cached[0] == (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino) \
+                    and cached[2] and s.st_nlink == 1:
                 same.append((name, cached))
-                if mode & IFMT == IFREG:
-                    files += 1
-                    nbytes += key[1]
-                else:
-                    links += 1
             elif mode == cached[0][0] and mode & IFMT == IFDIR:
                 _take_dir(sc, node, stack, name, node.path + b"/" + name, s, cached)
             else:
@@ -124,9 +118,9 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
     finally:
         os.close(fd)
     if rest:
-        take_listing(sc, node, stack, rest, (files, links, nbytes), (check, quick))
+        take_listing(sc, node, stack, rest, (check, quick))
     else:
-        _tally(sc, node, files, links, nbytes, 0, 0)
+        _tally(sc, node, 0, 0, 0, 0, 0)
     return True
 
 
@@ -196,12 +190,10 @@ def _screen(sc: ScanContext, node: DirNode) -> tuple[bool, Screen | None]:
 
 def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
                  listing: Sequence[os.DirEntry[bytes] | _Named],
-                 counted: tuple[int, int, int] = (0, 0, 0),
                  screen: tuple[bool, Screen | None] | None = None) -> None:
     """Take the entries of ``listing`` into ``node`` (its rules already entered): the
-    scan's hot path, one pass over a directory. ``counted``: the files, links and bytes
-    the caller already found unchanged, and ``screen`` what it found :func:`_screen` to
-    say (:func:`list_known`)."""
+    scan's hot path, one pass over a directory. ``screen``: what :func:`_screen` says, when
+    the caller asked it already (:func:`list_known`)."""
     matcher = sc.matcher
     limits = sc.limits
     rules = node.rules
@@ -210,7 +202,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
     same = node.same
-    files, links, nbytes = counted
+    files = links = nbytes = 0
     reads = read_bytes = 0
     dirty = node.dirty
     for de in listing:
@@ -244,12 +236,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
         # stat's). It stays a cache entry in ``same``: build.finish makes it an entry only
         # if its directory is rebuilt. A file with another link is always noted below.
         if cached is not None and cached[0] == key and cached[2] and s.st_nlink == 1:
-            same.append((name, cached))
-            if mode & IFMT == IFREG:
-                files += 1
-                nbytes += key[1]
-            else:
-                links += 1
+            same.append((name, cached))  # counted by _tally
             continue
         fmt = mode & IFMT
         if fmt == IFDIR:
@@ -334,7 +321,15 @@ def _take_dir(sc: ScanContext, node: DirNode, stack: list[DirNode], name: bytes,
 
 def _tally(sc: ScanContext, node: DirNode, files: int, links: int, nbytes: int, reads: int,
            read_bytes: int) -> None:
-    """Add what a listing of ``node`` found to the scan's counts, and refuse past the limits."""
+    """Add what a listing of ``node`` found to the scan's counts, and refuse past the limits.
+    ``files``, ``links`` and ``nbytes``: what it found apart from ``node.same``, counted here
+    (a loop of its own keeps the listings' per-entry loops short)."""
+    for _name, (key, _oid, _trusted) in node.same:
+        if key[0] & IFMT == IFREG:
+            files += 1
+            nbytes += key[1]
+        else:
+            links += 1
     limits = sc.limits
     m = sc._reader.meter
     if m is not None:  # a progress bar: what was found, and what the stat cache settled
