@@ -14,7 +14,8 @@ help:
 	@echo "              with every Linux-only fast path off (CTRLZ_PLATFORM=portable)"
 	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
 
-$(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h src/ctrlz/door/ctrlz src/ctrlz/door/ctrlz-hook)
+$(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h src/ctrlz/door/ctrlz src/ctrlz/door/ctrlz-hook \
+	src/ctrlz/sandbox/*.c src/ctrlz/sandbox/*.h)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -9,6 +9,10 @@ everything else handed to the Python CLI or hook with the interpreter this build
 Without a compiler (or with ``CTRLZ_BUILD_NATIVE=0``, or off Linux) they are
 src/ctrlz/door/ctrlz and src/ctrlz/door/ctrlz-hook, which pip turns into the same scripts as
 the entry points ``ctrlz = "ctrlz.cli:main"`` and ``ctrlz-hook = "ctrlz.hooks.runner:main"``.
+
+Beside them, where the same compiler builds it, ``ctrlz-sandbox``: the sandbox's native
+launcher (src/ctrlz/sandbox/*.c, see ctrlz/sandbox/spec.py), which ``ctrlz run --sandbox``
+starts instead of ``python -m ctrlz.sandbox.launcher`` when it is there.
 """
 
 from __future__ import annotations
@@ -74,12 +78,38 @@ def build_door(target: str, python: str = sys.executable) -> str | None:
     return None
 
 
+SANDBOX = os.path.join("src", "ctrlz", "sandbox")
+
+
+def build_launcher(target: str) -> str | None:
+    """Compile the sandbox's native launcher (src/ctrlz/sandbox/*.c: ``ctrlz run --sandbox``
+    starts it instead of ``python -m ctrlz.sandbox.launcher``) into ``target``; None when
+    built, else why not (then the Python launcher serves)."""
+    if (why := no_door()) is not None:
+        return why
+    sources = sorted(os.path.join(HERE, SANDBOX, n)
+                     for n in os.listdir(os.path.join(HERE, SANDBOX)) if n.endswith(".c"))
+    command = [*compiler(), "-std=c11", "-O2", "-o", target, *sources]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{' '.join(command)}: {exc}"
+    if done.returncode != 0:
+        return f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
+    return None
+
+
 class BuildScripts(build_scripts):
     """The native door as ``ctrlz`` and ``ctrlz-hook`` when it builds; the Python scripts
     otherwise."""
 
     def run(self) -> None:
         self.mkpath(self.build_dir)
+        launcher = os.path.join(self.build_dir, "ctrlz-sandbox")
+        why = build_launcher(launcher)
+        print(f"ctrlz: built the sandbox's native launcher ({launcher})" if why is None else
+              f"ctrlz: no native sandbox launcher ({why}); ctrlz run --sandbox starts the "
+              "Python one", file=sys.stderr)
         target = os.path.join(self.build_dir, "ctrlz")
         why = build_door(target)
         if why is None:

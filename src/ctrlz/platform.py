@@ -308,6 +308,21 @@ def native_door() -> bool:
         return False
 
 
+def native_launcher() -> str | None:
+    """The sandbox's native launcher (``ctrlz-sandbox``, beside this interpreter, setup.py
+    builds it where it builds the door), or None: then ``ctrlz run --sandbox`` starts its
+    Python twin, ``python -m ctrlz.sandbox.launcher`` (also in portable mode, and with
+    ``CTRLZ_SANDBOX_NATIVE=0``)."""
+    if not _linux() or os.environ.get("CTRLZ_SANDBOX_NATIVE") == "0":
+        return None
+    path = os.path.join(os.path.dirname(sys.executable), "ctrlz-sandbox")
+    try:
+        with open(path, "rb") as f:
+            return path if f.read(4) == b"\x7fELF" else None
+    except OSError:
+        return None
+
+
 # -- the report -------------------------------------------------------------------------------
 
 class Fact:

@@ -440,3 +440,36 @@ def test_the_sandbox_section_of_the_config(area: Area) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:4] == ["extra ok", "cli ok", "out refused",
                                            "notes refused"], proc.stdout
+
+
+def launcher_of(area: Area) -> str:
+    """What the last run's tracer saw exec'd first: the sandbox's launcher."""
+    events = json.loads(area.ctrlz("trace", "--json").stdout or "[]")
+    assert events, "no exec events"
+    first = events[0]
+    return " ".join([first["command"], *first["args"][:3]])
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
+def test_either_launcher_confines_the_same(area: Area, native: bool) -> None:
+    """``ctrlz-sandbox`` (C, beside the interpreter when setup.py could build it) and its
+    Python twin (no compiler, ``CTRLZ_SANDBOX_NATIVE=0``, portable mode) apply the same spec:
+    a write inside lands, one outside is refused, the exit status passes through."""
+    need("landlock")
+    built = (Path(sys.executable).parent / "ctrlz-sandbox").is_file()
+    if native and (not built or area.user is not None):
+        pytest.skip("the native launcher is built for this checkout's interpreter only")
+    env = {**area.env, "OUT": str(area.out)}
+    if not native:
+        env["CTRLZ_SANDBOX_NATIVE"] = "0"
+    proc = subprocess.run(area.command("run", "--sandbox=landlock", "--", "sh", "-c",
+                                       'echo in > in.txt; echo x > "$OUT/new.txt"; exit 7'),
+                          cwd=area.ws, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 7, proc.stderr
+    assert (area.ws / "in.txt").read_text() == "in\n"
+    assert not (area.out / "new.txt").exists()
+    launcher = launcher_of(area)
+    if native:
+        assert launcher.startswith("ctrlz-sandbox "), launcher
+    else:
+        assert "-m ctrlz.sandbox.launcher" in launcher, launcher

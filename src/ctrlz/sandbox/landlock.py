@@ -28,7 +28,7 @@ from ..paths import within
 
 __all__ = [
     "FS", "MIN_ABI", "READ", "LandlockError", "Ruleset", "abi", "handled_fs", "path_rules",
-    "write_rights",
+    "ruleset_attr", "write_rights",
 ]
 
 _CREATE, _ADD_RULE, _RESTRICT = 444, 445, 446
@@ -104,6 +104,17 @@ def write_rights(version: int) -> int:
     return handled_fs(version)
 
 
+def ruleset_attr(version: int, *, net: bool = False, scopes: bool = True,
+                 fs: bool = True) -> tuple[int, int, int, int]:
+    """``(handled_access_fs, handled_access_net, scoped, size)`` of a ruleset on ABI
+    ``version`` (see :class:`Ruleset`): what is enforced, and the struct's size that ABI
+    reads. Rights and scopes a kernel is too old for are left out."""
+    net_mask = NET_CONNECT_TCP if net and version >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if scopes and version >= 6 else 0
+    size = 24 if version >= 6 else 16 if version >= 4 else 8
+    return (handled_fs(version) if fs else 0), net_mask, scoped, size
+
+
 def _fail(call: str) -> LandlockError:
     err = ctypes.get_errno()
     return LandlockError(err, f"landlock {call}: {os.strerror(err)}")
@@ -124,12 +135,19 @@ class Ruleset:
         self.abi = abi() if version is None else version
         if self.abi < MIN_ABI:
             raise LandlockError(0, f"Landlock ABI {self.abi} is below {MIN_ABI}")
-        self.fs = handled_fs(self.abi) if fs else 0
-        self.net_enforced = net and self.abi >= 4
-        self.scoped = scopes and self.abi >= 6
-        attr = _RulesetAttr(self.fs, NET_CONNECT_TCP if self.net_enforced else 0,
-                            SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL if self.scoped else 0)
-        size = 24 if self.abi >= 6 else 16 if self.abi >= 4 else 8
+        self._create(*ruleset_attr(self.abi, net=net, scopes=scopes, fs=fs))
+
+    @classmethod
+    def from_attr(cls, fs: int, net: int, scoped: int, size: int) -> Ruleset:
+        """A ruleset from the masks :func:`ruleset_attr` gave (the launcher's spec)."""
+        self = cls.__new__(cls)
+        self.abi = 6 if size >= 24 else 4 if size >= 16 else MIN_ABI
+        self._create(fs, net, scoped, size)
+        return self
+
+    def _create(self, fs: int, net: int, scoped: int, size: int) -> None:
+        self.fs, self.net_enforced, self.scoped = fs, bool(net), bool(scoped)
+        attr = _RulesetAttr(fs, net, scoped)
         fd = _syscall(_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
         if fd < 0:
             raise _fail("create_ruleset")

@@ -1,4 +1,4 @@
-"""``python -m ctrlz.sandbox.launcher POLICY_JSON_FILE -- CMD...``: confine, then exec CMD.
+"""``python -m ctrlz.sandbox.launcher SPEC_FILE -- CMD...``: confine, then exec CMD.
 
 Why a launcher process of its own: Landlock and seccomp confine the process that asks and
 everything it starts, for good. ``ctrlz run`` and its tracer (strace) must stay free (they
@@ -7,12 +7,15 @@ confines itself and then becomes the agent by ``execvp`` (same pid, so the trace
 and the ``sandboxed`` record in the store name the agent itself). Never ``preexec_fn`` on
 the tracer's ``Popen``: that would confine strace too.
 
-The policy file holds :meth:`SandboxPolicy.to_json` plus ``"mechanism"``: ``"landlock"``
-(path rules, the proxy's TCP port under ABI 4, scopes) or ``"bwrap"`` (CMD is a bwrap command
-line, which does the mounts: only the network part here, inherited by bwrap and all inside),
-and ``"record"``: where to write the ``sandboxed`` record (:mod:`.policy`) first, while the
-store can still be written. Then ``ctrlz.sandbox.seccomp.install(net_mode)``. Any failure
-ends the launcher with one line on stderr and status 126, before CMD runs: never unconfined.
+This is the portable twin of ``ctrlz-sandbox`` (``launcher.c``), which ``ctrlz run`` prefers
+where setup.py could build it (a C compiler on Linux), because it starts 30-100 ms sooner.
+Both read the same spec (:mod:`.spec`, where every decision was made): write the
+``sandboxed`` record (:mod:`.policy`) first, while the store can still be written; Landlock
+(all of it, or under bwrap only the proxy's port: CMD is then a bwrap command line, which
+does the mounts); each seccomp filter; then exec CMD, or run it and die the way it died
+(``wait``, bwrap). Any failure ends the launcher with one line on stderr and status 126,
+before CMD runs: never unconfined. What this twin does not do is observe (``log``): without
+the native launcher, the tracer records the refused writes (:mod:`ctrlz.sources.trace.denials`).
 """
 
 from __future__ import annotations
@@ -23,52 +26,41 @@ import sys
 from collections.abc import Sequence
 
 from . import landlock
-from .policy import SandboxPolicy, sandboxed_record
+from .policy import sandboxed_record
+from .spec import parse, record_extra
 
 EXIT_REFUSED = 126
 
 
-def confine(policy: SandboxPolicy, mechanism: str) -> None:
-    """Apply ``policy`` to this process: Landlock (all of it, or only the proxy port under
-    bwrap), then the seccomp network filter."""
-    proxy_port = policy.proxy[1] if policy.proxy else None
-    if mechanism == "landlock":
-        version = landlock.abi()
-        rules = landlock.path_rules(version, policy.writable, policy.unreadable,
-                                    policy.devices)
-        ruleset = landlock.Ruleset(version=version, net=proxy_port is not None)
-        for path, rights in rules:
-            ruleset.allow_path(path, rights)
-        if proxy_port is not None:
-            ruleset.allow_connect(proxy_port)
+def confine(items: list[tuple[str, str]]) -> None:
+    """Apply a spec's Landlock ruleset and seccomp filters to this process, in its order."""
+    values = dict(items)
+    if "attr" in values:
+        ruleset = landlock.Ruleset.from_attr(int(values["fs"]), int(values["net"]),
+                                             int(values["scoped"]), int(values["attr"]))
+        for key, value in items:
+            if key == "path":
+                rights, _, path = value.partition(":")
+                ruleset.allow_path(path, int(rights))
+            elif key == "port":
+                ruleset.allow_connect(int(value))
         ruleset.restrict_self()
-    elif proxy_port is not None:  # bwrap does the filesystem; the proxy port is ours
-        version = landlock.abi()
-        if version < 4:
-            raise OSError(f"--allow-host needs Landlock ABI 4 (this kernel: {version})")
-        ruleset = landlock.Ruleset(version=version, net=True, scopes=False, fs=False)
-        ruleset.allow_connect(proxy_port)
-        ruleset.restrict_self()
-    install = _seccomp_install()
-    if install is not None:
-        install(policy.net_mode)
-    elif policy.net_mode != "on":
-        raise OSError("--net off and --allow-host need ctrlz.sandbox.seccomp, which is "
-                      "missing from this install")
+    filters = [bytes.fromhex(v) for k, v in items if k == "seccomp"]
+    if filters:
+        from .seccomp import load
+
+        for code in filters:
+            load(code)
 
 
-def _seccomp_install():  # type: ignore[no-untyped-def]
-    try:
-        from .seccomp import install  # another part of this package; absent in older trees
-    except ImportError:
-        return None
-    return install
-
-
-def _write_record(path: str, mechanism: str, session: str) -> None:
+def _write_record(path: str, items: list[tuple[str, str]]) -> None:
     """This process (soon the agent, or bwrap) is sandboxed: say so where the daemon and the
     service look (atomically: a reader never sees half of it)."""
-    record = sandboxed_record(os.getpid(), self_confined=True, mode=mechanism, session=session)
+    extra = record_extra(items)
+    record = sandboxed_record(os.getpid(), self_confined=dict(items).get("self") != "0",
+                              mode=str(extra.pop("mode", "")),
+                              session=str(extra.pop("session", "")))
+    record.update(extra)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(record, f)
@@ -109,23 +101,22 @@ def _run_bwrap(command: list[str]) -> int:
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m ctrlz.sandbox.launcher POLICY_JSON_FILE -- CMD [ARG...]",
+        print("usage: python -m ctrlz.sandbox.launcher SPEC_FILE -- CMD [ARG...]",
               file=sys.stderr)
         return 2
     try:
-        with open(args[0], encoding="utf-8") as f:
-            data = json.load(f)
-        policy = SandboxPolicy.from_json(data)
-        mechanism = str(data.get("mechanism", "landlock"))
-        if data.get("record"):
-            _write_record(str(data["record"]), mechanism, str(data.get("session", "")))
-        confine(policy, mechanism)
+        with open(args[0], "rb") as f:
+            items = parse(f.read())
+        values = dict(items)
+        if values.get("record"):
+            _write_record(values["record"], items)
+        confine(items)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(f"ctrlz: the sandbox could not be made, nothing was run: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     command = args[2:]
     sys.stdout.flush()
-    if mechanism == "bwrap":
+    if values.get("wait") == "1":
         return _run_bwrap(command)
     try:
         os.execvp(command[0], command)

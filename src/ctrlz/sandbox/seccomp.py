@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from ctrlz.errors import CtrlzError
 
 __all__ = ["MODES", "DenyRule", "SeccompError", "build_filter", "deny_syscalls", "install",
-           "parse_deny", "syscall_number"]
+           "load", "parse_deny", "syscall_number"]
 
 MODES = ("on", "off", "proxy")
 
@@ -351,7 +351,7 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _load(code: bytes) -> None:
+def load(code: bytes) -> None:
     """Set no_new_privs (seccomp requires it of an unprivileged caller, and it keeps a setuid
     program from shedding the filter) and install ``code`` on every thread of the process."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -380,7 +380,7 @@ def _load(code: bytes) -> None:
 def install(mode: str) -> None:
     """Filter this process and everything it execs for network mode ``mode`` (module doc).
     Irreversible; raises SeccompError, with nothing installed, on an unknown mode or machine."""
-    _load(build_filter(mode))
+    load(build_filter(mode))
 
 
 def deny_syscalls(names: Iterable[str], errno: int) -> None:
@@ -390,7 +390,7 @@ def deny_syscalls(names: Iterable[str], errno: int) -> None:
     rules: list[DenyRule] = []
     for name in names:
         rules += [DenyRule(r.name, errno, r.flag) for r in parse_deny(name)]
-    _load(build_filter(None, rules))
+    load(build_filter(None, rules))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -420,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if mode is not None:
             install(mode)
         if rules:
-            _load(build_filter(None, rules))
+            load(build_filter(None, rules))
     except SeccompError as exc:
         print(exc, file=sys.stderr)
         return 2

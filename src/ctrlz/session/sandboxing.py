@@ -1,9 +1,11 @@
 """``ctrlz run --sandbox``: the policy of one run, the mechanism, and the confined command line.
 
-The session stays outside: ``ctrlz run`` → strace → ``python -m ctrlz.sandbox.launcher`` →
-(bwrap →) the agent. The launcher writes the ``sandboxed`` record (see
-:mod:`ctrlz.sandbox.policy`), confines itself and execs, so neither ctrlz nor its tracer is
-ever confined, and the record's pid is the agent's own (Landlock) or bwrap's (bwrap).
+The session stays outside: ``ctrlz run`` → strace → the launcher (``ctrlz-sandbox``, or its
+Python twin ``python -m ctrlz.sandbox.launcher``) → (bwrap →) the agent. Every decision is
+made here and written as the launcher's spec (:mod:`ctrlz.sandbox.spec`). The launcher
+writes the ``sandboxed`` record (see :mod:`ctrlz.sandbox.policy`), confines itself and
+execs, so neither ctrlz nor its tracer is ever confined, and the record's pid is the
+agent's own (Landlock) or bwrap's (bwrap).
 
 Everything that can refuse does so in :func:`prepare`, before the session has a row, a
 directory or a snapshot: bad options (one line, exit 2), and a machine where no sandbox can be
@@ -12,7 +14,6 @@ made (one line naming the cause and the fix, exit 2). There is no unsandboxed fa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -21,8 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import platform
 from ..errors import UsageError
-from ..sandbox import landlock
+from ..sandbox import landlock, spec
 from ..sandbox.bwrap import bwrap_argv
 from ..sandbox.policy import SandboxPolicy, build
 from ..sandbox.probe import Support, choose, support
@@ -105,12 +107,15 @@ class Plan:
             assert self.info.bwrap is not None
             command = bwrap_argv(self.policy, command, bwrap=self.info.bwrap,
                                  placeholder=placeholder)
-        data = {**self.policy.to_json(), "mechanism": self.mechanism,
-                "record": os.path.join(self.record_path, f"{self.session_id}.json"),
-                "session": self.session_id}
-        path = os.path.join(self.tmp, "policy.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f)
+        data = spec.build(self.policy, self.mechanism, version=self.info.landlock_abi,
+                          record=os.path.join(self.record_path, f"{self.session_id}.json"),
+                          session=self.session_id)
+        path = os.path.join(self.tmp, "spec")
+        with open(path, "wb") as f:
+            f.write(data)
+        native = platform.native_launcher()
+        if native is not None:
+            return [native, path, "--", *command]
         return [sys.executable, "-P", "-m", "ctrlz.sandbox.launcher", path, "--", *command]
 
     def close(self) -> None:
