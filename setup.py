@@ -57,25 +57,32 @@ def no_door() -> str | None:
     return None
 
 
+def c_sources(folder: str) -> list[str]:
+    return sorted(os.path.join(HERE, folder, n) for n in os.listdir(os.path.join(HERE, folder))
+                  if n.endswith(".c"))
+
+
+def compile_c(target: str, sources: list[str], *flags: str) -> str | None:
+    """Compile ``sources`` into the program ``target``; None when built, else why not."""
+    command = [*compiler(), "-std=c11", "-O2", *flags, "-o", target, *sources]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{' '.join(command)}: {exc}"
+    if done.returncode != 0:
+        return f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
+    return None
+
+
 def build_door(target: str, python: str = sys.executable) -> str | None:
     """Compile the native door into ``target``; None when built, else why not."""
     if (why := no_door()) is not None:
         return why
-    cc = compiler()
     with tempfile.TemporaryDirectory() as tmp:
         header = os.path.join(tmp, "door_python.h")
         with open(header, "w", encoding="ascii") as f:
             f.write(f"#define CTRLZ_PYTHON {c_string(python)}\n")
-        sources = sorted(os.path.join(HERE, DOOR, n) for n in os.listdir(os.path.join(HERE, DOOR))
-                         if n.endswith(".c"))
-        command = [*cc, "-std=c11", "-O2", "-include", header, "-o", target, *sources]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"{' '.join(command)}: {exc}"
-    if done.returncode != 0:
-        return f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
-    return None
+        return compile_c(target, c_sources(DOOR), "-include", header)
 
 
 SANDBOX = os.path.join("src", "ctrlz", "sandbox")
@@ -87,16 +94,7 @@ def build_launcher(target: str) -> str | None:
     built, else why not (then the Python launcher serves)."""
     if (why := no_door()) is not None:
         return why
-    sources = sorted(os.path.join(HERE, SANDBOX, n)
-                     for n in os.listdir(os.path.join(HERE, SANDBOX)) if n.endswith(".c"))
-    command = [*compiler(), "-std=c11", "-O2", "-o", target, *sources]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{' '.join(command)}: {exc}"
-    if done.returncode != 0:
-        return f"{' '.join(command)} failed:\n{done.stderr[-2000:]}"
-    return None
+    return compile_c(target, c_sources(SANDBOX))
 
 
 class BuildScripts(build_scripts):

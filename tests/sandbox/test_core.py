@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ctrlz import platform
 from ctrlz.sandbox import landlock
 from ctrlz.sandbox.bwrap import bwrap_argv
 from ctrlz.sandbox.policy import SandboxPolicy, start_time
@@ -160,6 +161,11 @@ def test_sandbox_check_says_what_this_machine_offers() -> None:
     assert text.stdout.startswith("landlock: ") and "auto:" in text.stdout
 
 
+def parent_of(pid: int) -> int:
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(data[data.rindex(b")") + 2:].split()[1])
+
+
 @needs_landlock
 def test_a_running_sandboxed_session_names_its_process(tmp_path: Path) -> None:
     """``<store>/sandboxed/<session>.json`` holds the confined process's pid and start time
@@ -183,8 +189,11 @@ def test_a_running_sandboxed_session_names_its_process(tmp_path: Path) -> None:
             records = list((base / "home" / "workspaces").glob("*/sandboxed/*.json"))
             assert len(records) == 1
             record = json.loads(records[0].read_text())
-            assert record["pid"] == pid  # the launcher exec'd the command: the same process
-            assert record["start"] == start_time(pid) and record["self"] is True
+            if platform.native_launcher() is None:  # the launcher exec'd the command
+                assert record["pid"] == pid and record["self"] is True
+            else:  # the native launcher forked it, and observes from outside: its parent
+                assert record["pid"] == parent_of(pid) and record["self"] is False
+            assert record["start"] == start_time(record["pid"])
             assert record["mode"] == "landlock" and records[0].stem == record["session"]
         finally:
             (ws / "go").touch()

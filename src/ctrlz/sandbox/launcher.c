@@ -14,7 +14,8 @@
  *   4. exec CMD (same pid), or, with `wait`, run it as a child and die the way it died
  *      (bwrap, whose pid 1 turns "killed by N" into 128+N).
  *
- * With `log` in the spec it also observes (observe.c): the refused writes are recorded.
+ * With `log` in the spec it also observes (observe.c): the refused writes are recorded; with
+ * `send` it is the part of the observer that runs inside bwrap.
  *
  * SPEC_FILE is a series of NUL-terminated `key=value` items (spec.py lists the keys).
  * Any failure before CMD runs: one line on stderr, exit 126, nothing run unconfined.
@@ -123,8 +124,10 @@ static void parse(char *data, size_t len, spec *s) {
         else if (!strcmp(item, "wait")) s->wait = (int)number(value, item);
         else if (!strcmp(item, "log")) s->log = value;
         else if (!strcmp(item, "max")) s->max = (long)number(value, item);
+        else if (!strcmp(item, "send")) s->send = (int)number(value, item);
         else if (!strcmp(item, "path") || !strcmp(item, "port") || !strcmp(item, "seccomp")
-                 || !strcmp(item, "notify") || !strcmp(item, "writable")) {
+                 || !strcmp(item, "notify") || !strcmp(item, "writable")
+                 || !strcmp(item, "call")) {
             if (s->nitems == MAX_ITEMS) refuse("too many items in the spec");
             s->items[s->nitems].key = item;
             s->items[s->nitems++].value = value;
@@ -246,7 +249,7 @@ void confine(const spec *s) {
 
 /* -- running ------------------------------------------------------------------------------- */
 
-static const int PASSED[] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
+const int PASSED[NPASSED] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
 
 void exec_command(char **argv) {
     execvp(argv[0], argv);
@@ -255,16 +258,13 @@ void exec_command(char **argv) {
     _exit(err == ENOENT ? 127 : EXIT_REFUSED);
 }
 
-/* wait for `child` and end as it ended: its status, or the same signal; `loop` (the
- * observer's) runs until the child is gone, when given */
-int pass_through(pid_t child) {
-    int status;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR) refuse("waitpid: %s", strerror(errno));
+/* end as a command that ended with `status` did: its exit status, or the same signal;
+ * `bwrap`: an exit status 128+N is bwrap's pid 1 reporting signal N */
+int ended_as(int status, int bwrap) {
     int number = 0;
     if (WIFSIGNALED(status)) number = WTERMSIG(status);
-    else if (WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 128 + NSIG)
-        number = WEXITSTATUS(status) - 128; /* bwrap's pid 1 reports a signal so */
+    else if (bwrap && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 128 + NSIG)
+        number = WEXITSTATUS(status) - 128;
     if (!number) return WEXITSTATUS(status);
     if (number != SIGKILL && number != SIGSTOP) signal(number, SIG_DFL);
     sigset_t set;
@@ -276,15 +276,18 @@ int pass_through(pid_t child) {
 }
 
 static int run_child(char **argv) {
-    for (size_t i = 0; i < sizeof PASSED / sizeof *PASSED; i++)
+    for (size_t i = 0; i < NPASSED; i++)
         signal(PASSED[i], SIG_IGN); /* they reach the command through the process group */
     pid_t pid = fork();
     if (pid < 0) refuse("fork: %s", strerror(errno));
     if (pid == 0) {
-        for (size_t i = 0; i < sizeof PASSED / sizeof *PASSED; i++) signal(PASSED[i], SIG_DFL);
+        for (size_t i = 0; i < NPASSED; i++) signal(PASSED[i], SIG_DFL);
         exec_command(argv);
     }
-    return pass_through(pid);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) refuse("waitpid: %s", strerror(errno));
+    return ended_as(status, 1);
 }
 
 int main(int argc, char **argv) {
@@ -296,7 +299,9 @@ int main(int argc, char **argv) {
     char *data = slurp(argv[1], &len);
     static spec s;
     parse(data, len, &s);
+    if (s.send) return send_listener(&s, argv + 3);
     if (s.record) write_record(&s);
+    if (s.log) return observe(&s, argv + 3);
     confine(&s);
     if (s.wait) return run_child(argv + 3);
     exec_command(argv + 3);

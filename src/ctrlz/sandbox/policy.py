@@ -15,10 +15,11 @@ says what to change, raised by :func:`build` before anything starts.
 
 **Which processes are sandboxed.** While a sandboxed ``ctrlz run`` lives, the file
 ``<store>/sandboxed/<session id>.json`` holds ``{"pid": P, "start": T, "self": S, "mode": M,
-"session": ID}``: ``P`` is the process ``ctrlz run`` started (strace when the run is traced,
-else the launcher or bwrap), ``T`` its start time in clock ticks since boot (field 22 of
+"session": ID}``: ``P`` is the launcher, which writes the record: the agent itself after
+its exec (the Python launcher), or the native launcher's observer, the unconfined parent of
+the agent (or of bwrap); ``T`` its start time in clock ticks since boot (field 22 of
 ``/proc/P/stat``, so a recycled pid does not match), ``S`` whether ``P`` itself is confined
-(false when ``P`` is the tracer, which is not). A process is sandboxed when ``P`` (with its
+(false for the observer). A process is sandboxed when ``P`` (with its
 start time ``T``) is among its ancestors, or is the process itself when ``S``, or is traced
 by the tracer the record names (``"tracer"`` and ``"tracer_start"``: ``P``'s ``TracerPid`` when
 the record is written, so an orphan re-parented away from ``P`` still counts;

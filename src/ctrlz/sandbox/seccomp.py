@@ -127,19 +127,28 @@ class _Arch:
 
 _COMMON = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
            "clone3": 435, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
-           "landlock_restrict_self": 446}
+           "landlock_restrict_self": 446, "openat2": 437, "fchmodat2": 452}
 
 _X86_64 = _Arch("x86_64", 0xC000003E, 317, {
     **_COMMON, "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46, "bind": 49,
     "listen": 50, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "execve": 59,
     "ptrace": 101, "unshare": 272, "setns": 308, "seccomp": 317, "bpf": 321,
-    "sendmmsg": 307, "mount": 165, "chroot": 161}, x32=True)
+    "sendmmsg": 307, "mount": 165, "chroot": 161,
+    # the write-intent calls the observer of refused writes traps (observer.py)
+    "open": 2, "openat": 257, "creat": 85, "mkdir": 83, "mkdirat": 258, "mknod": 133,
+    "mknodat": 259, "unlink": 87, "unlinkat": 263, "rmdir": 84, "rename": 82,
+    "renameat": 264, "renameat2": 316, "link": 86, "linkat": 265, "symlink": 88,
+    "symlinkat": 266, "truncate": 76, "chmod": 90, "fchmodat": 268, "chown": 92,
+    "lchown": 94, "fchownat": 260, "utimensat": 280}, x32=True)
 
 _AARCH64 = _Arch("aarch64", 0xC00000B7, 277, {
     **_COMMON, "socket": 198, "connect": 203, "sendto": 206, "sendmsg": 211, "bind": 200,
     "listen": 201, "socketpair": 199, "clone": 220, "execve": 221, "ptrace": 117,
     "unshare": 97, "setns": 268, "seccomp": 277, "bpf": 280, "sendmmsg": 269, "mount": 40,
-    "chroot": 51}, x32=False)
+    "chroot": 51,
+    "openat": 56, "mkdirat": 34, "mknodat": 33, "unlinkat": 35, "renameat": 38,
+    "renameat2": 276, "linkat": 37, "symlinkat": 36, "truncate": 45, "fchmodat": 53,
+    "fchownat": 54, "utimensat": 88}, x32=False)
 
 _GROUPS = {"landlock": ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"),
            "io_uring": ("io_uring_setup", "io_uring_enter", "io_uring_register")}

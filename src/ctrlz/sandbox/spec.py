@@ -23,7 +23,8 @@ The file is a series of NUL-terminated ``key=value`` items (a path holds no NUL)
 ``seccomp``  a filter program in hex, installed in order after Landlock
 ``wait``     1: run the command as a child and die the way it died (bwrap, module
              :mod:`.launcher`)
-``log``, ``max``, ``notify``, ``writable``  the observer's (:mod:`.observer`)
+``log``, ``max``, ``notify``, ``call``, ``writable``  the observer's (:mod:`.observer`)
+``send``     1: the observer's part inside bwrap (filter, send the listener, exec)
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["build", "parse"]
+__all__ = ["build", "encode", "parse"]
 
 
 def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | None,
@@ -75,6 +76,11 @@ def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | 
     if mechanism == "bwrap":
         items.append(("wait", "1"))
     items += observer or []
+    return encode(items)
+
+
+def encode(items: list[tuple[str, str]]) -> bytes:
+    """Items as the spec's bytes."""
     return b"".join(os.fsencode(k) + b"=" + os.fsencode(v) + b"\0" for k, v in items)
 
 

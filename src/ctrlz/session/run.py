@@ -101,10 +101,10 @@ class Session:
             self.tracer, self.trace_note = Tracer(None), "tracing off (--no-trace)"
         elif cfg["disable_exec"]:
             self.tracer, self.trace_note = Tracer(None), "tracing off (disable_exec)"
-        else:  # sandboxed: the writes the sandbox refuses too (sources/trace/denials.py)
+        else:  # sandboxed without the native observer: the tracer records the refused writes
+            by_tracer = sandbox is not None and not sandbox.observes  # (trace/denials.py)
             self.tracer = Tracer.detect(
-                denials=sandbox is not None,
-                writable=sandbox.policy.writable if sandbox is not None else ())
+                denials=by_tracer, writable=sandbox.policy.writable if by_tracer else ())
             self.trace_note = self.tracer.reason
         self.scheduler = Scheduler(TriggerConfig(
             auto_interval=cfg["auto_interval"], idle_threshold=cfg["idle_threshold_seconds"],
@@ -282,6 +282,8 @@ class Session:
             exit_code, events, refused = result.returncode, result.events, result.denials
             dropped = result.denials_dropped
             self._exit_code = exit_code
+            if self.sandbox is not None and self.sandbox.observes:
+                refused, dropped = self.sandbox.refused()  # the observer's, in the launcher
         finally:
             if self.sandbox is not None:
                 self.sandbox.close()  # the proxy first: its last decisions are saved below

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import platform
 from ..errors import UsageError
-from ..sandbox import landlock, spec
+from ..sandbox import landlock, observer, spec
 from ..sandbox.bwrap import bwrap_argv
 from ..sandbox.policy import SandboxPolicy, build
 from ..sandbox.probe import Support, choose, support
 
 if TYPE_CHECKING:
+    from ..sources.trace import Denial
     from .protected import ProtectedWorkspace as Workspace
 
 RECORDS = "sandboxed"  # <store>/sandboxed/<session id>.json, while the run lives
@@ -72,6 +73,18 @@ class Plan:
     proxy: Any = None
     decisions: list[dict[str, Any]] = field(default_factory=list)
     session_id: str = ""
+    #: the native launcher, which also observes the refused writes (ctrlz.sandbox.observer);
+    #: None: the Python launcher, and the tracer records them
+    native: str | None = None
+
+    @property
+    def observes(self) -> bool:
+        return self.native is not None
+
+    @property
+    def log(self) -> str:
+        assert self.tmp is not None
+        return os.path.join(self.tmp, "denials")
 
     @property
     def record_path(self) -> str:
@@ -101,6 +114,15 @@ class Plan:
         assert self.tmp is not None
         os.makedirs(self.record_path, exist_ok=True)
         command = list(argv)
+        found = None
+        if self.native is not None:
+            found = observer.items(self.policy, self.mechanism, self.log)
+            if self.mechanism == "bwrap":  # the filter goes on inside, after bwrap's mounts
+                inner = os.path.join(self.tmp, "inside")
+                with open(inner, "wb") as f:
+                    f.write(spec.encode([("send", "1"), *[i for i in found
+                                                          if i[0] == "notify"]]))
+                command = [self.native, inner, "--", *command]
         if self.mechanism == "bwrap":
             placeholder = os.path.join(self.tmp, "catalog.db")
             open(placeholder, "wb").close()
@@ -109,14 +131,22 @@ class Plan:
                                  placeholder=placeholder)
         data = spec.build(self.policy, self.mechanism, version=self.info.landlock_abi,
                           record=os.path.join(self.record_path, f"{self.session_id}.json"),
-                          session=self.session_id)
+                          session=self.session_id, observer=found)
         path = os.path.join(self.tmp, "spec")
         with open(path, "wb") as f:
             f.write(data)
-        native = platform.native_launcher()
-        if native is not None:
-            return [native, path, "--", *command]
+        if self.native is not None:
+            return [self.native, path, "--", *command]
         return [sys.executable, "-P", "-m", "ctrlz.sandbox.launcher", path, "--", *command]
+
+    def refused(self) -> tuple[list[Denial], int]:
+        """The writes the observer saw refused, each with the errno this mechanism answers,
+        and how many more it only counted."""
+        from ..sources.trace import Denial
+
+        found, dropped = observer.read(self.log)
+        errno = observer.ERRNO[self.mechanism]
+        return [Denial(*row, errno) for row in found], dropped
 
     def close(self) -> None:
         if self.proxy is not None:
@@ -200,4 +230,5 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
     if policy.allow_hosts and info.landlock_abi < 4:
         raise UsageError(f"--allow-host needs Landlock ABI 4 to hold TCP to the proxy (this "
                          f"kernel: {info.landlock_abi}); use --net off or drop --allow-host")
-    return Plan(policy, mechanism, info, os.fspath(ws.store_path))
+    return Plan(policy, mechanism, info, os.fspath(ws.store_path),
+                native=platform.native_launcher())

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...paths import within
+from ...sandbox.calls import PATH_ARG as _PATH_ARG
 from ...types import text_path
 from .cstrings import unescape_c_string
 
@@ -39,20 +40,6 @@ _NAMES = frozenset(n.lstrip("?") for n in WRITE_SYSCALLS.split(","))
 #: it for a rename across the boundary, and ``mv`` then copies, whose open is refused again.
 REFUSALS = frozenset({"EACCES", "EPERM", "EROFS"})
 _OPEN_WRITES = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE")
-
-#: For each syscall, which argument (0-based) holds the path refused and which one its
-#: directory fd (None: relative to the cwd). For rename and link, the new name: a write going
-#: out of the workspace is refused at its target. ``utimensat(fd, NULL)`` names the fd's file.
-_PATH_ARG: dict[str, tuple[int, int | None]] = {
-    "open": (0, None), "creat": (0, None), "mkdir": (0, None), "mknod": (0, None),
-    "unlink": (0, None), "rmdir": (0, None), "truncate": (0, None), "chmod": (0, None),
-    "chown": (0, None), "lchown": (0, None), "rename": (1, None), "link": (1, None),
-    "symlink": (1, None),
-    "openat": (1, 0), "openat2": (1, 0), "mkdirat": (1, 0), "mknodat": (1, 0),
-    "unlinkat": (1, 0), "fchmodat": (1, 0), "fchmodat2": (1, 0), "fchownat": (1, 0),
-    "utimensat": (1, 0), "renameat": (3, 2), "renameat2": (3, 2), "linkat": (3, 2),
-    "symlinkat": (2, 1),
-}
 
 
 @dataclass(frozen=True)
