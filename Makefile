@@ -12,7 +12,8 @@ help:
 	@echo "make test-all  the same, with the long loops in full (tests marked slow)"
 	@echo "make test-portable  the restore, crash, CLI, hook, MCP, service and remote tests again"
 	@echo "              with every Linux-only fast path off (CTRLZ_PLATFORM=portable)"
-	@echo "make bench   compare ctrlz with git, tar+zstd and rsync (takes several minutes)"
+	@echo "make bench   compare ctrlz with git, tar+zstd and rsync, and time ctrlz run --sandbox"
+	@echo "             (takes several minutes)"
 
 $(STAMP): pyproject.toml setup.py $(wildcard src/ctrlz/door/*.c src/ctrlz/door/*.h src/ctrlz/door/ctrlz src/ctrlz/door/ctrlz-hook \
 	src/ctrlz/sandbox/*.c src/ctrlz/sandbox/*.h)
@@ -64,9 +65,11 @@ bench-tools:
 
 bench: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/sandbox.py  # what ctrlz run --sandbox costs (issue 42's targets)
 
 bench-quick: $(STAMP) bench-tools
 	$(BIN)/python bench/run.py --quick
+	$(BIN)/python bench/sandbox.py --repeat 3
 
 clean:
 	rm -rf $(VENV) bench/out .pytest_cache

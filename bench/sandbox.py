@@ -1,8 +1,10 @@
 """What ``ctrlz run --sandbox`` costs over a plain ``ctrlz run`` (issue 42's benchmarks).
 
 Three workloads, each run through ``ctrlz run`` plain, ``--sandbox=landlock`` and
-``--sandbox=bwrap`` in turn (interleaved, so a busy machine slows all three alike), median of
-``--repeat`` rounds:
+``--sandbox=bwrap`` in turn, with the tracer and without it (``--no-trace``), and
+``--sandbox=landlock`` through the Python launcher (``landlock-py``: where no C compiler built
+``ctrlz-sandbox``, refusals are then the tracer's), all interleaved so that a busy machine
+slows them alike, median of ``--repeat`` rounds:
 
 - start-up: ``true`` (the target: at most 30 ms over plain);
 - build-like: copy four stdlib packages into the workspace and byte-compile them;
@@ -12,7 +14,8 @@ The build-like and git ratios are the target of at most 1.1x. Each ``ctrlz run``
 pre-run and post-run snapshots, the same for all three. The workspace daemon (which a
 sandboxed run starts, for the hooks) is started once beforehand, so that no row pays for it.
 
-Run: ``.venv/bin/python bench/sandbox.py [--repeat N]``.
+Run: ``.venv/bin/python bench/sandbox.py [--repeat N] [--traced-only]`` (``make bench`` runs it
+after ``bench/run.py``).
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ from pathlib import Path
 
 CTRLZ = [sys.executable, "-P", "-c", "import sys; del sys.argv[0]; from ctrlz.cli import main; "
          "sys.exit(main())", "ctrlz"]
-MODES = {"plain": [], "landlock": ["--sandbox=landlock"], "bwrap": ["--sandbox=bwrap"]}
-#: the same without the tracer, to tell the sandbox's own cost from the tracing of write
-#: syscalls that --sandbox adds (to record refusals)
+MODES = {"plain": [], "landlock": ["--sandbox=landlock"], "bwrap": ["--sandbox=bwrap"],
+         "landlock-py": ["--sandbox=landlock"]}
+#: the same without the tracer, to tell the sandbox's own cost from the tracer's
 UNTRACED = {"plain-nt": ["--no-trace"], "landlock-nt": ["--no-trace", "--sandbox=landlock"],
             "bwrap-nt": ["--no-trace", "--sandbox=bwrap"]}
+#: the environment a mode adds: landlock-py starts the Python launcher
+ENV = {"landlock-py": {"CTRLZ_SANDBOX_NATIVE": "0"}}
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 PACKAGES = ("json", "email", "http", "logging")
 BUILD = ("rm -rf build && mkdir build && "
@@ -55,13 +60,13 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--untraced", action="store_true",
-                        help="also time each mode with --no-trace")
+    parser.add_argument("--traced-only", action="store_true",
+                        help="leave out the --no-trace rows")
     args = parser.parse_args(argv)
     from ctrlz.sandbox.probe import support
 
     info = support()
-    every = {**MODES, **(UNTRACED if args.untraced else {})}
+    every = {**MODES, **({} if args.traced_only else UNTRACED)}
     modes = {m: a for m, a in every.items()
              if m.startswith("plain") or not getattr(info, f"{m.split('-')[0]}_reason")}
     base = Path(tempfile.mkdtemp(prefix="ctrlz-bench-sbx-", dir="/var/tmp"))
@@ -82,12 +87,13 @@ def main(argv: list[str] | None = None) -> int:
                      "git status x20": ["sh", "-c", GIT]}
         times: dict[tuple[str, str], list[float]] = {}
         for name, command in workloads.items():
-            for extra in modes.values():  # one warm-up each
-                timed([*CTRLZ, "run", *extra, "--", *command], ws, env)
+            for mode, extra in modes.items():  # one warm-up each
+                timed([*CTRLZ, "run", *extra, "--", *command], ws, {**env, **ENV.get(mode, {})})
             for _ in range(args.repeat):
                 for mode, extra in modes.items():
                     times.setdefault((name, mode), []).append(
-                        timed([*CTRLZ, "run", *extra, "--", *command], ws, env))
+                        timed([*CTRLZ, "run", *extra, "--", *command], ws,
+                              {**env, **ENV.get(mode, {})}))
         header = f"{'workload':<18}" + "".join(f"{m:>12}" for m in modes) + "   over plain"
         print(header)
         for name in workloads:

@@ -27,6 +27,7 @@ echo in > in.txt
 mkdir -p sub && echo deep > sub/deep.txt && rm sub/deep.txt
 echo x 2>/dev/null > "$OUT/new.txt"
 cat "$OUT/keep.txt" > /dev/null
+echo to-stdout > /dev/stdout; echo to-stderr > /proc/self/fd/2
 echo y 2>/dev/null >> "$OUT/missing-dir/f"
 mkdir "$OUT/victim" 2>/dev/null
 mv in.txt "$OUT/moved.txt" 2>/dev/null
@@ -84,12 +85,15 @@ def test_writes_outside_are_refused_and_recorded_writes_inside_are_not(
     """A write outside is refused and recorded with its call, its real path and the
     mechanism's errno: a plain open, a mkdir, a dirfd-relative openat and a rename out (mv
     and os.rename). Writes inside, reads, and calls the kernel fails before the sandbox
-    (a missing directory, an existing name) are not recorded."""
+    (a missing directory, an existing name) are not recorded, nor is reopening a pipe
+    through ``/dev/stdout`` (which the observer must resolve as the process's, not its own)."""
     need(mode)
     env = {**area.env, "OUT": str(area.out)}
     proc = run(area, env, "run", f"--sandbox={mode}", "--", "sh", "-c", WRITES)
     assert proc.returncode == 0, proc.stderr
     assert "relative: refused" in proc.stdout and "rename: refused" in proc.stdout, proc.stderr
+    if area.user is None:  # (the test's pipes are root's: uid 65534 may not reopen them)
+        assert "to-stdout" in proc.stdout and "to-stderr" in proc.stderr
     assert (area.ws / "kept.txt").exists() and not (area.out / "new.txt").exists()
     found = denials(area)
     out = str(area.out)

@@ -179,6 +179,23 @@ static int real_parent(const char *path, char *out, size_t size) {
     return 0;
 }
 
+/* the process's own names (/proc/self, /dev/fd, /dev/stdout, ...) as /proc/PID/...: resolved
+ * here, they would name the observer's */
+static void own_names(pid_t pid, char *path, size_t size) {
+    static const struct { const char *name; const char *as; } names[] = {
+        {"/proc/self", ""}, {"/proc/thread-self", ""}, {"/dev/fd", "/fd"},
+        {"/dev/stdin", "/fd/0"}, {"/dev/stdout", "/fd/1"}, {"/dev/stderr", "/fd/2"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t n = strlen(names[i].name);
+        if (strncmp(path, names[i].name, n) || (path[n] && path[n] != '/')) continue;
+        char rest[PATH_MAX];
+        snprintf(rest, sizeof rest, "%s", path + n);
+        if (snprintf(path, size, "/proc/%d%s%s", pid, names[i].as, rest) >= (int)size)
+            path[0] = 0; /* too long: the kernel refuses it itself */
+        return;
+    }
+}
+
 static int exists(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0;
@@ -218,6 +235,14 @@ static int refused(int listener, const struct seccomp_notif *req, const call *c,
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0) return 0;
     if (absolute(pid, dirfd, raw, path, sizeof path) < 0) return 0;
     normalize(path);
+    own_names(pid, path, sizeof path);
+    char prefix[64];
+    int n = snprintf(prefix, sizeof prefix, "/proc/%d/fd/", pid);
+    if (!strncmp(path, prefix, (size_t)n)) { /* an fd reopened: the file it is, if a file */
+        char target[PATH_MAX];
+        if (link_target(path, target, sizeof target) < 0) return 0; /* a pipe, a socket */
+        memcpy(path, target, strlen(target) + 1);
+    }
     if (c->src >= 0) {
         char from[PATH_MAX];
         int srcfd = c->srcdir < 0 ? AT_FDCWD : (int)args[c->srcdir];
