@@ -133,7 +133,8 @@ def runtime_dir() -> str:
 def refused_line(denials: list[dict[str, Any]], session_id: str, dropped: int = 0) -> str:
     """The run summary's line on a sandbox's refusals: ``the sandbox refused 3 writes outside
     the workspace (2 paths: ~/.npmrc, /etc/hosts)``, and the connections the same way.
-    ``dropped``: refused writes past the tracer's cap, counted but not kept."""
+    ``dropped``: refused writes past the cap (the observer's or the tracer's), counted but
+    not kept."""
     home = os.path.expanduser("~")
 
     def short(path: str) -> str:

@@ -43,10 +43,12 @@ __all__ = ["build", "encode", "parse"]
 
 
 def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | None,
-          session: str, observer: list[tuple[str, str]] | None = None) -> bytes:
+          session: str, observer: list[tuple[str, str]] | None = None,
+          rules: list[tuple[str, int]] | None = None) -> bytes:
     """The spec of ``policy`` under ``mechanism`` (``landlock`` or ``bwrap``) on Landlock ABI
     ``version``. ``observer``: the observer's items (:func:`.observer.items`), which also make
-    the record's process the unconfined observer (``self`` 0) rather than the command."""
+    the record's process the unconfined observer (``self`` 0) rather than the command.
+    ``rules``: :func:`.landlock.path_rules` of the policy, when the caller has them."""
     from .seccomp import build_filter
 
     items: list[tuple[str, str]] = []
@@ -58,8 +60,9 @@ def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | 
     attr = None
     if mechanism == "landlock":
         attr = landlock.ruleset_attr(version, net=port is not None, scopes=True)
-        rules = landlock.path_rules(version, policy.writable, policy.unreadable,
-                                    policy.devices)
+        if rules is None:
+            rules = landlock.path_rules(version, policy.writable, policy.unreadable,
+                                        policy.devices)
     elif port is not None:  # bwrap does the filesystem; the proxy port is ours
         if version < 4:
             raise OSError(f"--allow-host needs Landlock ABI 4 (this kernel: {version})")

@@ -76,6 +76,8 @@ class Plan:
     #: the native launcher, which also observes the refused writes (ctrlz.sandbox.observer);
     #: None: the Python launcher, and the tracer records them
     native: str | None = None
+    #: the Landlock path rules, worked out once by :func:`prepare`
+    rules: list[tuple[str, int]] | None = None
 
     @property
     def observes(self) -> bool:
@@ -131,7 +133,7 @@ class Plan:
                                  placeholder=placeholder)
         data = spec.build(self.policy, self.mechanism, version=self.info.landlock_abi,
                           record=os.path.join(self.record_path, f"{self.session_id}.json"),
-                          session=self.session_id, observer=found)
+                          session=self.session_id, observer=found, rules=self.rules)
         path = os.path.join(self.tmp, "spec")
         with open(path, "wb") as f:
             f.write(data)
@@ -213,10 +215,11 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
         policy.inbox = inbox
         policy.markers.append(os.path.join(ws.store_path, "toolcalls", "catalog.db"))
     info = support(bwrap=False)  # bwrap is started only when Landlock will not do
-    fits = None
+    fits, rules = None, None
     if info.landlock_reason is None:
-        try:
-            landlock.path_rules(info.landlock_abi, policy.writable, policy.unreadable)
+        try:  # kept for the launcher's spec: walking the hidden paths' parents costs
+            rules = landlock.path_rules(info.landlock_abi, policy.writable, policy.unreadable,
+                                        policy.devices)
         except ValueError as exc:
             fits = str(exc)
     if policy.mode == "bwrap" or info.landlock_reason is not None or fits is not None:
@@ -231,4 +234,4 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
         raise UsageError(f"--allow-host needs Landlock ABI 4 to hold TCP to the proxy (this "
                          f"kernel: {info.landlock_abi}); use --net off or drop --allow-host")
     return Plan(policy, mechanism, info, os.fspath(ws.store_path),
-                native=platform.native_launcher())
+                native=platform.native_launcher(), rules=rules)
