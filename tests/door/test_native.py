@@ -353,15 +353,19 @@ def test_without_a_compiler_ctrlz_is_the_python_clis_script(
     import runpy
 
     repo = DOOR.parents[2]
-    build_door = runpy.run_path(str(repo / "setup.py"), run_name="setup")["build_door"]
-    monkeypatch.setenv("CTRLZ_BUILD_NATIVE", "0")
-    assert build_door(str(tmp_path / "a")) == "CTRLZ_BUILD_NATIVE=0"
-    monkeypatch.delenv("CTRLZ_BUILD_NATIVE")
-    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    assert build_door(str(tmp_path / "b")).startswith("no C compiler")
-    monkeypatch.setenv("CC", "false")
-    assert "failed" in build_door(str(tmp_path / "c"))
-    assert not any((tmp_path / n).exists() for n in "abc")
+    setup = runpy.run_path(str(repo / "setup.py"), run_name="setup")
+    build_door = setup["build_door"]
+    for name in ("build_door", "build_launcher"):  # the sandbox's launcher says why the same
+        build = setup[name]
+        monkeypatch.setenv("CTRLZ_BUILD_NATIVE", "0")
+        assert build(str(tmp_path / "a")) == "CTRLZ_BUILD_NATIVE=0"
+        monkeypatch.delenv("CTRLZ_BUILD_NATIVE")
+        monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+        assert build(str(tmp_path / "b")).startswith("no C compiler")
+        monkeypatch.setenv("CC", "false")
+        assert "failed" in build(str(tmp_path / "c"))
+        monkeypatch.delenv("CC")
+        assert not any((tmp_path / n).exists() for n in "abc")
     launcher = DOOR / "ctrlz"
     assert launcher.read_text().startswith("#!python\n")  # pip writes the interpreter in
     run = subprocess.run([sys.executable, str(launcher), "--version"], capture_output=True,
