@@ -1,5 +1,5 @@
 """Write src/ctrlz/door/protocol.h, the C door's copy of the wire protocol, from its one
-definition, src/ctrlz/door/protocol.py (tests/door/test_protocol.py fails when the header is
+definition, src/ctrlz/protocol.py (tests/door/test_protocol.py fails when the header is
 not what this writes; run this script then, and rebuild the door: `make .venv/.installed`).
 
 Only macros and one type, so that any of the door's C files may include it."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ctrlz.door import protocol
+from ctrlz import protocol
 from ctrlz.errors import RestoreError
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "ctrlz" / "door" / "protocol.h"
@@ -57,7 +57,7 @@ def render() -> str:
     env_names = wrapped([*map(c_string, protocol.ENV_NAMES), "NULL"])
     return "\n".join([
         "/* The native door's wire protocol, written by scripts/gen_door_header.py from its one",
-        " * definition, src/ctrlz/door/protocol.py (where each value says why it is what it is).",
+        " * definition, src/ctrlz/protocol.py (where each value says why it is what it is).",
         " * Do not edit: tests/door/test_protocol.py fails when this is not what the script",
         " * writes. */",
         "#ifndef CTRLZ_DOOR_PROTOCOL_H",
@@ -87,7 +87,7 @@ def render() -> str:
         env_names[-1] + "}",
         "",
         "/* a command line the door hands to the daemon: COMMAND [OPERAND] [OPTION...], each",
-        " * option at most once, in any order (ctrlz.door.protocol.Form) */",
+        " * option at most once, in any order (ctrlz.protocol.Form) */",
         "typedef struct {",
         "    const char *command;",
         "    int operand;                 /* one argument that is not an option comes first */",

@@ -163,7 +163,7 @@ def test_one_of_each_thing() -> None:
             assert "os.path.normpath" not in text, rel
         # one user_dir, one xdg_base; the door's protocol only names the variables a request
         # carries to the daemon, it computes no directory from them
-        if rel not in ("platform.py", "door/protocol.py"):
+        if rel not in ("platform.py", "protocol.py"):
             assert '"XDG_' not in text and "import platformdirs" not in text, rel
     assert "def put_back" not in sources[SRC / "toolcalls" / "images.py"]
 
@@ -251,9 +251,9 @@ def test_no_import_circles() -> None:
 def started_programs() -> Iterator[tuple[str, str]]:
     """(starter, module) for every ``[python, ..., "-m", X, ...]`` in ctrlz: a process
     boundary, which the import reader does not see. ``X`` is a constant name, or
-    :data:`ctrlz.door.protocol.DAEMON_PROGRAM` (the daemon's program, a face the session
+    :data:`ctrlz.protocol.DAEMON_PROGRAM` (the daemon's program, a face the session
     starts: it may not import it, so it names it by that constant, defined beside it)."""
-    from ctrlz.door import protocol
+    from ctrlz import protocol
 
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
@@ -284,7 +284,7 @@ def test_every_program_started_by_name_runs() -> None:
         if main == program:
             assert '__name__ == "__main__"' in modules()[main].read_text(), \
                 f"{starter} starts {program}, which does not run as a program"
-    from ctrlz.door import protocol
+    from ctrlz import protocol
 
     assert protocol.DAEMON_PROGRAM in seen
     assert layer_of(protocol.DAEMON_PROGRAM) == "faces"
@@ -307,8 +307,6 @@ LAYERS = {
     "acp": "faces",
     "hooks": "faces",
     "door": "faces",  # the native door's request, answered in the daemon; the daemon's program
-    # its wire protocol (forms, version, timeouts), which the session's daemon client reads too
-    "door.protocol": "shared",
     "installers": "faces",
     "workspace": "faces",
     "snapshot_manager": "faces",
@@ -330,6 +328,9 @@ LAYERS = {
     "paths": "shared",  # the one inside-the-workspace path check
     "jsontext": "shared",  # json's own C codec, without json's start-up
     "platform": "shared",  # what this machine offers (CTRLZ_PLATFORM=portable: the twins)
+    # the door's wire protocol (forms, version, timeouts): the CLI, the door, the hooks and
+    # the session's daemon client read the one definition
+    "protocol": "shared",
 }
 
 #: What each layer may import. Faces may reach past the session to engine and state records

@@ -1,4 +1,4 @@
-"""The native door's wire protocol is defined once (:mod:`ctrlz.door.protocol`), and every
+"""The native door's wire protocol is defined once (:mod:`ctrlz.protocol`), and every
 program that speaks it takes it from there: the C door through ``protocol.h``, which must be
 what ``scripts/gen_door_header.py`` writes; the CLI and the daemon through their runners of
 each form. A form one of them lacks fails here, not as a command that quietly takes the slow
@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctrlz import cli
-from ctrlz.door import protocol, serve
+from ctrlz import cli, protocol
+from ctrlz.door import serve
 from ctrlz.session import daemon_client
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace

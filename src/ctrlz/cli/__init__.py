@@ -169,10 +169,10 @@ def _guarded(run: Callable[[], None]) -> int:
 
 def _door(args: list[str]) -> Callable[[list[str]], None] | None:
     """The click-free door of the most run commands, if ``args`` is one of their plain forms:
-    the forms the native door hands to the daemon (:data:`ctrlz.door.protocol.FORMS`)."""
+    the forms the native door hands to the daemon (:data:`ctrlz.protocol.FORMS`)."""
     if not args or args[0] not in DOOR_RUNS:  # every other command: not even the protocol
         return None
-    from ..door.protocol import form_of
+    from ..protocol import form_of
 
     form = form_of(args)
     return None if form is None else DOOR_RUNS[form.command]
@@ -196,7 +196,7 @@ def _rollback(args: list[str]) -> None:
     run(args[1], as_json=args[2:] == ["--json"])
 
 
-#: what runs each form of :data:`ctrlz.door.protocol.FORMS` in this process
+#: what runs each form of :data:`ctrlz.protocol.FORMS` in this process
 DOOR_RUNS: dict[str, Callable[[list[str]], None]] = {
     "list": _list, "snapshot": _snapshot, "rollback": _rollback}
 

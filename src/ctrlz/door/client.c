@@ -15,7 +15,7 @@
  *
  * This file is the program (the request, the socket, the Python CLI); wire.c writes and
  * reads JSON text, locate.c finds the store, trace.c says what happened; protocol.h, written
- * from ctrlz/door/protocol.py, is what it shares with the daemon and the Python CLI: the
+ * from ctrlz/protocol.py, is what it shares with the daemon and the Python CLI: the
  * forms, the version, the timeouts. Every hand-over to the Python CLI says why under
  * $CTRLZ_DOOR_TRACE. Linux only; C99 and POSIX, libc only.
  */
@@ -62,7 +62,7 @@ extern char **environ;
 
 static const door_form FORMS[] = DOOR_FORMS_INIT;
 
-/* the form argv[1:] is, NULL if none (as ctrlz.door.protocol.form_of) */
+/* the form argv[1:] is, NULL if none (as ctrlz.protocol.form_of) */
 static const door_form *form_of(int argc, char **argv) {
     for (const door_form *f = FORMS; argc >= 2 && f->command; f++) {
         if (strcmp(argv[1], f->command) != 0) continue;

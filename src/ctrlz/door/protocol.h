@@ -1,5 +1,5 @@
 /* The native door's wire protocol, written by scripts/gen_door_header.py from its one
- * definition, src/ctrlz/door/protocol.py (where each value says why it is what it is).
+ * definition, src/ctrlz/protocol.py (where each value says why it is what it is).
  * Do not edit: tests/door/test_protocol.py fails when this is not what the script
  * writes. */
 #ifndef CTRLZ_DOOR_PROTOCOL_H
@@ -30,7 +30,7 @@
     "CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR", NULL}
 
 /* a command line the door hands to the daemon: COMMAND [OPERAND] [OPTION...], each
- * option at most once, in any order (ctrlz.door.protocol.Form) */
+ * option at most once, in any order (ctrlz.protocol.Form) */
 typedef struct {
     const char *command;
     int operand;                 /* one argument that is not an option comes first */

@@ -1,7 +1,7 @@
 """The native door's request (``op: door``), answered inside the workspace daemon.
 
 The C program ``ctrlz`` (see :mod:`ctrlz.door`) sends, for the forms
-:data:`ctrlz.door.protocol.FORMS` names (``ctrlz snapshot [--json]``, ``ctrlz list [--json]``
+:data:`ctrlz.protocol.FORMS` names (``ctrlz snapshot [--json]``, ``ctrlz list [--json]``
 and ``ctrlz rollback SNAP [--json]``; :data:`COMMANDS` runs each)::
 
     {"op": "door", "version": 1, "argv": ["snapshot", "--json"], "cwd": "/w/src",
@@ -41,13 +41,12 @@ from __future__ import annotations
 import os
 import time
 
-from .. import jsontext
+from .. import jsontext, protocol
 from ..cli import listing, render, rolling, taking
 from ..config import load_config
 from ..errors import CtrlzError
 from ..locator import home_dir, locate
 from ..session import daemon_client
-from . import protocol
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ def captures(message: dict[str, Any]) -> bool:
     """Whether the request only captures, and so may come from a sandboxed session's
     process (:mod:`ctrlz.session.confined`): a hook (its pre-images, a shell call's
     snapshot) or a form that only captures (``ctrlz snapshot``: :attr:`Form.captures
-    <ctrlz.door.protocol.Form>`). A rollback and a listing are refused to it."""
+    <ctrlz.protocol.Form>`). A rollback and a listing are refused to it."""
     argv = message.get("argv")
     if not (isinstance(argv, list) and argv and isinstance(argv[0], str)):
         return False
@@ -159,7 +158,7 @@ def _rollback(daemon: Daemon, config: dict[str, Any], as_json: bool,
     return 0, rolling.report_lines(result, "rollback", "rolled back to", as_json)
 
 
-#: the daemon's runner of each form :data:`ctrlz.door.protocol.FORMS` names
+#: the daemon's runner of each form :data:`ctrlz.protocol.FORMS` names
 COMMANDS: dict[str, Callable[[Daemon, dict[str, Any], bool, dict[str, Any]], Any]] = {
     "snapshot": _snapshot, "list": _list, "rollback": _rollback}
 

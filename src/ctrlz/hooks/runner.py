@@ -20,7 +20,7 @@ import os
 import sys
 
 from .. import jsontext
-from ..door.protocol import HOOK_INPUT_MAX
+from ..protocol import HOOK_INPUT_MAX
 from .context import HookContext
 
 TYPE_CHECKING = False

@@ -6,7 +6,7 @@ and no ``pathlib``. Every call degrades instead of failing: when no daemon answe
 caller snapshots in-process (slower, same result) and may :func:`spawn` one for next time.
 
 The wire format is one JSON object per line each way over a Unix stream socket,
-``<store>/daemon.sock``; its names, sizes and timeouts are :mod:`ctrlz.door.protocol`'s, which
+``<store>/daemon.sock``; its names, sizes and timeouts are :mod:`ctrlz.protocol`'s, which
 the native door shares. The store directory is private (mode 0700), and the daemon also checks
 the peer's uid, so only the workspace's owner can ask it for anything.
 """
@@ -21,7 +21,7 @@ import time
 from .. import jsontext, platform
 
 # the wire's names, sizes and timeouts, which the native door shares (one definition)
-from ..door.protocol import (
+from ..protocol import (
     CONNECT_TIMEOUT_S,
     DAEMON_PROGRAM,
     DIRTY_TIMEOUT_S,

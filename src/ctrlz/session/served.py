@@ -190,6 +190,6 @@ def _in_process(why: str) -> None:
     """Say why the work is done in this process rather than by the daemon, when
     ``$CTRLZ_DOOR_TRACE`` asks (the native door names its own hand-overs the same way): a
     daemon that declines is a speed loss nothing else shows."""
-    from ..door.protocol import trace
+    from ..protocol import trace
 
     trace(f"in this process: {why}")

@@ -30,7 +30,7 @@ SOCKET_NAME = "daemon.sock"
 #: the program a daemon process runs (``python -m``): the session's daemon with this door's
 #: request added; a face (see :mod:`ctrlz.door.program`), named here, beside it, so that the
 #: session, which may not import a face, starts it by this one name
-DAEMON_PROGRAM = f"{__package__}.program"
+DAEMON_PROGRAM = f"{__package__}.door.program"
 
 #: Connecting is instant when a daemon listens; a reply may wait for a full scan (the first
 #: snapshot after the daemon started on a changed tree) or for another writer's store lock.
