@@ -53,6 +53,21 @@ def served(ws: Workspace) -> int:
     return int(daemon_client.status(ws.store_path)["served"]["restores"])
 
 
+def wait_dead(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie: its files are closed by then)
+    within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except FileNotFoundError:
+            return True
+        if stat.rpartition(b")")[2].split()[0] in (b"Z", b"X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def edit(root: Path) -> None:
     (root / "pkg0" / "f0.py").write_text("changed\n")
     (root / "pkg1" / "f1.py").unlink()
@@ -226,19 +241,25 @@ def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch, point: str, after: int) -> None:
     """SIGKILL inside the daemon's restore, at a named point: the caller gets the error (no
     second restore), the next opening recovers the journal, and ``undo`` returns the edits."""
+    from ctrlz.engine import journal
+
     edit(ws.root)
     edited = tree_state(ws.root)
     monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", f"{point}:{after}")
-    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    started = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    assert started["ready"]
     monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
     with pytest.raises(RestoreError, match="stopped during the rollback without answering"):
         ws.rollback("base")
-    deadline = time.monotonic() + 60
-    while daemon_client.running(ws.store_path) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # dead, not only off its daemon lock: the kernel lets go of a killed process's files one
+    # by one, so its daemon lock may be free while it still holds the store lock, and an
+    # opening then leaves the journal to "its owner" (engine.restore.recover)
+    assert wait_dead(int(started["pid"]), 60), "the daemon outlived its kill point"
+    assert journal.pending(ws.store_path), "the killed restore left no journal"
     again = Workspace.open(ws.root)
     try:
         assert again.recovered, "the interrupted restore's journal was not there to recover"
+        assert not journal.pending(ws.store_path)
         again.undo()
         now = tree_state(again.root)
         assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
