@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher.h"
+#include "observe.h"
 
 #ifndef SECCOMP_USER_NOTIF_FLAG_CONTINUE
 #define SECCOMP_USER_NOTIF_FLAG_CONTINUE (1UL << 0)

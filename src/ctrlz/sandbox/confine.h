@@ -1,7 +1,7 @@
-/* ctrlz-sandbox's parts: the launcher (launcher.c) and the observer of refused writes
- * (observe.c). */
-#ifndef CTRLZ_LAUNCHER_H
-#define CTRLZ_LAUNCHER_H
+/* What ctrlz-sandbox's parts share: the spec, and confining (confine.c). The launcher
+ * (launcher.c) and the observer (observe.c) use it; it uses neither. */
+#ifndef CTRLZ_CONFINE_H
+#define CTRLZ_CONFINE_H
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,13 +26,15 @@ typedef struct {
 #define NPASSED 4
 extern const int PASSED[NPASSED];
 
+#define EXIT_REFUSED 126
+
 /* one line on stderr, exit 126 */
 void refuse(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* a number item of the spec (up to a ':'), or refuse */
+uint64_t number(const char *text, const char *key);
 void confine(const spec *s);
 int load_filter(const char *hex, unsigned flags);
 void exec_command(char **argv) __attribute__((noreturn));
 int ended_as(int status, int bwrap);
-int observe(const spec *s, char **argv);
-int send_listener(const spec *s, char **argv) __attribute__((noreturn));
 
 #endif
