@@ -17,7 +17,8 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.state import behind, failpoints, pools
-from ctrlz.state.packs import encode_small
+from ctrlz.state.groups import GROUP, pack_records
+from ctrlz.state.packs import PACK_MAGIC, RECORD, RECORD_MAGIC
 from ctrlz.state.repository import Repository
 from tests.conftest import make_tree, tree_state
 from tests.engine.test_crash import assert_store_sound, run_worker
@@ -69,7 +70,7 @@ def test_a_snapshot_of_many_small_files_compresses_behind_and_restores_exactly(
     ws.close()
 
 
-def test_objects_are_stored_once_encoded_as_inline_and_in_the_order_given(
+def test_objects_are_stored_once_grouped_and_in_the_order_given(
         ws_dir: Path, tmp_path: Path) -> None:
     ws = Workspace.init(ws_dir, home=tmp_path / "home")
     store_path = ws.store_path
@@ -88,12 +89,14 @@ def test_objects_are_stored_once_encoded_as_inline_and_in_the_order_given(
             writer.commit(repo.catalog)
         assert writer.added_objects == MANY
         rows = [repo.catalog.lookup(store.digest(d)) for d in bodies]
-        assert all(r is not None for r in rows)
-        offsets = [r[2] for r in rows]  # type: ignore[index]
-        assert offsets == sorted(offsets) and len(set(offsets)) == MANY
-        for data, row in zip(bodies, rows, strict=True):
-            assert row[5] == encode_small(data)[0]  # type: ignore[index]
-            assert store.read(row[0]) == data  # type: ignore[index]
+        assert all(r is not None and r[5] == GROUP for r in rows)
+        (name,) = [n for n, _ in repo.catalog.packs().values()]
+        data = (store_path / "packs" / name).read_bytes()
+        found = list(pack_records(data, RECORD, RECORD_MAGIC, len(PACK_MAGIC)))
+        assert [f[0] for f in found] == [store.digest(d) for d in bodies]  # in order, once
+        assert [f[1:] for f in found] == [r[2:] for r in rows]  # the index, from the pack
+        for body, row in zip(bodies, rows, strict=True):
+            assert store.read(row[0]) == body  # type: ignore[index]
 
 
 def test_a_batch_that_fails_to_compress_fails_the_snapshot_and_loses_nothing(
@@ -125,7 +128,7 @@ def test_after_a_failed_batch_the_writer_never_commits(ws_dir: Path, tmp_path: P
     ws = Workspace.init(ws_dir, home=tmp_path / "home")
     store_path = ws.store_path
     ws.close()
-    bodies = [(b"body %d " % i) * 40 for i in range(MANY)]
+    bodies = [(b"body %d " % i) * 400 for i in range(MANY)]  # several groups
     with Repository.open(store_path) as repo, repo.lock:
         writer = repo.objects.writer()
         failpoints.arm_error("compress-behind", errno.ENOMEM)
@@ -144,24 +147,27 @@ def test_after_a_failed_batch_the_writer_never_commits(ws_dir: Path, tmp_path: P
 
 
 def test_an_append_that_fails_midway_poisons_the_queue() -> None:
-    """A batch whose append fails after some of its objects went in (a full disk): the rest
-    were promised and are not in the pack, so every later call raises too, as after a batch
-    that failed to compress."""
+    """A group whose append fails (a full disk) after others went in: its objects were
+    promised and are not in the pack, so every later call raises too, as after a group that
+    failed to compress."""
     appended: list[bytes] = []
 
     def append(oid: bytes, size: int, codec: int, stored: bytes) -> None:
+        raise AssertionError("a group of one is not expected here")
+
+    def append_group(oids: list[bytes], sizes: list[int], record: bytes) -> None:
         if len(appended) == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
-        appended.append(oid)
+        appended.append(oids[0])
 
-    queue = behind.CompressBehind(append)
-    for i in range(behind.BATCH_OBJECTS):  # one full batch, handed over
-        queue.add(b"%032d" % i, b"object %d " % i * 20)
-    with pytest.raises(OSError):
+    queue = behind.CompressBehind(append, append_group)
+    with pytest.raises(OSError):  # at an add that collects, or else at the finish
+        for i in range(5 * behind.BATCH_OBJECTS):  # five full groups
+            queue.add(b"%032d" % i, b"object %d " % i * 2)
         queue.finish()
     assert len(appended) == 3
     with pytest.raises(OSError):
-        queue.add(b"%032d" % 999, b"one more")
+        queue.add(b"%032d" % 99999, b"one more")
     with pytest.raises(OSError):
         queue.finish()
 

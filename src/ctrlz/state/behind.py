@@ -11,7 +11,9 @@ one call each made the GIL change hands three times per object, and a first snap
 
 What it keeps: objects are appended to the pack in the order they were given, on the caller's
 thread (the only one that appends, see :class:`ctrlz.state.object_writer.ObjectWriter`), so a
-pack's layout does not depend on thread timing. A batch that fails to compress (out of
+pack's layout does not depend on thread timing. A batch is one group (:mod:`ctrlz.state.groups`):
+its objects are compressed together, as one zstd frame, and appended as one group record; a
+batch of one object is stored alone, as before groups. A batch that fails to compress (out of
 memory), or whose append fails (a full disk), raises on the caller's thread at the next
 :meth:`CompressBehind.add` or at :meth:`CompressBehind.finish`, and again at every later
 call, and the caller's operation fails as any failed write does. At most
@@ -24,7 +26,8 @@ import os
 from collections import deque
 
 from . import failpoints
-from .packs import encode_many
+from .groups import GROUP_BYTES, encode_group
+from .packs import encode_small
 from .pools import shared_pool
 
 TYPE_CHECKING = False
@@ -32,36 +35,41 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Future
 
-    #: ids, raw sizes, raw bytes in all, and the future of their (codec, stored) pairs
-    _Batch = tuple[list[bytes], list[int], int, Future[list[tuple[int, bytes]]]]
+    #: ids, raw sizes, raw bytes in all, and the future of their group record (of one
+    #: object's codec and stored bytes, for a batch of one)
+    _Batch = tuple[list[bytes], list[int], int, Future[bytes | tuple[int, bytes]]]
 
 #: small objects a writer compresses itself before it starts handing them over: a snapshot
 #: that stores a few files (the usual one) never wakes a thread
 START_AFTER = 256
-#: a batch is handed over at this many objects or bytes, whichever comes first: one hand-off
-#: per object would cost more in GIL switches than the compression it moves
-BATCH_OBJECTS = 64
-BATCH_BYTES = 512 << 10
+#: a batch (a group) is handed over at this many objects or bytes, whichever comes first
+BATCH_OBJECTS = 2048
+BATCH_BYTES = GROUP_BYTES
 #: raw bytes handed over and not yet appended, at most
 MAX_PENDING = 16 << 20
 #: helper threads: the caller keeps one core busy reading and hashing
 HELPERS = max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
-def _encode(items: list[bytes]) -> list[tuple[int, bytes]]:
+def _encode(oids: list[bytes], items: list[bytes]) -> bytes:
     failpoints.hit("compress-behind")  # on the helper thread
-    return encode_many(items)
+    return encode_group(oids, items)
 
 
 class CompressBehind:
-    """Small objects in the order given, compressed on helper threads, then handed to
-    ``append(oid, size, codec, stored)`` in that order on the caller's thread."""
+    """Small objects in the order given, grouped and compressed (on helper threads once more
+    than :data:`START_AFTER` were given), then handed in that order on the caller's thread to
+    ``append_group(oids, sizes, record)``, or, for a group of one, to ``append(oid, size,
+    codec, stored)``."""
 
-    def __init__(self, append: Callable[[bytes, int, int, bytes], None]) -> None:
+    def __init__(self, append: Callable[[bytes, int, int, bytes], None],
+                 append_group: Callable[[list[bytes], list[int], bytes], None]) -> None:
         self._append = append
+        self._append_group = append_group
         self._oids: list[bytes] = []
         self._items: list[bytes] = []
         self._batch_bytes = 0
+        self._given = 0
         self._pending: deque[_Batch] = deque()
         self._pending_bytes = 0
         self._failed: BaseException | None = None
@@ -73,8 +81,9 @@ class CompressBehind:
         self._oids.append(oid)
         self._items.append(data)
         self._batch_bytes += len(data)
+        self._given += 1
         if len(self._oids) >= BATCH_OBJECTS or self._batch_bytes >= BATCH_BYTES:
-            self._hand_over()
+            self._hand_over(inline=self._given <= START_AFTER)
             self._collect(MAX_PENDING)
 
     def finish(self) -> None:
@@ -83,17 +92,30 @@ class CompressBehind:
         appended, so nothing queued here may ever be committed."""
         if self._failed is not None:
             raise self._failed
-        self._hand_over()
+        self._hand_over(inline=not self._pending)
         self._collect(-1)
 
-    def _hand_over(self) -> None:
-        if not self._oids:
+    def _hand_over(self, inline: bool) -> None:
+        oids, items = self._oids, self._items
+        if not oids:
             return
-        future = shared_pool("compress", HELPERS).submit(_encode, self._items)
-        self._pending.append((self._oids, [len(d) for d in self._items], self._batch_bytes,
-                              future))
-        self._pending_bytes += self._batch_bytes
-        self._oids, self._items, self._batch_bytes = [], [], 0
+        self._oids, self._items, nbytes, self._batch_bytes = [], [], self._batch_bytes, 0
+        if inline and not self._pending:  # nothing ahead of it: append it now
+            try:
+                if len(oids) == 1:
+                    self._append(oids[0], len(items[0]), *encode_small(items[0]))
+                else:
+                    self._append_group(oids, [len(d) for d in items], encode_group(oids, items))
+            except BaseException as exc:
+                self._failed = exc
+                raise
+            return
+        if len(oids) == 1:  # alone: stored as before groups, compressed here
+            future = shared_pool("compress", HELPERS).submit(_encode_one, items[0])
+        else:
+            future = shared_pool("compress", HELPERS).submit(_encode, oids, items)
+        self._pending.append((oids, [len(d) for d in items], nbytes, future))
+        self._pending_bytes += nbytes
 
     def _collect(self, keep: int) -> None:
         """Append finished batches, oldest first; wait while more than ``keep`` bytes are
@@ -103,9 +125,16 @@ class CompressBehind:
             oids, sizes, nbytes, future = pending.popleft()
             self._pending_bytes -= nbytes
             try:
-                for oid, size, (codec, stored) in zip(oids, sizes, future.result(),
-                                                      strict=True):
-                    self._append(oid, size, codec, stored)
+                record = future.result()
+                if isinstance(record, tuple):
+                    self._append(oids[0], sizes[0], *record)
+                else:
+                    self._append_group(oids, sizes, record)
             except BaseException as exc:  # compressing or appending (a full disk): either
                 self._failed = exc  # way, objects promised to the caller are not in the pack
                 raise
+
+
+def _encode_one(data: bytes) -> tuple[int, bytes]:
+    failpoints.hit("compress-behind")
+    return encode_small(data)

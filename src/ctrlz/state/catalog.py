@@ -51,7 +51,7 @@ def _v1(db: sqlite3.Connection) -> None:
             offset INTEGER NOT NULL,
             length INTEGER NOT NULL,            -- stored (possibly compressed) length
             size INTEGER NOT NULL,              -- raw length
-            codec INTEGER NOT NULL              -- 0 raw, 1 zstd
+            codec INTEGER NOT NULL              -- 0 raw, 1 zstd, 2 clone, 3 group member
         ) WITHOUT ROWID;
         CREATE INDEX objects_pack ON objects(pack);
         CREATE TABLE snapshots (
@@ -144,7 +144,15 @@ def _v6(db: sqlite3.Connection) -> None:
     _script(db, "CREATE TABLE retired (oid BLOB PRIMARY KEY) WITHOUT ROWID;")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(db: sqlite3.Connection) -> None:
+    """Grouped small objects (:mod:`ctrlz.state.groups`): packs may hold group records and
+    the index codec 3. No table changes: the version alone is what makes an older ctrlz,
+    which knows neither, refuse the store ("written by a newer ctrlz") rather than misread
+    it. Said in ``meta`` too, for a person reading the catalog."""
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('packs', 'groups')")
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 #: the codec of a clone (``packs.CLONE``; not imported: packs imports this module)
 _CLONE = 2
 
@@ -211,6 +219,9 @@ class Catalog:
             uri = f"file:{path}?mode=ro"
             self.db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30,
                                       check_same_thread=False)
+            # refused here too: a store of a newer schema may hold what this code would
+            # misread (a writable open refuses it as it migrates)
+            self._schema_version()
         else:
             self.db = sqlite3.connect(path, isolation_level=None, timeout=30,
                                       check_same_thread=False)

@@ -24,6 +24,7 @@ from .catalog import Catalog, ObjectRow
 from .chunking import CHUNK_FROM, encode_table
 from .cut_objects import write_cut
 from .direct_io import ObjectFile
+from .groups import GROUP, MEMBER_MAX, shares
 from .packs import (
     CHUNK,
     CLONE,
@@ -90,8 +91,7 @@ class ObjectWriter:
         self.added_bytes = 0  # raw bytes of new objects
         self.stored_bytes = 0  # bytes they take in the store
         self._marked = False  # this writer has told the store it may leave strays
-        self._smalls = 0  # small objects compressed on the caller's thread so far
-        self._behind: behind.CompressBehind | None = None  # then on helper threads
+        self._behind: behind.CompressBehind | None = None  # groups small objects
 
     def _mark(self) -> None:
         """Before this writer's first file: the marker a crash leaves for the next sweep."""
@@ -150,8 +150,11 @@ class ObjectWriter:
         returns its id."""
         oid = self.store.digest(data)
         if not self.contains(oid):
-            codec, stored = encode_small(data) if compress else (RAW, data)
-            self.put_encoded(oid, len(data), codec, stored)
+            if compress and len(data) <= MEMBER_MAX:
+                self.put_small(oid, data)
+            else:
+                codec, stored = encode_small(data) if compress else (RAW, data)
+                self.put_encoded(oid, len(data), codec, stored, checked=True)
         return oid
 
     def put_encoded(self, oid: bytes, size: int, codec: int, stored: bytes, *,
@@ -171,20 +174,18 @@ class ObjectWriter:
 
     def put_small(self, oid: bytes, data: bytes) -> None:
         """Store a hashed small object the caller ruled out with :meth:`contains` (as
-        ``put_encoded(checked=True)``), compressing it when that pays. The first
-        :data:`behind.START_AFTER` are compressed here; after that, on helper threads while
-        the caller reads the next files (:mod:`ctrlz.state.behind`). Appended in the order
-        given either way."""
+        ``put_encoded(checked=True)``). Objects up to ``MEMBER_MAX`` are grouped with the
+        ones given next and compressed together (:mod:`ctrlz.state.groups`), on helper
+        threads once a snapshot stores many (:mod:`ctrlz.state.behind`); larger ones are
+        compressed alone, here. Appended in the order given either way."""
         if self._added(oid):
             return
         self._count(oid, len(data))
+        if len(data) > MEMBER_MAX:
+            self._append(oid, len(data), *encode_small(data))
+            return
         if self._behind is None:
-            self._smalls += 1
-            if self._smalls <= behind.START_AFTER:
-                codec, stored = encode_small(data)
-                self._append(oid, len(data), codec, stored)
-                return
-            self._behind = behind.CompressBehind(self._append)
+            self._behind = behind.CompressBehind(self._append, self._append_group)
         self._behind.add(oid, data)
 
     def _added(self, oid: bytes) -> bool:
@@ -208,6 +209,22 @@ class ObjectWriter:
         pack.rows.append((oid, None, offset, len(stored), size, codec))
         pack.size = offset + len(stored)
         self.stored_bytes += len(stored) + len(header)
+        failpoints.hit("pack-append")
+        if pack.size >= PACK_MAX:
+            self._finish_pack()
+
+    def _append_group(self, oids: list[bytes], sizes: list[int], record: bytes) -> None:
+        """Write one group record to the open pack (the caller's thread only): each member's
+        row points at the group, with its share of the group's bytes as its length."""
+        pack = self._open_pack()
+        self._buffer += record
+        if len(self._buffer) >= WRITE_BUFFER:
+            self._flush(pack)
+        offset = pack.size
+        pack.rows.extend((oid, None, offset, share, size, GROUP) for oid, size, share in
+                         zip(oids, sizes, shares(len(record), sizes), strict=True))
+        pack.size = offset + len(record)
+        self.stored_bytes += len(record)
         failpoints.hit("pack-append")
         if pack.size >= PACK_MAX:
             self._finish_pack()

@@ -32,6 +32,7 @@ from ..errors import CorruptObject
 from .catalog import Catalog
 from .clones import CloneObjects
 from .cut_objects import CutObjects
+from .groups import GROUP, GROUP_ENTRY, GROUP_HEAD, GroupCache, decode_group
 from .hashing import digest_function, hasher_factory
 from .object_writer import ObjectWriter
 from .packs import (
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import BinaryIO
 
+    from .groups import Group
+
 __all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MAX", "RAW",
            "RECORD", "RECORD_MAGIC", "ZSTD", "ZSTD_LEVEL", "ObjectStore", "ObjectWriter",
            "encode_small"]
@@ -87,6 +90,7 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         self._loose = os.path.join(os.fspath(root), "objects")
         self._pack_fds = PackFds(MAX_PACK_FDS)
         self._pack_names: dict[int, str] = {}
+        self._groups = GroupCache()
         self._init_strays(root)
         self._init_clones()
 
@@ -106,6 +110,7 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         """Close the cached pack descriptors (gc calls this after deleting packs)."""
         self._pack_fds.clear()
         self._pack_names = {}
+        self._groups.clear()
 
     def loose_path(self, oid: bytes) -> Path:
         h = oid.hex()
@@ -149,6 +154,7 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         so the next lookup sees what another process's gc has done since."""
         self._pack_fds.clear()
         self._pack_names = {}
+        self._groups.clear()
 
     def has(self, oid: bytes) -> bool:
         return self.catalog.lookup(oid) is not None
@@ -170,6 +176,15 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         if row is None:
             raise _corrupt(oid, "is missing from the store")
         _, pack, offset, length, size, codec = row
+        if codec == GROUP and pack is not None:
+            data = self._group(pack, offset).member(oid)
+            if data is None:
+                raise _corrupt(oid, "is not in the group its index names")
+            if len(data) != size:
+                raise CorruptObject(f"object {oid.hex()[:16]} has the wrong length")
+            if self.digest(data) != oid:
+                raise _corrupt(oid)
+            return data
         if pack is None:
             try:
                 with open(self.loose_name(oid), "rb") as f:
@@ -183,6 +198,21 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         if not self.content_ok(oid, codec, self.digest(data)):
             raise _corrupt(oid)
         return data
+
+    def _group(self, pack: int, offset: int) -> Group:
+        """The decoded group at ``offset`` of pack ``pack``: two reads (its head says how long
+        it is), or none when this reader decoded it lately."""
+        key = (pack, offset)
+        group = self._groups.get(key)
+        if group is None:
+            head = self._pread(pack, GROUP_HEAD.size, offset)
+            if len(head) < GROUP_HEAD.size:
+                raise CorruptObject(f"a group in pack {pack} is truncated; run `ctrlz verify`")
+            _, count, frame_len = GROUP_HEAD.unpack(head)
+            group = decode_group(self._pread(
+                pack, GROUP_HEAD.size + count * GROUP_ENTRY.size + frame_len, offset))
+            self._groups.add(key, group)
+        return group
 
     def check_stored(self, oid: bytes, stored: bytes, codec: int, size: int) -> None:
         if self.digest(self._decode(stored, codec, size, oid)) != oid:

@@ -11,6 +11,7 @@ from collections.abc import Container
 
 from . import failpoints
 from .atomic import TEMP_PREFIX
+from .groups import MEMBER_MAX
 
 TYPE_CHECKING = False
 
@@ -42,7 +43,9 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
     re-points the index and drops the dead rows, and only after that commit are old packs and
     dead loose files (clones included: deleting a clone frees only the blocks nothing else
     shares) deleted; a crash before it leaves a stray new pack, a crash after it stray old
-    files, both removed by the next writer's recovery. Pack ids are not reused (``packs.id`` is
+    files, both removed by the next writer's recovery. Small objects that move are grouped
+    anew (:mod:`ctrlz.state.groups`), so a rewritten pack of an older store takes the
+    grouped form. Pack ids are not reused (``packs.id`` is
     ``AUTOINCREMENT``), so a reader in another process that cached an old pack's id finds it
     gone and looks again."""
     result = Sweep()
@@ -67,9 +70,12 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
     try:
         for oid, pack, offset, length, size, codec in moving:
             assert pack is not None
-            stored = store.read_stored(pack, offset, length)
-            store.check_stored(oid, stored, codec, size)
-            writer.put_encoded(oid, size, codec, stored)
+            if size <= MEMBER_MAX:  # regrouped (read checks it): an old pack's singles too
+                writer.put_small(oid, store.read(oid))
+            else:
+                stored = store.read_stored(pack, offset, length)
+                store.check_stored(oid, stored, codec, size)
+                writer.put_encoded(oid, size, codec, stored)
             if bar is not None:
                 bar.files += 1
                 bar.bytes += length

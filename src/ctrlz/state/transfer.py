@@ -30,8 +30,9 @@ import zstandard
 from ..errors import CorruptObject
 from . import cow
 from .atomic import fsync_dir, temp_name
+from .groups import GROUP
 from .objects import CHUNK, CLONE, LOOSE_MIN, RAW, ZSTD, ObjectStore, ObjectWriter
-from .packs import FrameDecoder, decode_frames
+from .packs import FrameDecoder, decode_frames, encode_small
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ def _open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterato
             raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
                                 "run `ctrlz verify`") from None
         return size, CLONE, len(seal) + size, _prefixed(seal, _file_chunks(f, size, oid))
+    if codec == GROUP:  # a member of a group travels alone, as before groups
+        codec, stored = encode_small(store.read(oid))
+        return size, codec, len(stored), iter((stored,))
     if pack is not None:
         data = store.read_stored(pack, offset, length)
         if len(data) != length:

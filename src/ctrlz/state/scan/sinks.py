@@ -60,12 +60,12 @@ class StoreSink(Sink):
     def put(self, data: bytes) -> bytes:
         """Trees and link targets. Asked about first, so that a snapshot that changed
         nothing compresses nothing (and never loads zstandard); one index query either way,
-        as ``put_encoded(checked=True)`` does not ask again."""
+        as ``put_small`` does not ask again. Grouped with the files around them, as
+        ``ObjectWriter.put`` would."""
         oid = self.digest(data)
         writer = self.writer
         if not writer.contains(oid):
-            codec, stored = encode_small(data)
-            writer.put_encoded(oid, len(data), codec, stored, checked=True)
+            writer.put_small(oid, data)
         self.blobs[oid] = data
         return oid
 
