@@ -149,6 +149,8 @@ def old_store(tmp_path: Path, items: list[bytes]) -> tuple[Path, list[bytes]]:
         path = repo.path
     db = sqlite3.connect(path / "catalog.db")
     db.execute("DELETE FROM meta WHERE key = 'packs'")
+    db.execute("DROP INDEX objects_loose")
+    db.execute("CREATE INDEX objects_pack ON objects(pack)")
     db.execute("PRAGMA user_version = 6")
     db.commit()
     db.close()

@@ -73,6 +73,9 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
     seen: set[bytes] = set()
     sizes: dict[bytes, int] = {}  # blob -> its size, as re-hashed
     objects = repo.objects
+    # what this reader decoded before (groups it keeps, see ctrlz.state.groups) is read again
+    # from the disk: verify answers for the store's bytes, not for memory
+    objects.close()
     bar = meter.current()
     if bar is not None:  # every object is read once: its count and logical bytes are the work
         bar.start("Verify", repo.catalog.object_count(), repo.catalog.stored_bytes()[0],

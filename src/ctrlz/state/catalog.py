@@ -146,10 +146,18 @@ def _v6(db: sqlite3.Connection) -> None:
 
 def _v7(db: sqlite3.Connection) -> None:
     """Grouped small objects (:mod:`ctrlz.state.groups`): packs may hold group records and
-    the index codec 3. No table changes: the version alone is what makes an older ctrlz,
-    which knows neither, refuse the store ("written by a newer ctrlz") rather than misread
-    it. Said in ``meta`` too, for a person reading the catalog."""
-    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('packs', 'groups')")
+    the index codec 3. The version alone is what makes an older ctrlz, which knows neither,
+    refuse the store ("written by a newer ctrlz") rather than misread it; ``meta`` says it
+    too, for a person reading the catalog.
+
+    And the index of objects by pack goes: the only question asked of it was "which objects
+    are loose" (``pack IS NULL``), and it cost 44 bytes per object, 5 MB of a 100,000-file
+    store; an index of the loose objects alone answers that."""
+    _script(db, """
+        INSERT OR REPLACE INTO meta (key, value) VALUES ('packs', 'groups');
+        DROP INDEX IF EXISTS objects_pack;
+        CREATE INDEX IF NOT EXISTS objects_loose ON objects(oid) WHERE pack IS NULL;
+        """)
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
@@ -373,7 +381,7 @@ class Catalog:
     def packed_bytes(self) -> int:
         """Bytes of the pack files and loose objects, as recorded when they were committed:
         what the store's objects take on disk, read without listing the store (packs are
-        few; loose objects are found through the ``objects_pack`` index)."""
+        few; loose objects are found through the ``objects_loose`` index)."""
         packs = self.db.execute("SELECT COALESCE(SUM(size), 0) FROM packs").fetchone()[0]
         loose = self.db.execute("SELECT COALESCE(SUM(length), 0) FROM objects "
                                 "WHERE pack IS NULL").fetchone()[0]
