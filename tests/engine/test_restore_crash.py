@@ -301,7 +301,7 @@ def crash_at(case: Case, point: str, after: int, opener: str = "api") -> None:
 # replacing a file; revert (lib only): 1 removal, 7 writes, each fsynced and placed in turn;
 # rewind: 1 removal, 11 writes, 5 replacing; every safety snapshot: 1 before-commit.
 SLICE = [
-    ("rollback", "pack-append", 3, "api"),
+    ("rollback", "pack-append", 0, "api"),  # the safety snapshot's one group of new objects
     ("rollback", "before-index-commit", 0, "api"),
     ("rollback", "before-commit", 0, "api"),
     ("rollback", "after-commit", 0, "cli"),

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from ...errors import RemoteError
 from ...state.chunking import Cut
 from ...state.cut_objects import CutReader
+from ...state.groups import GROUP
 from ...state.objects import CLONE
 from ...state.packs import encode_small
 from ...state.portable import to_record
@@ -129,6 +130,11 @@ class _Uploader:
                     if cut_oid != oid:  # the read-ahead follows this loop's order
                         raise AssertionError("chunked blobs out of order")
                     items = self._chunked(oid, data, cut)
+                elif row is not None and row[5] == GROUP:
+                    # a member of a local group travels alone: compressed on the pool
+                    # (codec None), not here, and read out of the group this loop decodes once
+                    data = self.repo.objects.read(oid)
+                    items = [(oid, len(data), None, data)]
                 else:
                     raw, codec, _length, chunks = open_checked(self.repo.objects, oid)
                     items = [(oid, raw, codec, b"".join(chunks))]
