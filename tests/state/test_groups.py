@@ -29,6 +29,7 @@ from ctrlz.state.groups import (
 )
 from ctrlz.state.packs import PACK_MAGIC, RECORD, RECORD_MAGIC, ZSTD, encode_small
 from ctrlz.state.repository import Repository
+from ctrlz.state.sweep import sweep
 from tests.conftest import make_tree, tree_state
 from tests.engine.test_crash import assert_store_sound, run_worker
 
@@ -167,13 +168,18 @@ def test_a_store_written_before_groups_is_read_and_gc_regroups_it(tmp_path: Path
     with Repository.open(path) as repo:  # a writer's open brings it to schema 7
         assert repo.catalog.db.execute("PRAGMA user_version").fetchone()[0] == 7
         assert [repo.objects.read(o) for o in oids] == items
-        from ctrlz.state.sweep import sweep
-
         with repo.lock:
-            sweep(repo.objects, set(oids[1:]))  # one dead object: its pack is rewritten
+            assert sweep(repo.objects, set(oids)).repacked_packs == 0  # nothing dead
+            done = sweep(repo.objects, set(oids), regroup=True)  # what `ctrlz gc` asks
+        assert done.repacked_packs == 1 and done.removed_objects == 0
         rows = repo.catalog.object_rows()
-        assert {r[5] for r in rows} == {GROUP} and len(rows) == len(items) - 1
+        assert {r[5] for r in rows} == {GROUP} and len(rows) == len(items)
+        assert [repo.objects.read(o) for o in oids] == items
+        with repo.lock:  # grouped now: not rewritten again
+            assert sweep(repo.objects, set(oids), regroup=True).repacked_packs == 0
+            sweep(repo.objects, set(oids[1:]))  # one dead object: its pack is rewritten
         assert [repo.objects.read(o) for o in oids[1:]] == items[1:]
+        assert len(repo.catalog.object_rows()) == len(items) - 1
 
 
 def test_an_older_ctrlz_refuses_a_store_that_may_hold_groups(

@@ -1,7 +1,8 @@
 """Garbage collection: drop objects no snapshot reaches, and repack what is left.
 
 ``ctrlz gc`` (``compact=True``) also compresses the large objects a snapshot stored as they
-were because the disk was faster than the compressor (:mod:`ctrlz.state.compact`), and so
+were because the disk was faster than the compressor (:mod:`ctrlz.state.compact`) and
+regroups small objects stored one by one (an older ctrlz's packs, :mod:`ctrlz.state.groups`), and so
 does retention once the store is over ``store_cap``, before it drops a snapshot; the other
 collections retention runs inside a snapshot do not, as someone waits for those.
 
@@ -102,7 +103,7 @@ def collect_garbage(repo: Repository, *, compact: bool = False) -> GcReport:
     report = GcReport()
     with repo.lock:
         report.strays_removed = len(repo.recover(force=True))
-        done = sweep(repo.objects, reachable(repo))
+        done = sweep(repo.objects, reachable(repo), regroup=compact)
         report.removed_objects = done.removed_objects
         report.removed_bytes = done.removed_bytes
         report.repacked_packs = done.repacked_packs

@@ -18,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .catalog import ObjectRow
     from .objects import ObjectStore
 
 
@@ -33,7 +34,7 @@ class Sweep:
         self.kept_objects = 0
 
 
-def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
+def sweep(store: ObjectStore, live: Container[bytes], *, regroup: bool = False) -> Sweep:
     """Forget every object not in ``live`` and reclaim its bytes. Call with the store's lock.
 
     The workspace store's gc decides ``live`` by walking snapshots, the tool-call store's
@@ -43,18 +44,24 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
     re-points the index and drops the dead rows, and only after that commit are old packs and
     dead loose files (clones included: deleting a clone frees only the blocks nothing else
     shares) deleted; a crash before it leaves a stray new pack, a crash after it stray old
-    files, both removed by the next writer's recovery. Small objects that move are grouped
-    anew (:mod:`ctrlz.state.groups`), so a rewritten pack of an older store takes the
-    grouped form. Pack ids are not reused (``packs.id`` is
-    ``AUTOINCREMENT``), so a reader in another process that cached an old pack's id finds it
-    gone and looks again."""
+    files, both removed by the next writer's recovery. Pack ids are not reused (``packs.id``
+    is ``AUTOINCREMENT``), so a reader in another process that cached an old pack's id finds
+    it gone and looks again.
+
+    Small objects that move are grouped anew (:mod:`ctrlz.state.groups`). ``regroup``
+    (``ctrlz gc``): packs holding small objects stored one by one, as an older ctrlz stored
+    them all and a pull stores what it receives, are rewritten too, live or not, so they
+    take the grouped form; a pack is rewritten for that once, since afterwards its objects
+    are grouped."""
     result = Sweep()
     rows = store.catalog.object_rows()
     dead = [r for r in rows if r[0] not in live]
     result.kept_objects = len(rows) - len(dead)
-    if not dead:
-        return result
     dead_packs = {r[1] for r in dead if r[1] is not None}
+    if regroup:
+        dead_packs |= _ungrouped_packs(rows)
+    if not dead and not dead_packs:
+        return result
     moving = [r for r in rows if r[1] in dead_packs and r[0] in live]
     from . import meter  # here: agent hooks load this module, and never draw a bar
 
@@ -114,6 +121,17 @@ def sweep(store: ObjectStore, live: Container[bytes]) -> Sweep:
     store.writer_done(aborted=False)
     result.repacked_packs = len(dead_packs)
     return result
+
+
+def _ungrouped_packs(rows: list[ObjectRow]) -> set[int]:
+    """Packs with two or more small objects stored one by one: regrouping them gains. (A
+    writer stores at most one small object alone per pack, the last one given when it is
+    the only one left, so a pack of this ctrlz's snapshots is not rewritten again and again.)"""
+    singles: dict[int, int] = {}
+    for _, pack, _, _, size, codec in rows:
+        if pack is not None and codec in (0, 1) and size <= MEMBER_MAX:  # raw, zstd
+            singles[pack] = singles.get(pack, 0) + 1
+    return {pack for pack, n in singles.items() if n >= 2}
 
 
 def stray_files(store: ObjectStore) -> list[Path]:
