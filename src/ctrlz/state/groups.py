@@ -14,9 +14,10 @@ alone, as they are from a single object's :data:`ctrlz.state.packs.RECORD` heade
 (:func:`pack_records` reads both). A member's catalog row says where its group starts
 (``offset``), the member's share of the group's stored bytes (``length``: the shares of a
 group add up to its length, so the catalog's stored-bytes totals stay right), its raw size
-and the codec :data:`GROUP`. A read of one member reads its group, and decompresses only up
-to the member's end; the last few groups decoded are kept (:class:`GroupCache`), so reading a
-pack's members in order (a full restore, verify, gc) decodes each group once.
+and the codec :data:`GROUP`. A read of one member reads its group and decompresses it up to
+that member's end; the last few groups decoded are kept (:class:`GroupCache`), and a read past
+the part decoded decodes the group whole, so reading a pack's members in order (a full
+restore, verify, gc) decodes each group at most twice, once in part.
 
 Stores holding groups carry catalog schema 7 (:mod:`ctrlz.state.catalog`): an older ctrlz
 refuses them with its "written by a newer ctrlz" error rather than meet an unknown codec.
@@ -82,7 +83,8 @@ def shares(record_length: int, sizes: list[int]) -> list[int]:
 
 
 class Group:
-    """One decoded group: where each member sits in its raw bytes."""
+    """One decoded group, or the front of one: where each member sits in its raw bytes, and
+    as much of those bytes as was decoded."""
 
     __slots__ = ("members", "raw")
 
@@ -90,9 +92,17 @@ class Group:
         self.members = members
         self.raw = raw
 
-    def member(self, oid: bytes) -> bytes | None:
+    def covers(self, oid: bytes) -> bool:
+        """Is ``oid`` a member whose bytes were decoded?"""
         where = self.members.get(oid)
-        return None if where is None else self.raw[where[0]:where[0] + where[1]]
+        return where is not None and where[0] + where[1] <= len(self.raw)
+
+    def member(self, oid: bytes) -> bytes | None:
+        """A member's bytes (``None``: not a member, or past what was decoded)."""
+        where = self.members.get(oid)
+        if where is None or where[0] + where[1] > len(self.raw):
+            return None
+        return self.raw[where[0]:where[0] + where[1]]
 
 
 def parse_index(head: bytes) -> tuple[dict[bytes, tuple[int, int]], int, int]:
@@ -112,8 +122,10 @@ def parse_index(head: bytes) -> tuple[dict[bytes, tuple[int, int]], int, int]:
     return members, start, frame_len
 
 
-def decode_group(record: bytes | memoryview) -> Group:
-    """A whole group record, decoded and length-checked."""
+def decode_group(record: bytes | memoryview, upto: bytes | None = None) -> Group:
+    """A whole group record, decoded and length-checked; or, given the member ``upto``, its
+    front as far as that member's end (a read of one object decodes half a group, on
+    average: zstd stops there)."""
     import zstandard
 
     members, total, frame_len = parse_index(bytes(record[:GROUP_HEAD.size + _count(record)
@@ -122,14 +134,29 @@ def decode_group(record: bytes | memoryview) -> Group:
     frame = record[body:body + frame_len]
     if len(frame) != frame_len:
         raise CorruptObject("a group record is truncated; run `ctrlz verify`")
+    where = members.get(upto) if upto is not None else None
+    want = total if where is None else where[0] + where[1]
     try:
-        raw = zstandard.ZstdDecompressor().stream_reader(bytes(frame)).read(total + 1)
+        reader = zstandard.ZstdDecompressor().stream_reader(bytes(frame))
+        raw = reader.read(want + 1) if want == total else _read_exactly(reader, want)
     except zstandard.ZstdError as exc:
         raise CorruptObject(f"a group cannot be decompressed: {exc}; run `ctrlz verify`"
                             ) from exc
-    if len(raw) != total:
+    if len(raw) != want:
         raise CorruptObject("a group has the wrong length; run `ctrlz verify`")
     return Group(members, raw)
+
+
+def _read_exactly(reader: Any, n: int) -> bytes:
+    """``n`` bytes from a zstd stream reader (one ``read`` may return fewer)."""
+    parts, got = [], 0
+    while got < n:
+        chunk = reader.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
 
 
 def _count(record: bytes | memoryview) -> int:

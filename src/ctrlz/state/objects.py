@@ -177,7 +177,7 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
             raise _corrupt(oid, "is missing from the store")
         _, pack, offset, length, size, codec = row
         if codec == GROUP and pack is not None:
-            data = self._group(pack, offset).member(oid)
+            data = self._group(pack, offset, oid).member(oid)
             if data is None:
                 raise _corrupt(oid, "is not in the group its index names")
             if len(data) != size:
@@ -199,18 +199,21 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
             raise _corrupt(oid)
         return data
 
-    def _group(self, pack: int, offset: int) -> Group:
-        """The decoded group at ``offset`` of pack ``pack``: two reads (its head says how long
-        it is), or none when this reader decoded it lately."""
+    def _group(self, pack: int, offset: int, oid: bytes) -> Group:
+        """The group at ``offset`` of pack ``pack``, decoded at least as far as member
+        ``oid``: two reads (its head says how long it is), or none when this reader decoded
+        that far lately. Decoded in part the first time (up to ``oid``'s end), whole when a
+        later read needs more of it (see :mod:`ctrlz.state.groups`)."""
         key = (pack, offset)
         group = self._groups.get(key)
-        if group is None:
+        if group is None or not group.covers(oid):
             head = self._pread(pack, GROUP_HEAD.size, offset)
             if len(head) < GROUP_HEAD.size:
                 raise CorruptObject(f"a group in pack {pack} is truncated; run `ctrlz verify`")
             _, count, frame_len = GROUP_HEAD.unpack(head)
-            group = decode_group(self._pread(
-                pack, GROUP_HEAD.size + count * GROUP_ENTRY.size + frame_len, offset))
+            record = self._pread(pack, GROUP_HEAD.size + count * GROUP_ENTRY.size + frame_len,
+                                 offset)
+            group = decode_group(record, upto=oid if group is None else None)
             self._groups.add(key, group)
         return group
 
