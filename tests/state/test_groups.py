@@ -240,3 +240,11 @@ def test_a_kill_while_a_group_is_appended_leaves_a_sound_store(
     ws.restore_to(snap.id, out)
     assert tree_state(out) == tree_state(ws_dir)
     ws.close()
+
+
+@pytest.mark.parametrize("sizes", [[1_000_000, 1, 1, 1], [0, 0, 0], [5], [0, 7, 0, 3000],
+                                   [1] * 500])
+def test_shares_add_up_to_the_record_and_are_never_zero(sizes: list[int]) -> None:
+    length = GROUP_HEAD.size + len(sizes) * GROUP_ENTRY.size + 3
+    got = shares(length, sizes)
+    assert sum(got) == length and min(got) >= 1

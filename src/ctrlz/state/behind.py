@@ -9,11 +9,12 @@ batch is one call into zstd (:func:`ctrlz.state.packs.encode_many`): compressing
 one call each made the GIL change hands three times per object, and a first snapshot of
 100,000 small files took as long as inline, for a third more CPU.
 
-What it keeps: objects are appended to the pack in the order they were given, on the caller's
-thread (the only one that appends, see :class:`ctrlz.state.object_writer.ObjectWriter`), so a
-pack's layout does not depend on thread timing. A batch is one group (:mod:`ctrlz.state.groups`):
-its objects are compressed together, as one zstd frame, and appended as one group record; a
-batch of one object is stored alone, as before groups. A batch that fails to compress (out of
+What it keeps: objects are appended to the pack in the order they were given (lane by lane),
+on the caller's thread (the only one that appends, see
+:class:`ctrlz.state.object_writer.ObjectWriter`), so a pack's layout does not depend on
+thread timing. A batch is one group (:mod:`ctrlz.state.groups`): its objects are compressed
+together, as one zstd frame, and appended as one group record; a batch of one object is
+stored alone, as before groups. A batch that fails to compress (out of
 memory), or whose append fails (a full disk), raises on the caller's thread at the next
 :meth:`CompressBehind.add` or at :meth:`CompressBehind.finish`, and again at every later
 call, and the caller's operation fails as any failed write does. At most
@@ -60,30 +61,38 @@ class CompressBehind:
     """Small objects in the order given, grouped and compressed (on helper threads once more
     than :data:`START_AFTER` were given), then handed in that order on the caller's thread to
     ``append_group(oids, sizes, record)``, or, for a group of one, to ``append(oid, size,
-    codec, stored)``."""
+    codec, stored)``.
+
+    Each lane fills groups of its own: a snapshot puts trees and link targets in lane 1 and
+    files in lane 0, so a restore that walks trees decodes groups of trees alone, not the
+    files stored between them (and trees compress better beside trees). Groups are appended
+    in the order they fill."""
 
     def __init__(self, append: Callable[[bytes, int, int, bytes], None],
                  append_group: Callable[[list[bytes], list[int], bytes], None]) -> None:
         self._append = append
         self._append_group = append_group
-        self._oids: list[bytes] = []
-        self._items: list[bytes] = []
-        self._batch_bytes = 0
+        self._lanes: dict[int, tuple[list[bytes], list[bytes], list[int]]] = {}
         self._given = 0
         self._pending: deque[_Batch] = deque()
         self._pending_bytes = 0
         self._failed: BaseException | None = None
 
-    def add(self, oid: bytes, data: bytes) -> None:
+    def add(self, oid: bytes, data: bytes, lane: int = 0) -> None:
         """Queue one object (already hashed, known to be new); append whatever is done."""
         if self._failed is not None:
             raise self._failed
-        self._oids.append(oid)
-        self._items.append(data)
-        self._batch_bytes += len(data)
+        batch = self._lanes.get(lane)
+        if batch is None:
+            batch = self._lanes[lane] = ([], [], [0])
+        oids, items, nbytes = batch
+        oids.append(oid)
+        items.append(data)
+        nbytes[0] += len(data)
         self._given += 1
-        if len(self._oids) >= BATCH_OBJECTS or self._batch_bytes >= BATCH_BYTES:
-            self._hand_over(inline=self._given <= START_AFTER)
+        if len(oids) >= BATCH_OBJECTS or nbytes[0] >= BATCH_BYTES:
+            del self._lanes[lane]
+            self._hand_over(batch, inline=self._given <= START_AFTER)
             self._collect(MAX_PENDING)
 
     def finish(self) -> None:
@@ -92,14 +101,16 @@ class CompressBehind:
         appended, so nothing queued here may ever be committed."""
         if self._failed is not None:
             raise self._failed
-        self._hand_over(inline=not self._pending)
+        lanes, self._lanes = self._lanes, {}
+        for lane in sorted(lanes):
+            self._hand_over(lanes[lane], inline=not self._pending)
         self._collect(-1)
 
-    def _hand_over(self, inline: bool) -> None:
-        oids, items = self._oids, self._items
+    def _hand_over(self, batch: tuple[list[bytes], list[bytes], list[int]],
+                   inline: bool) -> None:
+        oids, items, (nbytes,) = batch
         if not oids:
             return
-        self._oids, self._items, nbytes, self._batch_bytes = [], [], self._batch_bytes, 0
         if inline and not self._pending:  # nothing ahead of it: append it now
             try:
                 if len(oids) == 1:
@@ -110,7 +121,7 @@ class CompressBehind:
                 self._failed = exc
                 raise
             return
-        if len(oids) == 1:  # alone: stored as before groups, compressed here
+        if len(oids) == 1:  # alone: stored as before groups, compressed there
             future = shared_pool("compress", HELPERS).submit(_encode_one, items[0])
         else:
             future = shared_pool("compress", HELPERS).submit(_encode, oids, items)

@@ -72,13 +72,15 @@ def encode_group(oids: list[bytes], items: list[bytes]) -> bytes:
 
 
 def shares(record_length: int, sizes: list[int]) -> list[int]:
-    """Each member's share of its group's stored bytes, by raw size, at least 1 each, adding
-    up to ``record_length`` exactly (the catalog's ``length`` of each member)."""
-    total = sum(sizes) or 1
-    out = [max(1, record_length * s // total) for s in sizes]
-    out[-1] += record_length - sum(out)
-    if out[-1] < 1:  # more members than bytes cannot happen (a head alone is 16)
+    """Each member's share of its group's stored bytes: 1 each, and the rest by raw size,
+    adding up to ``record_length`` exactly (the catalog's ``length`` of each member). A
+    record always has more bytes than members (each has a 36-byte index entry)."""
+    spare = record_length - len(sizes)
+    if spare < 0:
         raise AssertionError("a group smaller than its member count")
+    total = sum(sizes) or 1
+    out = [1 + spare * s // total for s in sizes]
+    out[-1] += record_length - sum(out)
     return out
 
 

@@ -172,12 +172,13 @@ class ObjectWriter:
         self._count(oid, size)
         self._append(oid, size, codec, stored)
 
-    def put_small(self, oid: bytes, data: bytes) -> None:
+    def put_small(self, oid: bytes, data: bytes, lane: int = 0) -> None:
         """Store a hashed small object the caller ruled out with :meth:`contains` (as
         ``put_encoded(checked=True)``). Objects up to ``MEMBER_MAX`` are grouped with the
         ones given next and compressed together (:mod:`ctrlz.state.groups`), on helper
         threads once a snapshot stores many (:mod:`ctrlz.state.behind`); larger ones are
-        compressed alone, here. Appended in the order given either way."""
+        compressed alone, here. Appended in the order given, lane by lane: ``lane``'s objects
+        are grouped together (trees apart from files, see :class:`behind.CompressBehind`)."""
         if self._added(oid):
             return
         self._count(oid, len(data))
@@ -186,7 +187,7 @@ class ObjectWriter:
             return
         if self._behind is None:
             self._behind = behind.CompressBehind(self._append, self._append_group)
-        self._behind.add(oid, data)
+        self._behind.add(oid, data, lane)
 
     def _added(self, oid: bytes) -> bool:
         """Added by this writer (or known to be stored, once the ids are loaded)?"""

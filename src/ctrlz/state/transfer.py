@@ -67,7 +67,7 @@ def _open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterato
                                 "run `ctrlz verify`") from None
         return size, CLONE, len(seal) + size, _prefixed(seal, _file_chunks(f, size, oid))
     if codec == GROUP:  # a member of a group travels alone, as before groups
-        codec, stored = encode_small(store.read(oid))
+        codec, stored = encode_small(read_checked(store, oid))
         return size, codec, len(stored), iter((stored,))
     if pack is not None:
         data = store.read_stored(pack, offset, length)
@@ -81,6 +81,17 @@ def _open_stored(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterato
         raise CorruptObject(f"loose object {oid.hex()[:16]} is missing; "
                             "run `ctrlz verify`") from None
     return size, codec, length, _file_chunks(f, length, oid)
+
+
+def read_checked(store: ObjectStore, oid: bytes) -> bytes:
+    """:meth:`ObjectStore.read` for sending (a grouped object, which travels alone): a
+    damaged object is reported as :func:`open_checked` reports one, as not sent."""
+    try:
+        return store.read(oid)
+    except CorruptObject as exc:
+        why = str(exc).removesuffix("; run `ctrlz verify`")
+        raise CorruptObject(f"object {oid.hex()[:16]} in the local store is damaged ({why}), "
+                            "so it was not sent; run `ctrlz verify`") from None
 
 
 def open_checked(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterator[bytes]]:

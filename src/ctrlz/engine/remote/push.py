@@ -49,7 +49,7 @@ from ...state.remote.repo import (
     pack_key,
 )
 from ...state.repository import Repository
-from ...state.transfer import open_checked
+from ...state.transfer import open_checked, read_checked
 from ...types import Snapshot
 from ..reach import Needed, needed_objects
 from .chunklists import chunked_among, read_lists
@@ -133,7 +133,7 @@ class _Uploader:
                 elif row is not None and row[5] == GROUP:
                     # a member of a local group travels alone: compressed on the pool
                     # (codec None), not here, and read out of the group this loop decodes once
-                    data = self.repo.objects.read(oid)
+                    data = read_checked(self.repo.objects, oid)
                     items = [(oid, len(data), None, data)]
                 else:
                     raw, codec, _length, chunks = open_checked(self.repo.objects, oid)

@@ -18,6 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+#: the writer's lane for trees and link targets: groups of their own (see ObjectWriter.put_small)
+TREES_LANE = 1
 #: files below this are read by the walking thread itself (:mod:`.reader`), larger ones on its
 #: pool: a sink compresses those where it reads them, and leaves the others to the writer
 INLINE_MAX = 1 << 20
@@ -60,12 +62,12 @@ class StoreSink(Sink):
     def put(self, data: bytes) -> bytes:
         """Trees and link targets. Asked about first, so that a snapshot that changed
         nothing compresses nothing (and never loads zstandard); one index query either way,
-        as ``put_small`` does not ask again. Grouped with the files around them, as
-        ``ObjectWriter.put`` would."""
+        as ``put_small`` does not ask again. Grouped apart from the files: a restore reads
+        trees first, and should not decode files to get at them."""
         oid = self.digest(data)
         writer = self.writer
         if not writer.contains(oid):
-            writer.put_small(oid, data)
+            writer.put_small(oid, data, TREES_LANE)
         self.blobs[oid] = data
         return oid
 
