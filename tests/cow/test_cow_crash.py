@@ -119,6 +119,9 @@ def test_kill_during_a_frozen_snapshot(btrfs: Path) -> None:
     frozen = ws.repo.path / native.FROZEN
     ws.close()
     mutate(ws_dir)
+    # more than a group's worth of new small files: a group fills, and is appended, while
+    # the scan still reads the frozen copy (a few small files wait for the commit)
+    make_tree(ws_dir / "bulk", {f"f{i}.txt": os.urandom(16 << 10).hex() for i in range(48)})
     proc = run_worker(home, ws_dir, "pack-append", "snapshot")
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert len(os.listdir(frozen)) == 1  # the crash left its frozen copy
