@@ -133,7 +133,8 @@ def parse_index(head: bytes) -> tuple[dict[bytes, tuple[int, int]], int, int]:
         memoryview(head)[GROUP_HEAD.size:GROUP_HEAD.size + count * GROUP_ENTRY.size])
     oids, sizes = zip(*entries, strict=True) if count else ((), ())
     starts = list(accumulate(sizes, initial=0))
-    return dict(zip(oids, zip(starts, sizes), strict=False)), starts[-1], frame_len
+    where = zip(starts, sizes, strict=False)  # starts has one more: the total
+    return dict(zip(oids, where, strict=False)), starts[-1], frame_len
 
 
 def decode_group(record: bytes | memoryview, upto: bytes | None = None) -> Group:
