@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm",
                         "base"], cwd=ws, check=True)
         subprocess.run([*CTRLZ, "init"], cwd=ws, env=env, check=True, capture_output=True)
-        subprocess.run([*CTRLZ, "daemon", "start"], cwd=ws, env=env, capture_output=True)
+        subprocess.run([*CTRLZ, "daemon", "start", "--wait"], cwd=ws, env=env, capture_output=True)
         workloads = {"start-up (true)": ["true"], "build-like": ["sh", "-c", BUILD],
                      "git status x20": ["sh", "-c", GIT]}
         times: dict[tuple[str, str], list[float]] = {}

@@ -151,7 +151,7 @@ def served_workspace(root: Path) -> Iterator[Workspace]:
 
     workspace = Workspace.init(root)
     workspace.snapshot(label="base")
-    info = daemon_client.start(workspace.root, workspace.store_path, timeout=60)
+    info = daemon_client.start(workspace.root, workspace.store_path, wait=True, timeout=60)
     assert info["ready"], info
     try:
         yield workspace

@@ -267,6 +267,23 @@ def watcher() -> str | None:
     return "watchdog:polling"
 
 
+def lower_thread_priority(nice: int) -> bool:
+    """Make the calling thread, and only it, yield the CPU to other work (``nice``, 0-19):
+    Linux keeps a nice value per thread, and ``setpriority`` given a thread's id changes that
+    thread's alone. Elsewhere it would change the whole process, so nothing is done there.
+    Whether it was done. An unprivileged thread can never take it back: use it on a thread
+    that ends (the threads it starts inherit it)."""
+    if not _linux():
+        return False
+    import threading
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError:
+        return False
+    return True
+
+
 def tracer() -> str | None:
     """The path of ``strace`` where exec tracing can run, else None: ``ctrlz run`` says once
     that exec tracing is off and still snapshots before and after."""

@@ -192,7 +192,7 @@ def test_the_workspace_daemon_honours_the_choice_and_reports_the_consequences(re
     root, at_a, now = repo
     needs_watcher()
     env = {"CTRLZ_DAEMON": "1"}
-    run("daemon", "start", cwd=root, env=env)
+    run("daemon", "start", "--wait", cwd=root, env=env)
     try:
         refused = run("rollback", "A", cwd=root, env=env, ok=False)
         assert refused.code == 2 and "--git=keep" in refused.err

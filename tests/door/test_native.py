@@ -204,7 +204,7 @@ def test_a_daemon_killed_before_it_answers_hands_the_snapshot_to_python(
         pytest.skip("ctrlz is not the native door here")
     daemon_client.stop(ws.store_path)
     monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", "before-commit")
-    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
     monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
     (ws.root / "src" / "a.py").write_text("a = 2\n")
     run = ctrlz("snapshot", "--json", cwd=ws.root, CTRLZ_DAEMON="1")
@@ -442,7 +442,7 @@ def test_a_rollback_whose_daemon_dies_is_never_run_twice(
         edited = tree_state(ws.root)
         daemon_client.stop(ws.store_path)
         monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", "restore-place")
-        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+        assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
         monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
         run = ctrlz("rollback", "base", cwd=ws.root, **({} if door else {"CTRLZ_DOOR": "0"}))
         assert run.returncode == 7, run.stderr
@@ -457,7 +457,7 @@ def test_a_rollback_whose_daemon_dies_is_never_run_twice(
         assert undo.returncode == 0, undo.stderr
         now = tree_state(ws.root)
         assert {p: v[:3] for p, v in now.items()} == {p: v[:3] for p, v in edited.items()}
-        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+        assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
     assert lines[0] == lines[1] and lines[0].startswith(
         b"ctrlz: error: the workspace daemon stopped during the rollback without answering "
         b"(empty message); it may have been applied in part."), lines
@@ -630,7 +630,7 @@ def test_a_daemon_killed_during_a_hook_leaves_its_work_to_the_python_hook(
     (ws.root / "src" / "a.py").write_text("a = 3\n")
     daemon_client.stop(ws.store_path)
     monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", failpoint)
-    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
     monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
     run = hook(claude(ws, "s-kill", "PreToolUse", tool_name=tool, tool_use_id="toolu_k",
                       tool_input=tool_input), ws.root)
@@ -658,7 +658,7 @@ def test_a_file_hook_is_answered_while_the_daemon_is_busy(
     go = tmp_path / "go"
     daemon_client.stop(ws.store_path)
     monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", f"before-commit@{go}")
-    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
     monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
     (ws.root / "src" / "a.py").write_text("a = 5\n")
     env = {**os.environ, "CTRLZ_DOOR_TRACE": "1"}

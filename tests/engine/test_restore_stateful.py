@@ -897,7 +897,7 @@ class DaemonRestoreMachine(RestoreMachine):
         try:
             super().__init__()
             os.environ["CTRLZ_HOME"] = str(self.tmp / "home")  # the daemon opens it by root
-            info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
+            info = daemon_client.start(self.root, self.ws.store_path, wait=True, timeout=60)
             assert info.get("ready"), info
         except BaseException:  # no teardown follows a failed start: leave nothing behind
             self._restore_env()

@@ -74,7 +74,7 @@ def cli(request: pytest.FixtureRequest) -> Iterator[Cli]:
             done = run(*args)
             assert done.returncode == 0, done.stderr
         if run.daemon:
-            done = run("daemon", "start")
+            done = run("daemon", "start", "--wait")
             assert done.returncode == 0, done.stderr
         (root / "nox" / "a").write_text("a2\n")
         (root / "top").write_text("t2\n")

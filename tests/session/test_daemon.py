@@ -58,7 +58,7 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
 
 @pytest.fixture
 def daemon(ws: Workspace) -> Workspace:
-    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
     assert info["ready"], info
     return ws
 
@@ -149,7 +149,7 @@ def test_an_ignore_file_change_forces_a_full_scan_and_new_watches(daemon: Worksp
 def test_a_cache_older_than_the_dirty_set_is_not_trusted(ws: Workspace) -> None:
     (ws.root / "README.md").write_text("changed before the daemon started\n")
     os.utime(ws.root / "README.md", ns=(0, 0))
-    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
     assert info["ready"] and not info["primed"]  # the tree differs from the newest snapshot
     assert daemon_snapshot(ws)["scan"] == "full"
     (ws.root / "README.md").write_text("and again\n")
@@ -175,7 +175,7 @@ def test_a_killed_daemon_leaves_a_stale_socket_that_nobody_trips_over(daemon: Wo
     with pytest.raises(daemon_client.DaemonUnavailable):
         daemon_client.snapshot(ws.store_path, type="tool")
     (ws.root / "README.md").write_text("changed while no daemon ran\n")
-    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
     assert info["ready"] and info["pid"] != pid
     assert daemon_snapshot(ws)["scan"] == "full"  # its cache is from before: not trusted
 
@@ -199,7 +199,7 @@ def test_bad_requests_get_an_error_and_the_daemon_keeps_serving(daemon: Workspac
 
 def test_it_stops_when_idle(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTRLZ_DAEMON_IDLE_SECONDS", "1")
-    assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+    assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
     assert until(lambda: not daemon_client.running(ws.store_path))
     assert "idle for 1 s" in (ws.store_path / daemon_client.LOG_NAME).read_text()
 
@@ -215,7 +215,7 @@ def test_a_long_store_path_uses_the_proc_fd_address(tmp_path: Path,
         ws.snapshot()
         assert len(os.fsencode(ws.store_path / daemon_client.SOCKET_NAME)) > 108
         try:
-            assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+            assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
             (root / "a.txt").write_text("b\n")
             assert daemon_snapshot(ws)["scan"] == "dirty"
         finally:
@@ -295,7 +295,7 @@ def test_the_pools_run_after_the_daemon_answers(ws: Workspace) -> None:
     """The daemon answers a snapshot before retention runs, and runs it before the next
     request: the tool ring never holds more than one snapshot over ``tool_max``."""
     (ws.root / ".ctrlz.toml").write_text("tool_max = 2\n")
-    info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
     assert info["ready"], info
     for i in range(5):
         (ws.root / "README.md").write_text(f"edit {i}\n")

@@ -39,7 +39,7 @@ def make(tmp_path: Path) -> Iterator:
         ws = Workspace.init(root)
         ws.snapshot(label="base")
         made.append(ws)
-        info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+        info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
         assert info["ready"], info
         return ws
 
@@ -278,7 +278,7 @@ from ctrlz.workspace import Workspace
 root = Path(sys.argv[1])
 ws = Workspace.init(root)
 ws.snapshot(label="base")
-info = daemon_client.start(ws.root, ws.store_path, timeout=60)
+info = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
 assert info["ready"], info
 out = {}
 for step, mode in (("locked", 0o000), ("opened", 0o755)):

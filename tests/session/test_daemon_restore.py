@@ -246,7 +246,7 @@ def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
     edit(ws.root)
     edited = tree_state(ws.root)
     monkeypatch.setenv("CTRLZ_TEST_FAILPOINTS", f"{point}:{after}")
-    started = daemon_client.start(ws.root, ws.store_path, timeout=60)
+    started = daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)
     assert started["ready"]
     monkeypatch.delenv("CTRLZ_TEST_FAILPOINTS")
     with pytest.raises(RestoreError, match="stopped during the rollback without answering"):

@@ -72,7 +72,7 @@ class DaemonWatchMachine(RuleBasedStateMachine):
 
     def _start_daemon(self) -> None:
         if not self.SMALL_QUEUE:
-            info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
+            info = daemon_client.start(self.root, self.ws.store_path, wait=True, timeout=60)
             assert info.get("ready"), info
             return
         # the limit is read when the daemon's inotify instance is made: lower it around the
@@ -82,7 +82,7 @@ class DaemonWatchMachine(RuleBasedStateMachine):
             saved = MAX_QUEUED.read_text()
             MAX_QUEUED.write_text("64\n")
             try:
-                info = daemon_client.start(self.root, self.ws.store_path, timeout=60)
+                info = daemon_client.start(self.root, self.ws.store_path, wait=True, timeout=60)
             finally:
                 MAX_QUEUED.write_text(saved)
         assert info.get("ready"), info

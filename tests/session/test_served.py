@@ -183,7 +183,7 @@ def test_a_non_utf8_root_reached_through_a_symlink_is_served(
     link.symlink_to(root)
     with Workspace.init(root) as ws:
         ws.snapshot()
-        assert daemon_client.start(ws.root, ws.store_path, timeout=60)["ready"]
+        assert daemon_client.start(ws.root, ws.store_path, wait=True, timeout=60)["ready"]
         try:
             before = served_count(ws)
             (root / "src" / "a.py").write_text("a = 2\n")

@@ -16,7 +16,9 @@ def _show(info: dict[str, Any]) -> None:
         render.out("daemon: not running (the next `ctrlz snapshot` or agent hook starts it; "
                    "or `ctrlz daemon start`)")
     elif not info.get("ready"):
-        render.out("daemon: starting (placing watches and priming the stat cache)")
+        render.out(f"daemon: starting{_pid(info)}: {_progress(info)}")
+        render.out("  commands walk the tree themselves until it is ready; `ctrlz daemon "
+                   "status` shows how far it got, `ctrlz daemon start --wait` waits for it")
     else:
         served = info.get("served") or {}
         age = render.ago(info["started_ns"], time.time_ns())
@@ -46,6 +48,22 @@ def _show(info: dict[str, Any]) -> None:
     render.out(f"  log: {info['log']}")
 
 
+def _pid(info: dict[str, Any]) -> str:
+    return f", pid {info['pid']}" if info.get("pid") else ""
+
+
+def _progress(info: dict[str, Any]) -> str:
+    """Where a starting daemon is: see ``ctrlz.session.daemon_startup``."""
+    phase = info.get("phase") or "loading"
+    done = info.get("progress") or {}
+    if phase == "placing watches":
+        dirs = done.get("watched_dirs", 0)
+        return f"placing watches ({dirs:,} director{'y' if dirs == 1 else 'ies'} so far)"
+    if phase.startswith("priming"):
+        return f"{phase} ({done.get('primed_files', 0):,} files scanned so far)"
+    return str(phase)
+
+
 @click.group("daemon")
 def daemon_group() -> None:
     """The workspace daemon: a file watcher that keeps snapshots and rollbacks incremental.
@@ -58,6 +76,7 @@ def daemon_group() -> None:
     Examples:
       ctrlz daemon status
       ctrlz daemon start
+      ctrlz daemon start --wait
       ctrlz daemon stop
     """
 
@@ -77,24 +96,32 @@ def status_cmd(state: State, as_json: bool) -> None:
 
 
 @daemon_group.command("start")
+@click.option("--wait", is_flag=True,
+              help="Wait until it is ready (its watches placed, its stat cache primed), not "
+                   "only until it answers: for scripts that want their next command served.")
 @click.option("--timeout", type=click.FloatRange(min=0), default=120.0, show_default=True,
-              help="Seconds to wait until it answers.")
+              help="Seconds to wait until it answers (with --wait: until it is ready).")
 @render.json_option
 @pass_state
-def start_cmd(state: State, timeout: float, as_json: bool) -> None:
-    """Start the daemon now (it is idempotent) and wait until it answers."""
+def start_cmd(state: State, wait: bool, timeout: float, as_json: bool) -> None:
+    """Start the daemon now (it is idempotent) and return once it answers.
+
+    It then places its watches and primes its stat cache in the background (seconds on a
+    big tree); commands meanwhile walk the tree themselves, never waiting for it. `ctrlz
+    daemon status` shows how far it got; --wait waits until it is ready."""
     ws = state.workspace()
     from ..session import daemon_client
 
-    info = daemon_client.start(ws.root, ws.store_path, timeout)
+    info = daemon_client.start(ws.root, ws.store_path, wait=wait, timeout=timeout)
     if as_json:
         render.emit_json(info)
     elif not info.get("reason"):
         _show(info)
     if info.get("reason"):  # none can run here (no file watcher): say why, not "in time"
         raise click.ClickException(f"cannot start the daemon: {info['reason']}")
-    if not info.get("ready"):
-        raise click.ClickException("the daemon did not answer in time; see its log: "
+    if not info.get("running") or (wait and not info.get("ready")) or info.get("pid") is None:
+        what = "get ready" if wait and info.get("running") else "answer"
+        raise click.ClickException(f"the daemon did not {what} in time; see its log: "
                                    f"{info['log']}")
 
 

@@ -17,9 +17,10 @@ Folders left without a watch (``fs.inotify.max_user_watches`` or ``daemon_max_wa
 reached) are listed whole at every snapshot. The check runs under the store's writer lock,
 so another process's snapshot cannot slip in between.
 
-Priming: right after its watches are in place the daemon scans the tree once without writing
-anything. When that scan's root equals the newest snapshot's, the fresh stat cache describes
-that snapshot exactly, so it is kept, and the first request is already incremental.
+Start-up: the daemon listens at once, and places its watches and primes its stat cache (one
+scan that writes nothing, so that the first request is already incremental) in the
+background, at low priority; until then it declines every request that needs them, and the
+caller works in-process (:mod:`.daemon_startup`).
 
 Restores: a short-lived process hands its rollback to the daemon whole (``op: restore``, see
 :mod:`.restore_wire`); the daemon runs ``session.restores.run`` with the watcher's dirty set as
@@ -52,13 +53,12 @@ from typing import Any
 
 from .. import platform
 from ..engine.durable import close_released, hold_released
-from ..engine.snapshot import disk_ignore_reader, internal_dirs, scan_working
+from ..engine.snapshot import disk_ignore_reader, internal_dirs
 from ..errors import CtrlzError
 from ..sources.watchers import open_watcher
 from ..state.exclude import Matcher
-from ..state.statcache import StatCache
-from ..state.trees import encode_tree
 from . import daemon_client
+from .daemon_startup import StartUp
 from .protected import ProtectedWorkspace
 from .serial import Serial
 from .watch_audit import CHECKED_TYPES, MAPPED_TYPES, Audit
@@ -118,6 +118,8 @@ class Daemon:
         self._carry_rescan = False
         self.served = {"dirty": 0, "full": 0, "handed": 0, "restores": 0}
         self.primed = False
+        #: the watches and the prime, in the background (:mod:`.daemon_startup`)
+        self.startup = StartUp()
         from .autopush import AutoPusher
 
         #: pushes new snapshots in the background when remote.auto_push names a remote
@@ -152,41 +154,24 @@ class Daemon:
             self.stop_reason = "the workspace root is gone"
 
     def start(self) -> None:
+        """Watch, on this thread, and be ready at once (no prime): for a caller that runs the
+        daemon in its own process and thread. The daemon's process starts up in the
+        background instead (:func:`.daemon_startup.run`)."""
         self.watcher.start()
+        self.watching()
+        self.startup.done()
+
+    def watching(self) -> None:
+        """The watches are in place and the reader runs: the dirty set holds every change
+        from now on."""
         self.since_ns = time.time_ns()
         self.ws.repo.defer_statcache_writes = True
         log.info("watching %s: %d directories", self.ws.root, self.watcher.watched_dirs)
 
-    def prime(self) -> bool:
-        """Make the stat cache current without taking a snapshot, when the tree still equals
-        the newest snapshot (see the module docstring)."""
-        repo, ws = self.ws.repo, self.ws
-        newest = repo.catalog.latest()
-        if newest is None:
-            return False
-        scan_ns = time.time_ns()  # the scan's own clock reads later: this is conservative
-        state = scan_working(repo, ws.roots, [ws.config.rules], ws.config.limits)
-        if state.root != newest.root:
-            log.info("prime: the tree changed since %s; the first snapshot is a full scan",
-                     newest.id)
-            return False
-        with repo.lock:
-            latest = repo.catalog.latest()
-            if latest is None or latest.id != newest.id:
-                return False
-            if repo.load_statcache().scan_ns >= scan_ns:
-                return False
-            repo.save_statcache(StatCache(newest.id, scan_ns, repo.algorithm,
-                                          [s.cache for s in state.scans],
-                                          [s.linked for s in state.scans],
-                                          [s.stamps for s in state.scans]))
-            # encoded, as a snapshot keeps them: the first dirty scan patches these bytes
-            repo.remember_tree_data({oid: encode_tree(entries)
-                                     for oid, entries in state.trees.items()})
+    def primed_now(self) -> None:
+        """The prime wrote a deferred stat cache (:func:`.daemon_startup.prime`)."""
         self._flushed = False
         self.primed = True
-        log.info("prime: stat cache current for %s", newest.id)
-        return True
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -226,7 +211,8 @@ class Daemon:
                 "unwatched_count": len(self.watcher.unwatched),
                 "served": dict(self.served), "idle_seconds": self.idle_seconds,
                 "supervised": self.parent_pid is not None,
-                "idle_for_s": round(time.monotonic() - self.last_request, 1)}
+                "idle_for_s": round(time.monotonic() - self.last_request, 1),
+                **self.startup.info(self.watcher)}
 
     def refusal(self, message: dict[str, Any]) -> dict[str, Any] | None:
         """Why this request must be served in the caller's process, if it must: the
@@ -260,7 +246,7 @@ class Daemon:
 
     def snapshot(self, message: dict[str, Any]) -> dict[str, Any]:
         ws, repo = self.ws, self.ws.repo
-        refusal = self.refusal(message)
+        refusal = self.startup.refusal() or self.refusal(message)
         if refusal is not None:
             return refusal
         self.last_request = time.monotonic()  # snapshots (and served hooks) keep it alive
@@ -307,7 +293,7 @@ class Daemon:
         the caller never restores a second time in-process."""
         from . import restore_wire, restores
 
-        refusal = self.refusal(message)
+        refusal = self.startup.refusal() or self.refusal(message)
         if refusal is None:
             with self.ws.repo.lock:  # waits out a live restore, as the restore itself would
                 refusal = self._interrupted()
@@ -413,7 +399,7 @@ class Daemon:
         request finds the cache older than ``since_ns`` and scans fully: nothing handed out
         can be lost."""
         repo = self.ws.repo
-        refusal = self.refusal(message)
+        refusal = self.startup.refusal() or self.refusal(message)
         if refusal is not None:
             return refusal
         self.last_request = time.monotonic()
@@ -440,7 +426,10 @@ class Daemon:
         the inodes a restore replaced or removed (``engine.durable.let_go``), and the pools
         drop what the rings and caps no longer keep. The pools never wait for the store
         lock (another process writing holds it); they stay due, and the next request or
-        :meth:`tick` tries again, as after a failure, which is logged."""
+        :meth:`tick` tries again, as after a failure, which is logged. Nothing while
+        starting: the start-up owns the workspace until it is ready."""
+        if not self.startup.ready.is_set():
+            return
         try:
             close_released()
         except OSError as exc:  # a read-only descriptor's close: nothing of ours is lost
@@ -464,7 +453,7 @@ class Daemon:
         self.after_reply()  # pools left due by a busy lock; the idle audit
         idle = time.monotonic() - self.last_request
         repo = self.ws.repo
-        if idle >= FLUSH_AFTER_S and not self._flushed:
+        if idle >= FLUSH_AFTER_S and not self._flushed and self.startup.ready.is_set():
             timeout, repo.lock.timeout = repo.lock.timeout, 0.0  # never wait: hooks may call
             try:
                 with repo.lock:

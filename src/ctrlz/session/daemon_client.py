@@ -358,13 +358,18 @@ def autostart(root: StrPath, store: StrPath, enabled: bool | None = None) -> boo
         return False  # the next command simply walks the tree itself again
 
 
-def wait_ready(store: StrPath, timeout: float) -> dict[str, Any] | None:
-    """Poll until the daemon answers a ping (it binds its socket once its watches are in
-    place); its ping reply, or None at the timeout or when it stopped trying."""
+def wait_ready(store: StrPath, timeout: float, *,
+               starting: bool = False) -> dict[str, Any] | None:
+    """Poll until the daemon is ready: its watches are in place and its stat cache primed,
+    so that it serves snapshots (a daemon answers pings before that, while it starts up in
+    the background: see :mod:`.daemon_startup`). With ``starting``, until it answers at all:
+    it runs and listens. Its ping reply, or None at the timeout or when it stopped trying."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return request(store, {"op": "ping"}, timeout=5.0)
+            reply = request(store, {"op": "ping"}, timeout=5.0)
+            if starting or reply.get("ready", True):  # no "ready": a daemon from before
+                return reply
         except DaemonUnavailable:
             pass
         if time.monotonic() > deadline:
@@ -384,16 +389,22 @@ def status(store: StrPath) -> dict[str, Any]:
         try:
             out.update(request(store, {"op": "ping"}, timeout=5.0))
             out.pop("ok", None)
-            out["ready"] = True
+            out.setdefault("ready", True)  # a daemon from before answered once ready only
         except DaemonUnavailable:
-            out["ready"] = False  # still placing watches or priming
+            out["ready"] = False  # its process is loading: no socket yet
+            out["phase"] = "loading"
     out["last_failure"] = recent_failure(store)
     return out
 
 
-def start(root: StrPath, store: StrPath, timeout: float = 120.0) -> dict[str, Any]:
-    """Start a daemon (unless one runs) and wait until it answers; its status. A recorded
-    failure does not hold back an explicit start."""
+def start(root: StrPath, store: StrPath, *, wait: bool,
+          timeout: float = 120.0) -> dict[str, Any]:
+    """Start a daemon (unless one runs) and wait until it answers; its status. It answers
+    while it still starts up (places its watches, primes its stat cache: seconds on a big
+    tree), and commands meanwhile work in-process; ``wait``: until it is ready, for a
+    caller that needs its snapshots served (a test, a benchmark, a sandboxed session whose
+    hooks cannot write the store). A recorded failure does not hold back an explicit
+    start."""
     try:
         os.unlink(os.path.join(store, FAILED_NAME))
     except FileNotFoundError:
@@ -403,14 +414,15 @@ def start(root: StrPath, store: StrPath, timeout: float = 120.0) -> dict[str, An
         out["reason"] = NO_WATCHER
         return out
     spawn(root, store)
-    wait_ready(store, timeout)
+    wait_ready(store, timeout, starting=not wait)
     return status(store)
 
 
 def stop(store: StrPath, timeout: float = 30.0) -> bool:
     """Ask the daemon to stop and wait until its lock is free; whether one was running. One
-    that does not listen yet (importing, placing watches, priming) is sent ``SIGTERM`` by the
-    pid in its lock file, which its spawner wrote (:func:`spawn`)."""
+    that does not listen yet (importing, opening the workspace) is sent ``SIGTERM`` by the
+    pid in its lock file, which its spawner wrote (:func:`spawn`). One that is starting up
+    stops once the step it is in ends (its watches placed, its prime done)."""
     if not running(store):
         return False
     deadline = time.monotonic() + timeout

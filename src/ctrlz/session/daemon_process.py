@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import CtrlzError
 from ..state import failpoints
 from . import daemon_client as wire
+from . import daemon_startup
 from .daemon import Daemon, log
 from .daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
 from .protected import ProtectedWorkspace
@@ -48,13 +49,14 @@ CONNECTIONS_MAX = 32
 
 
 def serve(daemon: Daemon, listener: socket.socket,
-          first: Callable[[], None] | None = None) -> None:
+          start_up: Callable[[], None] | None = None) -> None:
     """Answer requests until told to stop. A thread accepts connections and reads each
     request on a thread of its own (:data:`CONNECTIONS_MAX` at once); a request the daemon
     may answer at once (:meth:`Daemon.at_once`: a served hook) is answered there, and every
     other one is handed to this thread, which answers them one at a time, in order, through
-    ``daemon.serial`` (:mod:`.serial`). ``first`` runs here before them (the prime), while
-    the hooks are already answered. A second without a request drives :meth:`Daemon.tick`."""
+    ``daemon.serial`` (:mod:`.serial`). ``start_up`` runs on a thread of its own meanwhile
+    (:mod:`.daemon_startup`: until it is done, the requests that need it are declined on
+    their connection's thread). A second without a request drives :meth:`Daemon.tick`."""
     stopping = threading.Event()
     slots = threading.BoundedSemaphore(CONNECTIONS_MAX)
     threads: list[threading.Thread] = []
@@ -62,9 +64,11 @@ def serve(daemon: Daemon, listener: socket.socket,
                                                       threads),
                                 name="ctrlz-accept", daemon=True)
     acceptor.start()
+    starter = None
+    if start_up is not None:
+        starter = threading.Thread(target=start_up, name="ctrlz-startup", daemon=True)
+        starter.start()
     try:
-        if first is not None:
-            first()
         while daemon.stop_reason is None:
             work = daemon.serial.next_job(timeout=1.0)
             if work is None:
@@ -80,6 +84,8 @@ def serve(daemon: Daemon, listener: socket.socket,
     finally:
         stopping.set()
         daemon.serial.close()  # requests still waiting: "stopping", nothing of them done
+        if starter is not None:  # it owns the workspace until it ends: the close waits
+            starter.join()
         acceptor.join(timeout=5.0)
         for thread in list(threads):  # answers under way finish before the daemon closes
             thread.join(timeout=30.0)
@@ -119,6 +125,8 @@ def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSem
                 return
             message = wire.read_message(conn)
             refused = _capture_only(daemon, conn, message)
+            if refused is None and not daemon.at_once(message):
+                refused = _while_starting(daemon, message)
             if refused is not None:
                 wire.send_message(conn, refused)
                 return
@@ -158,6 +166,18 @@ def _connection(daemon: Daemon, conn: socket.socket, slots: threading.BoundedSem
         if not handed:
             conn.close()
             slots.release()
+
+
+def _while_starting(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any] | None:
+    """While the daemon starts up, the reply to any request but a served hook, here on the
+    connection's thread: a ``ping`` (its progress) or a ``stop`` answered, anything else
+    declined (:meth:`.daemon_startup.StartUp.refusal`), so that its caller works in-process
+    rather than wait. None once it is ready."""
+    if daemon.startup.ready.is_set():
+        return None
+    if message.get("op") in ("ping", "stop"):
+        return daemon.handle(message)
+    return daemon.startup.refusal()
 
 
 def _capture_only(daemon: Daemon, conn: socket.socket,
@@ -276,19 +296,12 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         if ws.store_path.resolve() != store.resolve():
             raise CtrlzError(f"{root} uses the store {ws.store_path}, not {store}")
         daemon = Daemon(ws, parent_pid, ops, at_once, captures)
-        daemon.start()
-        (store / FAILED_NAME).unlink(missing_ok=True)
-        listener = _bind(store)
-
-        def prime() -> None:  # other requests wait for it; served hooks do not
-            try:
-                daemon.prime()
-            except CtrlzError as exc:
-                log.info("prime skipped: %s", exc)
-            if stopping:
-                daemon.stop_reason = f"signal {stopping[0]}"
-
-        serve(daemon, listener, first=prime)
+        if stopping:
+            daemon.stop_reason = f"signal {stopping[0]}"
+        listener = _bind(store)  # at once: the watches and the prime come in the background
+        serve(daemon, listener, start_up=lambda: daemon_startup.run(daemon))
+        if daemon.startup.error is not None:
+            raise daemon.startup.error
         return 0
     except Exception as exc:
         log.exception("daemon failed")

@@ -383,7 +383,9 @@ def run_session(ws: Workspace, argv: list[str], *, label: str | None = None,
                 and not daemon_client.running(ws.store_path):
             notify("ctrlz: no workspace daemon (daemon = false?): the agent's hooks cannot "
                    "capture from inside the sandbox; `ctrlz run` snapshots still do")
-        else:  # the first hook may come at once; under bwrap the socket is bound in now
+        else:  # the first hook may come at once; under bwrap the socket is bound in now.
+            # Ready, not only listening: a starting daemon declines a shell call's snapshot,
+            # and a confined hook cannot take it itself
             daemon_client.wait_ready(ws.store_path, 30)
     started, ws.start_daemon = ws.start_daemon, False
     try:

@@ -148,7 +148,15 @@ class Watcher:
     def start(self) -> None:
         """Watch the whole tree (synchronously: when this returns, every non-excluded directory
         is watched) and start the reader thread."""
-        if self._thread is not None:
+        self.place()
+        self.start_reader()
+
+    def place(self) -> None:
+        """:meth:`start`'s first half: the watches alone. A caller that places them on a
+        thread of low priority (the daemon's start-up) starts the reader from another one,
+        :meth:`start_reader`, soon after: a thread inherits its creator's priority, and the
+        events queue in the kernel meanwhile."""
+        if self._thread is not None or self._inotify is not None:
             raise RuntimeError("watcher already started")
         self._inotify = INotify(nonblocking=True)
         self._pipe = WakePipe()
@@ -156,6 +164,11 @@ class Watcher:
         if b"" not in self._watches:
             self._close_fds()
             raise OSError(errno.ENOENT, "cannot watch workspace root", str(self.root))
+
+    def start_reader(self) -> None:
+        """The reader thread, once :meth:`place` has returned."""
+        if self._inotify is None or self._thread is not None:
+            raise RuntimeError("watches not placed, or the reader runs already")
         self._thread = threading.Thread(target=self._run, name="ctrlz-watch", daemon=True)
         self._thread.start()
 
@@ -163,7 +176,12 @@ class Watcher:
         """Deliver everything that happened before this call, then stop the thread and close
         the inotify descriptor. Idempotent."""
         thread = self._thread
-        if thread is None or self._stopping.is_set():
+        if self._stopping.is_set():
+            return
+        if thread is None:  # placed (or never started), no reader: the descriptors alone
+            if self._inotify is not None:
+                self._stopping.set()
+                self._close_fds()
             return
         self._stopping.set()
         self._wake()
