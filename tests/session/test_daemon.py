@@ -245,7 +245,7 @@ def test_cli_daemon_start_status_stop(ws: Workspace) -> None:
         return proc.stdout
 
     assert "not running" in ctrlz("status")
-    assert "daemon: running" in ctrlz("start")
+    assert "daemon: running" in ctrlz("start", "--wait")
     info = json.loads(ctrlz("status", "--json"))
     assert info["type"] == "daemon" and info["running"] and info["ready"]
     assert info["watched_dirs"] >= 10 and info["served"] == {"dirty": 0, "full": 0, "handed": 0,

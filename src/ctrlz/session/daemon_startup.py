@@ -97,10 +97,10 @@ def run(daemon: Daemon) -> None:
         daemon.watching()
         # watching: a failure recorded before no longer holds hooks back from spawning
         (daemon.ws.store_path / FAILED_NAME).unlink(missing_ok=True)
+        startup.phase = "priming the stat cache"
+        startup._meter = meter.Meter()
         failpoints.hit(HOLD_POINT)
         if daemon.stop_reason is None:
-            startup.phase = "priming the stat cache"
-            startup._meter = meter.Meter()
             meter.install(startup._meter)  # the scan counts into it: the progress shown
             try:
                 prime(daemon)
