@@ -1,6 +1,6 @@
 """One adapter per tool, each driving that tool as a separate process.
 
-Every adapter exposes the same five operations (first, nochange, change, restore, store_size),
+Every adapter exposes the same operations (first, second, nochange, change, restore, store_size),
 each timed from process start to exit, so ctrlz pays its interpreter start-up just as git, tar
 and rsync pay theirs. Each adapter keeps its store under its own directory outside the tree,
 and ``reset`` throws the store away so the next "first snapshot" starts from nothing.
@@ -62,9 +62,16 @@ class Tool:
     def store_paths(self) -> list[Path]:
         return [self.work]
 
-    # the five operations the runner times; the first three are all "take a snapshot"
+    # the operations the runner times; all but the restore are "take a snapshot"
     def first(self) -> float:
         return self.snapshot()
+
+    def second(self) -> float:
+        """Right after :meth:`first`, with nothing between."""
+        return self.snapshot()
+
+    def settle(self) -> None:
+        """Untimed: let background work the last operation started finish (none here)."""
 
     def nochange(self) -> float:
         return self.snapshot()
@@ -123,7 +130,7 @@ class Ctrlz(Tool):
         super().reset()
         self.store = Path(json.loads(self._ctrlz("init", "--json")[1])["store"])
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Untimed: once a command has started the daemon, wait until it answers."""
         if not self.daemon:
             return
@@ -139,20 +146,29 @@ class Ctrlz(Tool):
             raise RuntimeError(f"the daemon did not get ready; see {self.store}/daemon.log")
 
     def snapshot(self) -> float:
+        dt = self._snapshot()
+        self.settle()
+        return dt
+
+    def _snapshot(self) -> float:
         dt, out = self._ctrlz("snapshot", "--json")
         self.snaps.append(json.loads(out)["id"])
-        self._settle()
         return dt
+
+    def first(self) -> float:
+        """Not settled: :meth:`second` comes right after, while the daemon this first one
+        started is starting (a new user's second command)."""
+        return self._snapshot()
 
     def restore(self, snap: str) -> float:
         dt = self._ctrlz("rollback", snap, "--json")[0]
-        self._settle()
+        self.settle()
         return dt
 
     def gc(self) -> float:
         """``ctrlz gc --json``, which compresses what a snapshot stored uncompressed."""
         dt = self._ctrlz("gc", "--json")[0]
-        self._settle()
+        self.settle()
         return dt
 
 

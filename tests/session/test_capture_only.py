@@ -135,7 +135,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, 
         env = {**svc.env, "CTRLZ_DAEMON": "1"}
         subprocess.run([sys.executable, "-c", "import sys; from ctrlz.session import "
                         "daemon_client as d; sys.exit(0 if d.start(sys.argv[1], sys.argv[2], "
-                        "timeout=60)['ready'] else 1)", str(root), str(store)],
+                        "wait=True, timeout=60)['ready'] else 1)", str(root), str(store)],
                        env=env, check=True, timeout=120)
         yield svc, store, wid
         daemon_client.stop(store)
