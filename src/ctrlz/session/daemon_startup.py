@@ -13,9 +13,10 @@ thread already answers:
   do the work in-process at once: the cold walk a command does with no daemon at all.
 
 That thread lowers its own CPU priority (:func:`ctrlz.platform.lower_thread_priority`), so that
-on a busy machine the command the user waits for gets the cores first; the watcher's reader
-thread is started by the serving thread instead, at the normal priority, since a thread
-inherits its creator's.
+on a busy machine the command the user waits for gets the cores first, and before each of its
+two walks it waits until no command holds the store lock (:func:`_after_writers`); the
+watcher's reader thread is started by the serving thread instead, at the normal priority,
+since a thread inherits its creator's.
 
 Safety: until :attr:`StartUp.ready` is set, the start-up thread alone touches the workspace
 (store, stat cache) and the watcher; the serving thread answers only what needs neither.
@@ -93,6 +94,7 @@ def run(daemon: Daemon) -> None:
     try:
         platform.lower_thread_priority(STARTUP_NICE)
         startup.phase = "placing watches"
+        _after_writers(daemon)
         _watch(daemon)
         daemon.watching()
         # watching: a failure recorded before no longer holds hooks back from spawning
@@ -100,6 +102,7 @@ def run(daemon: Daemon) -> None:
         startup.phase = "priming the stat cache"
         startup._meter = meter.Meter()
         failpoints.hit(HOLD_POINT)
+        _after_writers(daemon)
         if daemon.stop_reason is None:
             meter.install(startup._meter)  # the scan counts into it: the progress shown
             try:
@@ -115,6 +118,18 @@ def run(daemon: Daemon) -> None:
         startup.error = exc
         if daemon.stop_reason is None:
             daemon.stop_reason = f"start-up failed: {type(exc).__name__}: {exc}"
+
+
+def _after_writers(daemon: Daemon) -> None:
+    """Let a command at work go first: wait until no process holds the store lock. A command
+    that snapshots in-process holds it for its walk, which then has the cores to itself
+    rather than share them with this one (the second command right after the first, which
+    started this daemon). Held for long (a big restore): go on after the lock's timeout."""
+    try:
+        with daemon.ws.repo.lock:
+            pass
+    except CtrlzError:
+        pass
 
 
 def prime(daemon: Daemon) -> bool:
