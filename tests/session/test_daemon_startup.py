@@ -22,20 +22,9 @@ from ctrlz.session import daemon_client
 from ctrlz.session.daemon_startup import HOLD_POINT
 from ctrlz.workspace import Workspace
 from tests.conftest import needs_watcher
+from tests.session.test_daemon import until
 
 CTRLZ = str(Path(sys.executable).parent / "ctrlz")
-
-
-def until(predicate, timeout: float = 60.0) -> bool:  # noqa: ANN001 - a test helper
-    """Poll for an outcome (the timeout only bounds a hang)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 class Held:
