@@ -43,7 +43,7 @@ def test_the_daemon_watches_by_polling_and_serves_snapshots_and_restores(ws: Pat
     """Portable mode has no inotify: the daemon watches through watchdog's polling observer
     (``sources/observe.py``), and what it serves equals what a walk would find."""
     env = {platform.ENV: platform.PORTABLE, "CTRLZ_DAEMON": "1"}
-    started = run("daemon", "start", "--json", cwd=ws, env=env).json()
+    started = run("daemon", "start", "--wait", "--json", cwd=ws, env=env).json()
     assert started["ready"] and started["watcher"] == "watchdog:polling", started
     try:
         run("snapshot", "-m", "base", cwd=ws, env=env)

@@ -120,6 +120,19 @@ def run(daemon: Daemon) -> None:
             daemon.stop_reason = f"start-up failed: {type(exc).__name__}: {exc}"
 
 
+def _watch(daemon: Daemon) -> None:
+    """Place the watches here, and start the reader on the serving thread, at its priority.
+    A watcher that starts whole (the portable ones: ``sources/watchers.py``) starts here, its
+    threads at this one's priority."""
+    watcher = daemon.watcher
+    place = getattr(watcher, "place", None)
+    if place is None:
+        watcher.start()
+        return
+    place()
+    daemon.serial.run(watcher.start_reader)
+
+
 def _after_writers(daemon: Daemon) -> None:
     """Let a command at work go first: wait until no process holds the store lock. A command
     that snapshots in-process holds it for its walk, which then has the cores to itself
@@ -159,7 +172,8 @@ def prime(daemon: Daemon) -> bool:
             return False
         repo.save_statcache(StatCache(newest.id, scan_ns, repo.algorithm,
                                       [s.cache for s in state.scans],
-                                      [s.linked for s in state.scans]))
+                                      [s.linked for s in state.scans],
+                                      [s.stamps for s in state.scans]))
         # encoded, as a snapshot keeps them: the first dirty scan patches these bytes
         repo.remember_tree_data({oid: encode_tree(entries)
                                  for oid, entries in state.trees.items()})
