@@ -22,8 +22,9 @@ from typing import Any
 
 from .engine.actions import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
 from .engine.diff import PERMISSIONS, PathChange, diff_trees
-from .engine.restore import Request, recover, restore_in_place
-from .engine.snapshot import take_snapshot
+from .engine.journal import recover
+from .engine.restore import Request, restore_in_place
+from .engine.snapshot import take_snapshot, writing
 from .errors import CtrlzError, SnapshotNotFound, UsageError
 from .state.atomic import atomic_write_bytes
 from .state.exclude import Rules
@@ -240,8 +241,9 @@ class SnapshotManager:
     def create_baseline(self) -> SnapshotManifest:
         if self._numbered():
             raise CtrlzError("this session already has a baseline; call create_incremental()")
-        snap, _ = take_snapshot(self.repo, self.tracked_paths, self._rules, type="pre-run",
-                                label="baseline", limits=self.limits)
+        with writing(self.repo):
+            snap = take_snapshot(self.repo, self.tracked_paths, self._rules, type="pre-run",
+                                 label="baseline", limits=self.limits).snapshot
         return self._manifest(snap)
 
     def create_incremental(self) -> tuple[SnapshotManifest, list[Change]]:
@@ -249,8 +251,9 @@ class SnapshotManager:
         if not numbered:
             raise CtrlzError("No previous snapshot. Call create_baseline() first.")
         previous = numbered[-1]
-        snap, _ = take_snapshot(self.repo, self.tracked_paths, self._rules, type="auto",
-                                limits=self.limits, parent=previous)
+        with writing(self.repo):
+            snap = take_snapshot(self.repo, self.tracked_paths, self._rules, type="auto",
+                                 limits=self.limits, parent=previous).snapshot
         changes = [self._change(c) for c in diff_trees(self.repo.tree, previous.root,
                                                         self.repo.tree, snap.root)
                    if c.kind != DIR]
@@ -273,19 +276,21 @@ class SnapshotManager:
         return sorted(out, key=lambda c: c.path)
 
     def compute_restore_diff(self, snapshot_number: int) -> list[Change]:
-        result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
-            kind="restore", target=self._by_number(snapshot_number), dry_run=True),
-            self.limits)
+        with writing(self.repo):
+            result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
+                kind="restore", target=self._by_number(snapshot_number), dry_run=True),
+                self.limits)
         return self._restore_changes(result.plan.actions)
 
     def restore_to(self, snapshot_number: int) -> list[Change]:
         """Put the tracked paths back to snapshot ``snapshot_number``, through the restore
         engine: a safety snapshot (unnumbered) first, and an undo entry after."""
         target = self._by_number(snapshot_number)
-        result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
-            kind="restore", target=target, numbered_safety=False,
-            undo={"record": {"kind": "restore", "paths": []}},
-            label=f"before restoring snapshot {snapshot_number}"), self.limits)
+        with writing(self.repo):
+            result = restore_in_place(self.repo, self.tracked_paths, self._rules, Request(
+                kind="restore", target=target, numbered_safety=False,
+                undo={"record": {"kind": "restore", "paths": []}},
+                label=f"before restoring snapshot {snapshot_number}"), self.limits)
         return self._restore_changes(result.applied)
 
     def load_manifest(self, number: int) -> SnapshotManifest:

@@ -67,12 +67,13 @@ def test_pools_planned_from_counts_match_the_full_plan(tmp_path: Path,
 
     (tmp_path / "ws").mkdir()
     ws = Workspace.init(tmp_path / "ws", home=tmp_path / "home")
-    from ctrlz.engine.snapshot import take_snapshot
+    from ctrlz.engine.snapshot import take_snapshot, writing
 
     for i, type in enumerate(["pre-run", "auto", "manual", "auto", "tool", "auto", "tool",
                               "manual", "auto"]):
         (tmp_path / "ws" / "f").write_text(str(i))
-        take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type)  # no pools applied
+        with writing(ws.repo):  # no pools applied
+            take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type)
     full = plan_pools(ws.snapshots(), policy, {"x"})
     fast = plan_pools_for(ws.repo, policy, {"x"})
     assert ids(fast) == ids(full) and fast.kept == full.kept
@@ -83,7 +84,7 @@ def long_history(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     """70 snapshots of every type, in a mixed order, a few pinned, no pool applied yet."""
     import random
 
-    from ctrlz.engine.snapshot import take_snapshot
+    from ctrlz.engine.snapshot import take_snapshot, writing
 
     base = tmp_path_factory.mktemp("history")
     (base / "ws").mkdir()
@@ -92,7 +93,8 @@ def long_history(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     for i in range(70):
         (base / "ws" / "f").write_text(str(i))
         type = rng.choice(["auto", "auto", "manual", "tool", "safety", "pre-run"])
-        snap, _ = take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type)
+        with writing(ws.repo):
+            snap = take_snapshot(ws.repo, ws.roots, [ws.config.rules], type=type).snapshot
         if i < 20 and rng.random() < 0.4:  # pinned ones among the oldest: the cap skips them
             with ws.repo.catalog.transaction():
                 ws.repo.catalog.update_snapshot(snap.id, pinned=1)

@@ -343,3 +343,47 @@ def test_ring_drops_defer_collection_to_gc(ws_dir: Path) -> None:
     assert ws.verify().ok
     assert ws.gc().removed_bytes >= 50_000
     assert ws.verify().ok
+
+
+def test_a_snapshot_returns_what_it_captured(ws_dir: Path) -> None:
+    """What a restore goes on with comes back from the snapshot itself: the trees its scan
+    decoded (the whole captured tree, with no read of the store), the stat cache it wrote,
+    and the stat key of each path it read by name though the rules exclude it. Nothing is
+    left in a dict the caller passed or in the repository's decoded-tree cache."""
+    from ctrlz.engine.snapshot import take_snapshot, writing
+
+    make_tree(ws_dir, {"src": {"m.py": "x = 1\n"}, "build": {"out.o": "obj"}})
+    config = Config()
+    config.set("exclude_patterns", ["build"], "test")
+    ws = Workspace.init(ws_dir, config=config)
+    with writing(ws.repo):
+        taken = take_snapshot(ws.repo, ws.roots, [ws.config.rules], type="safety",
+                              include=[b"0/build/out.o"])
+    snap = taken.snapshot
+    assert ws.resolve(snap.id) == snap and taken.stats.files == 2  # the graft counts
+    assert taken.cache.snapshot_id == snap.id
+    assert list(taken.keys) == [b"0/build/out.o"]
+    stat_key, oid = taken.keys[b"0/build/out.o"]
+    assert stat_key[1] == len("obj") and ws.repo.objects.read(oid) == b"obj"
+    top = {e.name: e for e in taken.trees[snap.root]}
+    workspace = {e.name: e for e in taken.trees[top[b"0"].oid]}
+    assert set(workspace) == {b"build", b"src"}  # the graft is among the decoded trees
+    assert [e.name for e in taken.trees[workspace[b"src"].oid]] == [b"m.py"]
+    assert snap.root not in ws.repo._trees
+
+
+def test_a_snapshot_runs_inside_one_hold_on_the_store(ws_dir: Path) -> None:
+    """The lock and the clean-up after a crashed writer belong to the operation that owns
+    the snapshot (:func:`writing`): ``take_snapshot`` takes neither, and refuses to run
+    without the lock rather than write unlocked."""
+    from ctrlz.engine.snapshot import take_snapshot, writing
+
+    make_tree(ws_dir, {"a.txt": "a"})
+    ws = Workspace.init(ws_dir)
+    with pytest.raises(AssertionError, match="writing"):
+        take_snapshot(ws.repo, ws.roots, [ws.config.rules])
+    assert ws.snapshots() == []
+    with writing(ws.repo):
+        assert ws.repo.lock.held
+        take_snapshot(ws.repo, ws.roots, [ws.config.rules])
+    assert not ws.repo.lock.held and len(ws.snapshots()) == 1

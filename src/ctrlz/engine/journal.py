@@ -37,6 +37,7 @@ from collections import namedtuple
 from collections.abc import Iterable
 from types import MappingProxyType
 
+from ..errors import CtrlzError, RestoreError
 from ..state.atomic import TEMP_PREFIX, atomic_write_bytes
 from ..types import quote_path
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # opening a workspace checks for a journal; only a crash need
     from typing import Any
 
     from ..state.objects import ObjectStore
+    from ..state.repository import Repository
 
 JOURNAL_NAME = "restore-journal"
 #: the record of an extract into a new directory, in that directory (see the module docstring)
@@ -232,3 +234,79 @@ def _stored(objects: ObjectStore, dir_fd: int, name: bytes) -> bool:
     from .dirs import hash_at
 
     return objects.has(hash_at(objects, dir_fd, name))
+
+
+# -- finishing a restore's bookkeeping (after a crash, or after a failure in-process) ---------
+
+def recover(repo: Repository) -> list[str]:
+    """Finish what an interrupted restore left: temp files, undo entry, journal. Returns notes
+    for the user (empty when there was nothing to do). Cheap when there is no journal (one
+    stat); skipped while another live process holds the store lock."""
+    if not pending(repo.path):
+        return []
+    if not repo.lock.try_acquire():
+        return []  # its owner is alive and will finish it
+    try:
+        intent = read(repo.path)
+        if intent is None:
+            clear(repo.path)
+            return []
+        try:
+            notes = abandon(repo, intent, "interrupted")
+        except CtrlzError:
+            raise
+        except OSError as exc:
+            raise RestoreError(f"cannot clean up the interrupted {intent.label}: "
+                               f"{exc.strerror or exc}; fix that and run any ctrlz command "
+                               "again") from exc
+        return [f"cleaned up an interrupted {intent.label}; {undo_hint(intent)}", *notes]
+    finally:
+        repo.lock.release()
+
+
+def abandon(repo: Repository, intent: Intent, status: str) -> list[str]:
+    """A restore that stopped (a failure here, a crash found later): its temp files go, its
+    undo entry is left with ``status``, its record goes. Returns :func:`sweep`'s notes."""
+    notes = sweep(intent, repo.objects)
+    leave_undo_path(repo, intent, status)
+    clear(repo.path)
+    return notes
+
+
+def leave_undo_path(repo: Repository, intent: Intent, status: str) -> None:
+    """The operation log's entry of the restore ``intent`` describes (its ``undo``), so that
+    ``ctrlz undo`` (or running it again) has a way back whatever became of it."""
+    from ..state.oplog import OpLog
+
+    undo = intent.undo
+    log = OpLog(repo.catalog)
+    if "record" in undo:
+        r = undo["record"]
+        log.record(r["kind"], intent.target, [bytes.fromhex(p) for p in r.get("paths", ())],
+                   intent.safety, explicit=[bytes.fromhex(p) for p in r.get("explicit", ())],
+                   status=status, session_id=r.get("session_id"))
+    elif "undo_of" in undo:
+        if status == "done":
+            log.mark_undone(int(undo["undo_of"]), intent.safety)
+        else:
+            # the first attempt's capture is the state the operation produced: a later,
+            # completed undo must keep it for redo, not its own capture of a half-undone tree
+            log.note_undo_attempt(int(undo["undo_of"]), intent.safety)
+    elif "redo_of" in undo:
+        if status == "done":
+            log.mark_redone(int(undo["redo_of"]), intent.safety)
+        else:  # as for an undo: the first attempt's capture is the state before the redo
+            log.note_redo_attempt(int(undo["redo_of"]), intent.safety)
+    # an undo or redo that stopped half-way stays where it was: running it again completes it
+
+
+def undo_hint(intent: Intent) -> str:
+    """How the user gets back from a restore that stopped: the end of its error message."""
+    if "record" in intent.undo and intent.safety:
+        return (f"the state before it is in safety snapshot {intent.safety}: `ctrlz undo` "
+                "puts it back")
+    if ("undo_of" in intent.undo or "redo_of" in intent.undo) and intent.safety:
+        verb = "undo" if "undo_of" in intent.undo else "redo"
+        return (f"run `ctrlz {verb}` again to finish it (safety snapshot {intent.safety} "
+                "holds the state before it)")
+    return "the files written so far were left in place; remove them and try again"

@@ -18,12 +18,19 @@ the same six steps, in this order, under the store's writer lock:
 A failure anywhere after the capture is an error (never a "skipped" behind success): the temp
 files are removed, the undo entry is recorded all the same, so ``ctrlz undo`` returns to the
 state before, and the error says so. A crash leaves the journal, and the next ctrlz process that
-opens the store does the same clean-up (:func:`recover`). Paths that changed under the restore
-are left as they are and make it end with :class:`~ctrlz.errors.RestoreIncomplete`.
+opens the store does the same clean-up (:func:`ctrlz.engine.journal.recover`). Paths that
+changed under the restore are left as they are and make it end with
+:class:`~ctrlz.errors.RestoreIncomplete`.
 
 ``restore --to`` (a new or empty directory) needs no capture and leaves no undo entry, but is
 journalled and verified like the rest; its journal is kept in the destination, not in the
 store, so that it works while the store's disk is full (:mod:`ctrlz.engine.journal`).
+
+A restore in place runs inside one :func:`~ctrlz.engine.snapshot.writing` (the caller's): the
+lock is taken, and a crashed writer's leftovers cleaned up, once for the whole operation, its
+capture included. The capture returns what it decoded and read by name
+(:class:`~ctrlz.engine.snapshot.Taken`), and the plan and the apply step take it from there:
+nothing passes through the repository's caches or a dict filled in on the side.
 """
 
 from __future__ import annotations
@@ -38,10 +45,8 @@ from ..errors import CtrlzError, RestoreError, RestoreIncomplete, VerifyMismatch
 from ..state import failpoints
 from ..state.exclude import Rules
 from ..state.objects import LOOSE_MIN
-from ..state.oplog import OpLog
 from ..state.repository import Repository
 from ..state.scan import Limits
-from ..state.statcache import StatCache
 from ..state.trees import Entry, decode_tree
 from ..types import Skipped, Snapshot, quote_path
 from . import githistory, journal, madedirs
@@ -49,6 +54,7 @@ from .actions import SYMLINK_OP, WRITE, RestorePlan
 from .apply import KEPT_IN_THE_WAY, Applier, ApplyFailed, Identity
 from .check import verify_applied
 from .graft import DiskCapture, graft
+from .journal import abandon, leave_undo_path, undo_hint
 from .plan import Planner, refuse_unreachable
 from .requests import (  # noqa: F401 - the engine's records, re-exported
     Request,
@@ -57,15 +63,20 @@ from .requests import (  # noqa: F401 - the engine's records, re-exported
 )
 from .snapshot import (
     DirtySource,
+    StatKey,
+    Taken,
     new_snapshot_id,
     overlay_reader,
     scan_working,
     take_snapshot,
+    writing,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from .diff import TreeReader
 
 
 # -- in place ----------------------------------------------------------------------------------
@@ -73,42 +84,43 @@ if TYPE_CHECKING:
 def restore_in_place(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules],
                      req: Request, limits: Limits | None = None,
                      dirty_source: DirtySource | None = None) -> RestoreResult:
-    """``dirty_source``: what changed since the stat cache, from a file watcher, for the
-    capture step (:func:`~ctrlz.engine.snapshot.take_snapshot`)."""
+    """Run inside :func:`~ctrlz.engine.snapshot.writing`: the capture commits under its lock,
+    and relies on its recovery. ``dirty_source``: what changed since the stat cache, from a
+    file watcher, for the capture step (:func:`~ctrlz.engine.snapshot.take_snapshot`)."""
+    assert repo.lock.held, "restore_in_place runs inside writing(repo)"
     dest_roots = [os.fsencode(r) for r in roots]
-    with repo.lock:
-        recover(repo)
-        if req.dry_run:
-            return _dry_run(repo, roots, rules, req, limits)
-        if req.git == "auto" and req.target is not None and req.paths is None:
-            # refused before the capture, so a refusal leaves no safety snapshot behind
-            githistory.precheck(req.target, repo.tree, repo.objects.read, dest_roots, req.kind)
-        keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] = {}
-        label = req.label or (f"before restoring {req.target.id}" if req.target else None)
-        safety, _ = take_snapshot(repo, roots, rules, type="safety", limits=limits,
-                                  label=label, numbered=req.numbered_safety,
-                                  include=req.explicit, included_keys=keys, keep_decoded=True,
-                                  dirty_source=dirty_source)
-        target = req.target if req.target is not None else _build(repo, req, safety)
-        planner = Planner(target, repo.tree, repo.tree, repo.objects.read, dest_roots,
-                          req.paths, check_disk=True, explicit=req.explicit)
-        plan = planner.run(safety.root)
-        refuse_unreachable(plan, req.paths)
-        git = githistory.judge(plan, req.git, req.kind, False, repo.tree, repo.objects.read,
-                               dest_roots)
-        result = RestoreResult(target, plan, safety=safety,
-                               skipped=list(plan.skipped) + _left_out(safety, req, plan),
-                               kind=req.kind, git=git)
-        undo = _with_created_uncovered(req.undo, plan, planner)
-        identity = _identity(repo.load_statcache(), safety.id, keys)
-        intent = journal.Intent(
-            token=os.urandom(6).hex(), kind=req.kind, target=target.id, safety=safety.id,
-            roots=dest_roots, dirs=sorted(plan.parents()), undo=undo,
-            created_ns=time.time_ns())
-        _apply(repo, plan, result, intent, identity)
-        if result.conflicts:
-            raise RestoreIncomplete(_incomplete_message(req.kind, target, result), result)
-        return result
+    if req.dry_run:
+        return _dry_run(repo, roots, rules, req, limits)
+    if req.git == "auto" and req.target is not None and req.paths is None:
+        # refused before the capture, so a refusal leaves no safety snapshot behind
+        githistory.precheck(req.target, repo.tree, repo.objects.read, dest_roots, req.kind)
+    label = req.label or (f"before restoring {req.target.id}" if req.target else None)
+    captured = take_snapshot(repo, roots, rules, type="safety", limits=limits, label=label,
+                             numbered=req.numbered_safety, include=req.explicit,
+                             dirty_source=dirty_source)
+    safety = captured.snapshot
+    # the captured side of every changed directory, as the capture decoded it; a built
+    # target's trees join them
+    trees = captured.trees
+    read = overlay_reader(repo, trees)
+    target = req.target if req.target is not None else _build(repo, req, safety, trees, read)
+    planner = Planner(target, read, read, repo.objects.read, dest_roots, req.paths,
+                      check_disk=True, explicit=req.explicit)
+    plan = planner.run(safety.root)
+    refuse_unreachable(plan, req.paths)
+    git = githistory.judge(plan, req.git, req.kind, False, read, repo.objects.read, dest_roots)
+    result = RestoreResult(target, plan, safety=safety,
+                           skipped=list(plan.skipped) + _left_out(safety, req, plan),
+                           kind=req.kind, git=git)
+    undo = _with_created_uncovered(req.undo, plan, planner)
+    identity = _identity(captured)
+    intent = journal.Intent(
+        token=os.urandom(6).hex(), kind=req.kind, target=target.id, safety=safety.id,
+        roots=dest_roots, dirs=sorted(plan.parents()), undo=undo, created_ns=time.time_ns())
+    _apply(repo, plan, result, intent, identity)
+    if result.conflicts:
+        raise _incomplete(req.kind, target, result)
+    return result
 
 
 def _left_out(capture: Snapshot, req: Request, plan: RestorePlan) -> list[Skipped]:
@@ -147,7 +159,7 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
     ``extract_to``: a ``restore --to`` into that new directory, which keeps its record there
     and leaves no undo entry, so it writes nothing into the store (see ``journal``)."""
     if plan.empty:
-        _leave_undo_path(repo, intent, "done")
+        leave_undo_path(repo, intent, "done")
         return
     if extract_to is None:
         journal.write(repo.path, intent)  # fails before any write, or not at all
@@ -169,17 +181,17 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
         if isinstance(exc, ApplyFailed):
             result.applied, result.conflicts = exc.result.applied, exc.result.conflicts
         if extract_to is None:
-            _abandon(repo, intent, "failed")
+            abandon(repo, intent, "failed")
         else:  # a failure cleans up as it goes: only a kill leaves the record
             journal.sweep(intent, repo.objects)
             journal.clear_incomplete(extract_to, strict=False)
         if isinstance(exc, ApplyFailed):
             raise RestoreError(_failure_message(intent, exc, plan, result)) from exc.error
         if isinstance(exc, VerifyMismatch):
-            raise VerifyMismatch(f"{exc}; {_undo_hint(intent)}") from None
+            raise VerifyMismatch(f"{exc}; {undo_hint(intent)}") from None
         if isinstance(exc, OSError):
             reason = _HINTS.get(exc.errno or 0, exc.strerror or str(exc))
-            raise RestoreError(f"{intent.label} failed: {reason}; {_undo_hint(intent)}") from exc
+            raise RestoreError(f"{intent.label} failed: {reason}; {undo_hint(intent)}") from exc
         raise
     if extract_to is not None:
         try:
@@ -190,54 +202,13 @@ def _apply(repo: Repository, plan: RestorePlan, result: RestoreResult, intent: j
                                f"removed ({exc.strerror or exc}); remove it") from exc
         return
     try:
-        _leave_undo_path(repo, intent, "done")
+        leave_undo_path(repo, intent, "done")
         journal.clear(repo.path)
     except (OSError, CtrlzError) as exc:
         # everything was applied and verified; the journal still names it, so the next ctrlz
         # command records the undo entry
         raise RestoreError(f"{intent.label} was applied and verified, but its undo entry could "
                            f"not be recorded ({exc}); the next ctrlz command records it") from exc
-
-
-def _abandon(repo: Repository, intent: journal.Intent, status: str) -> list[str]:
-    notes = journal.sweep(intent, repo.objects)
-    _leave_undo_path(repo, intent, status)
-    journal.clear(repo.path)
-    return notes
-
-
-def _leave_undo_path(repo: Repository, intent: journal.Intent, status: str) -> None:
-    undo = intent.undo
-    log = OpLog(repo.catalog)
-    if "record" in undo:
-        r = undo["record"]
-        log.record(r["kind"], intent.target, [bytes.fromhex(p) for p in r.get("paths", ())],
-                   intent.safety, explicit=[bytes.fromhex(p) for p in r.get("explicit", ())],
-                   status=status, session_id=r.get("session_id"))
-    elif "undo_of" in undo:
-        if status == "done":
-            log.mark_undone(int(undo["undo_of"]), intent.safety)
-        else:
-            # the first attempt's capture is the state the operation produced: a later,
-            # completed undo must keep it for redo, not its own capture of a half-undone tree
-            log.note_undo_attempt(int(undo["undo_of"]), intent.safety)
-    elif "redo_of" in undo:
-        if status == "done":
-            log.mark_redone(int(undo["redo_of"]), intent.safety)
-        else:  # as for an undo: the first attempt's capture is the state before the redo
-            log.note_redo_attempt(int(undo["redo_of"]), intent.safety)
-    # an undo or redo that stopped half-way stays where it was: running it again completes it
-
-
-def _undo_hint(intent: journal.Intent) -> str:
-    if "record" in intent.undo and intent.safety:
-        return (f"the state before it is in safety snapshot {intent.safety}: `ctrlz undo` "
-                "puts it back")
-    if ("undo_of" in intent.undo or "redo_of" in intent.undo) and intent.safety:
-        verb = "undo" if "undo_of" in intent.undo else "redo"
-        return (f"run `ctrlz {verb}` again to finish it (safety snapshot {intent.safety} "
-                "holds the state before it)")
-    return "the files written so far were left in place; remove them and try again"
 
 
 _HINTS = {
@@ -260,28 +231,30 @@ def _failure_message(intent: journal.Intent, exc: ApplyFailed, plan: RestorePlan
     reason = _HINTS.get(exc.error.errno or 0, exc.error.strerror or str(exc.error))
     done, total = len(result.applied), len(plan.actions)
     return (f"{intent.label} stopped at {quote_path(exc.action.path.partition(b'/')[2])}: "
-            f"{reason}; {done} of {total} changes were made; {_undo_hint(intent)}")
+            f"{reason}; {done} of {total} changes were made; {undo_hint(intent)}")
 
 
-def _incomplete_message(kind: str, target: Snapshot, result: RestoreResult) -> str:
+def _incomplete(kind: str, target: Snapshot, result: RestoreResult) -> RestoreIncomplete:
+    """The error of a restore that left the paths in ``result.conflicts`` as they are."""
     first = result.conflicts[0]
     more = f" and {len(result.conflicts) - 1} more" if len(result.conflicts) > 1 else ""
     undo = (f"; `ctrlz undo` puts back the state before it (safety snapshot {result.safety.id})"
             if result.safety is not None else "")
     what = ("could not be put in place" if first.reason == KEPT_IN_THE_WAY else
             "changed while it ran")
-    return (f"{kind} to {target.id} is incomplete: "
-            f"{quote_path(first.path.partition(b'/')[2])}{more} {what} and "
-            f"{'was' if not more else 'were'} left as they are ({first.reason}){undo}")
+    return RestoreIncomplete(f"{kind} to {target.id} is incomplete: "
+                             f"{quote_path(first.path.partition(b'/')[2])}{more} {what} and "
+                             f"{'was' if not more else 'were'} left as they are "
+                             f"({first.reason}){undo}", result)
 
 
-def _identity(cache: StatCache, safety_id: str,
-              extra: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]]) -> Identity:
-    """What the capture saw at a path, from the stat cache it just wrote: lets the apply step
-    trust an untouched file by its stat instead of reading it again."""
-    roots = cache.roots if cache.snapshot_id == safety_id else []
+def _identity(captured: Taken) -> Identity:
+    """What the capture saw at a path (the stat cache it wrote, and the paths it read by
+    name): lets the apply step trust an untouched file by its stat instead of reading it
+    again."""
+    roots, extra = captured.cache.roots, captured.keys
 
-    def identity(vpath: bytes) -> tuple[tuple[int, int, int, int, int], bytes] | None:
+    def identity(vpath: bytes) -> StatKey | None:
         hit = extra.get(vpath)
         if hit is not None:
             return hit
@@ -301,11 +274,13 @@ def _identity(cache: StatCache, safety_id: str,
     return identity
 
 
-def _build(repo: Repository, req: Request, safety: Snapshot) -> Snapshot:
-    """Build and commit the target snapshot of a tool-call restore."""
+def _build(repo: Repository, req: Request, safety: Snapshot,
+           trees: dict[bytes, list[Entry]], read: TreeReader) -> Snapshot:
+    """Build and commit the target snapshot of a tool-call restore. ``trees``: the capture's
+    decoded trees, to which the target's own are added, so that ``read`` (over them, then the
+    store) serves the builder and then the plan."""
     assert req.build_target is not None
     writer = repo.objects.writer()
-    trees: dict[bytes, list[Entry]] = {}
 
     def put_tree(data: bytes) -> bytes:
         oid = writer.put(data)
@@ -334,8 +309,7 @@ def _build(repo: Repository, req: Request, safety: Snapshot) -> Snapshot:
             writer.adopt_large(got, tmp, raw, stored, codec)
 
     try:
-        ctx = TargetContext(repo, safety, overlay_reader(repo, trees), put_tree, put_body,
-                            writer.put)
+        ctx = TargetContext(repo, safety, read, put_tree, put_body, writer.put)
         root, base = req.build_target(ctx)
         snap = Snapshot(
             id=new_snapshot_id(), number=None, parent=safety.id, type="safety",
@@ -349,7 +323,6 @@ def _build(repo: Repository, req: Request, safety: Snapshot) -> Snapshot:
     except BaseException:
         writer.abort()
         raise
-    repo.remember_trees(trees)
     return snap
 
 
@@ -431,8 +404,7 @@ def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Pat
         return result
     made = madedirs.make(dest_roots)
     try:
-        with repo.lock:
-            recover(repo)
+        with writing(repo):
             intent = journal.Intent(token=os.urandom(6).hex(), kind="restore",
                                     target=target.id, safety=None, roots=dest_roots,
                                     dirs=sorted(plan.parents()), created_ns=time.time_ns())
@@ -441,36 +413,8 @@ def restore_into(repo: Repository, roots_count: int, target: Snapshot, dest: Pat
         madedirs.remove(made, madedirs.by_plan(result.applied, dest_roots))
         raise
     if result.conflicts:
-        raise RestoreIncomplete(_incomplete_message("restore", target, result), result)
+        raise _incomplete("restore", target, result)
     return result
-
-
-# -- after a crash -----------------------------------------------------------------------------
-
-def recover(repo: Repository) -> list[str]:
-    """Finish what an interrupted restore left: temp files, undo entry, journal. Returns notes
-    for the user (empty when there was nothing to do). Cheap when there is no journal (one
-    stat); skipped while another live process holds the store lock."""
-    if not journal.pending(repo.path):
-        return []
-    if not repo.lock.try_acquire():
-        return []  # its owner is alive and will finish it
-    try:
-        intent = journal.read(repo.path)
-        if intent is None:
-            journal.clear(repo.path)
-            return []
-        try:
-            notes = _abandon(repo, intent, "interrupted")
-        except CtrlzError:
-            raise
-        except OSError as exc:
-            raise RestoreError(f"cannot clean up the interrupted {intent.label}: "
-                               f"{exc.strerror or exc}; fix that and run any ctrlz command "
-                               "again") from exc
-        return [f"cleaned up an interrupted {intent.label}; {_undo_hint(intent)}", *notes]
-    finally:
-        repo.lock.release()
 
 
 def require_empty_destination(path: bytes) -> None:

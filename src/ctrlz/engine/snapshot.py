@@ -27,6 +27,7 @@ from ..state.scan.blind import mount_points
 from ..state.statcache import StatCache
 from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
+from . import journal
 from .diff import TreeReader, count_changes, diff_trees
 
 TYPE_CHECKING = False
@@ -45,6 +46,8 @@ WORKERS = min(8, max(4, 3 * (os.cpu_count() or 2)))
 #: what a file watcher in another process reports before a scan: the directories of each
 #: root that changed since the stat cache was written, or None (scan fully)
 DirtySource = Callable[[], "Sequence[set[bytes] | None] | None"]
+#: what a file was when a snapshot read it by name: its stat key and its content id
+StatKey = tuple[tuple[int, int, int, int, int], bytes]
 
 
 _gc_lock = _thread.allocate_lock()  # not threading's: every snapshot would import it
@@ -78,6 +81,23 @@ def gc_paused() -> Iterator[None]:
             _gc_depth -= 1
             if _gc_depth == 0 and _gc_was_enabled:
                 gc.enable()
+
+
+@contextlib.contextmanager
+def writing(repo: Repository) -> Iterator[None]:
+    """One write operation's hold on the store (a snapshot; a restore with its safety
+    snapshot; an undo with the log entry it reads): the writer lock, and the clean-up of
+    what a crashed writer left, before anything is written: an interrupted restore's
+    bookkeeping (:func:`journal.recover`, one stat when there is none) and the stray files of
+    a writer that died (:meth:`Repository.recover`, one stat when there are none).
+
+    The operation's owner enters it once; :func:`take_snapshot` and
+    :func:`~ctrlz.engine.restore.restore_in_place` run inside it and take neither the lock
+    nor the clean-up again. The garbage collector waits meanwhile (:func:`gc_paused`)."""
+    with gc_paused(), repo.lock:
+        journal.recover(repo)
+        repo.recover()
+        yield
 
 
 def new_snapshot_id() -> str:
@@ -164,6 +184,27 @@ class WorkingState:
         self.patched = patched if patched is not None else {}
 
 
+class Taken:
+    """What :func:`take_snapshot` captured, for the caller that goes on with it (a restore
+    plans against its safety snapshot): the committed ``snapshot``, the scan's ``stats``,
+    ``trees``, every tree the scan built, decoded (a plan reads the captured side of every
+    changed directory through :func:`overlay_reader`; the repository's cache keeps only
+    their encodings); and what the scan saw at each path, so that a restore's apply step can
+    trust a file it captured by its stat instead of reading it again: ``cache``, the stat
+    cache it wrote, and ``keys``, the stat key and content id of each path grafted by name
+    (``include``)."""
+
+    __slots__ = ("snapshot", "stats", "trees", "cache", "keys")
+
+    def __init__(self, snapshot: Snapshot, stats: ScanStats, trees: dict[bytes, list[Entry]],
+                 cache: StatCache, keys: dict[bytes, StatKey]) -> None:
+        self.snapshot = snapshot
+        self.stats = stats
+        self.trees = trees
+        self.cache = cache
+        self.keys = keys
+
+
 def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], sink: Sink,
               limits: Limits, cache: StatCache, scan_ns: int,
               dirty: Sequence[set[bytes] | None] | None = None,
@@ -221,111 +262,106 @@ def take_snapshot(
     parent: Snapshot | None = None,
     dirty: Sequence[set[bytes] | None] | None = None,
     include: Sequence[bytes] = (),
-    included_keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None = None,
-    keep_decoded: bool = False,
     dirty_source: DirtySource | None = None,
-) -> tuple[Snapshot, ScanStats]:
-    """Scan and store the roots; returns the committed snapshot and the scan's statistics.
+) -> Taken:
+    """Scan and store the roots; returns the committed snapshot, the scan's statistics, and
+    what a caller going on with it needs (:class:`Taken`). Call it inside :func:`writing`,
+    whose lock it commits under and whose recovery it relies on.
 
     ``parent`` is the snapshot changes are counted against (default: the newest one).
     ``dirty`` (one set per root, from a file watcher) names the directories that changed
     since the stat cache was written; the others are reused without being listed.
     ``include`` names virtual paths (files or links) to capture even where the rules exclude
-    them: a restore's capture step passes the paths it was asked to touch by name. Their stat
-    keys go into ``included_keys``. ``keep_decoded`` leaves the trees the scan built decoded
-    in the repository's tree cache, for a caller about to compare them (a restore's plan
-    reads its safety snapshot's side of every changed directory). ``dirty_source``, when no
-    ``dirty`` is given, is asked for it once the lock is held, before the stat cache is read
-    (a file watcher in another process, which may write that cache first); it returns None
-    when it cannot vouch for the cache, and the scan is then a full one.
+    them: a restore's capture step passes the paths it was asked to touch by name (their
+    stat keys come back in ``Taken.keys``). ``dirty_source``, when no ``dirty`` is given, is
+    asked for it now, the lock held, before the stat cache is read (a file watcher in
+    another process, which may write that cache first); it returns None when it cannot
+    vouch for the cache, and the scan is then a full one.
     """
     if type not in SNAPSHOT_TYPES:
         raise UsageError(f"unknown snapshot type {type!r}; use one of {', '.join(SNAPSHOT_TYPES)}")
+    assert repo.lock.held, "take_snapshot runs inside writing(repo)"
     limits = limits or Limits()
     progress = meter.current()
     if progress is not None:
         progress.start("Snapshot")
-    with gc_paused(), repo.lock:
-        repo.recover()
-        if dirty is None and dirty_source is not None:
-            dirty = dirty_source()
-        cache = repo.load_statcache()
-        writer = repo.objects.writer()
-        scan_ns = time.time_ns()
-        sink = StoreSink(writer)
-        frozen = btrfs.freeze(repo, roots)  # None unless the store uses the btrfs backend
+    if dirty is None and dirty_source is not None:
+        dirty = dirty_source()
+    cache = repo.load_statcache()
+    writer = repo.objects.writer()
+    scan_ns = time.time_ns()
+    sink = StoreSink(writer)
+    keys: dict[bytes, StatKey] = {}
+    frozen = btrfs.freeze(repo, roots)  # None unless the store uses the btrfs backend
+    try:
         try:
-            try:
-                state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty,
-                                  frozen.sources if frozen is not None else None)
-                if include:
-                    _include(repo, roots, writer, sink, state, include, included_keys)
-            finally:
-                if frozen is not None:
-                    frozen.release()
-            if parent is None:
-                parent = repo.catalog.latest()
-            if parent is None:  # everything is new; no need to walk the trees
-                created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
-            else:
-                counted = changes_from_scan(repo, parent, cache, state)
-                created, modified, deleted = counted if counted is not None else count_changes(
-                    diff_trees(repo.tree, parent.root,
-                               overlay_reader(repo, state.trees, state.patched), state.root))
-            catalog = repo.catalog
+            state = _scan_all(repo, roots, rules, sink, limits, cache, scan_ns, dirty,
+                              frozen.sources if frozen is not None else None)
+            if include:
+                keys = _include(repo, roots, writer, sink, state, include)
+        finally:
+            if frozen is not None:
+                frozen.release()
+        if parent is None:
+            parent = repo.catalog.latest()
+        if parent is None:  # everything is new; no need to walk the trees
+            created, modified, deleted = state.stats.files + state.stats.symlinks, 0, 0
+        else:
+            counted = changes_from_scan(repo, parent, cache, state)
+            created, modified, deleted = counted if counted is not None else count_changes(
+                diff_trees(repo.tree, parent.root,
+                           overlay_reader(repo, state.trees, state.patched), state.root))
+        catalog = repo.catalog
+        snapshot_id = new_snapshot_id()
+        while catalog.snapshot(snapshot_id) is not None:
             snapshot_id = new_snapshot_id()
-            while catalog.snapshot(snapshot_id) is not None:
-                snapshot_id = new_snapshot_id()
-            failpoints.hit("before-commit")
-            with catalog.transaction():
-                writer.commit(catalog)
-                snap = Snapshot(
-                    id=snapshot_id,
-                    number=catalog.next_number() if numbered else None,
-                    parent=parent.id if parent else None,
-                    type=type,
-                    label=label,
-                    pinned=pinned,
-                    created_ns=scan_ns,
-                    root=state.root,
-                    files=state.stats.files,
-                    dirs=state.stats.dirs,
-                    symlinks=state.stats.symlinks,
-                    bytes=state.stats.bytes,
-                    added_bytes=writer.added_bytes,
-                    size_delta=state.stats.bytes - (parent.bytes if parent else 0),
-                    created=created,
-                    modified=modified,
-                    deleted=deleted,
-                    rules={"roots": [r.to_json() for r in rules]},
-                    skipped=tuple(state.skipped),
-                    roots=tuple(str(r) for r in roots),
-                )
-                catalog.add_snapshot(snap)
-        except BaseException:
-            # whatever failed (the scan, counting the changes, the commit: a full disk as the
-            # queue behind the walk is written out), the writer lets go of its open pack: in
-            # a long-lived process its descriptor kept a deleted pack's blocks, and the disk
-            # full, after the next recovery swept the file
-            writer.abort()
-            raise
-        failpoints.hit("after-commit")
-        repo.remember_tree_data({oid: sink.blobs[oid] for oid in state.trees} | state.patched)
-        if keep_decoded:
-            repo.remember_trees(state.trees)
-        repo.save_statcache(StatCache(snapshot_id, scan_ns, repo.algorithm,
-                                      [s.cache for s in state.scans],
-                                      [s.linked for s in state.scans],
-                                      [s.stamps for s in state.scans]))
-        return snap, state.stats
+        failpoints.hit("before-commit")
+        with catalog.transaction():
+            writer.commit(catalog)
+            snap = Snapshot(
+                id=snapshot_id,
+                number=catalog.next_number() if numbered else None,
+                parent=parent.id if parent else None,
+                type=type,
+                label=label,
+                pinned=pinned,
+                created_ns=scan_ns,
+                root=state.root,
+                files=state.stats.files,
+                dirs=state.stats.dirs,
+                symlinks=state.stats.symlinks,
+                bytes=state.stats.bytes,
+                added_bytes=writer.added_bytes,
+                size_delta=state.stats.bytes - (parent.bytes if parent else 0),
+                created=created,
+                modified=modified,
+                deleted=deleted,
+                rules={"roots": [r.to_json() for r in rules]},
+                skipped=tuple(state.skipped),
+                roots=tuple(str(r) for r in roots),
+            )
+            catalog.add_snapshot(snap)
+    except BaseException:
+        # whatever failed (the scan, counting the changes, the commit: a full disk as the
+        # queue behind the walk is written out), the writer lets go of its open pack: in
+        # a long-lived process its descriptor kept a deleted pack's blocks, and the disk
+        # full, after the next recovery swept the file
+        writer.abort()
+        raise
+    failpoints.hit("after-commit")
+    repo.remember_tree_data({oid: sink.blobs[oid] for oid in state.trees} | state.patched)
+    written = StatCache(snapshot_id, scan_ns, repo.algorithm, [s.cache for s in state.scans],
+                        [s.linked for s in state.scans], [s.stamps for s in state.scans])
+    repo.save_statcache(written)
+    return Taken(snap, state.stats, state.trees, written, keys)
 
 
 def _include(repo: Repository, roots: Sequence[Path], writer: ObjectWriter, sink: StoreSink,
-             state: WorkingState, include: Sequence[bytes],
-             keys: dict[bytes, tuple[tuple[int, int, int, int, int], bytes]] | None) -> None:
+             state: WorkingState, include: Sequence[bytes]) -> dict[bytes, StatKey]:
     """Graft the ``include`` paths, read from disk whatever the rules say, into the scanned
     top tree (see :mod:`ctrlz.engine.graft`, loaded only here: a plain snapshot, in every
-    cold process, needs neither it nor the directory handles it brings)."""
+    cold process, needs neither it nor the directory handles it brings); returns what each
+    was when it was read (:attr:`Taken.keys`)."""
     from .graft import DiskCapture, graft
 
     def store_file(fd: int, size: int) -> bytes:
@@ -357,8 +393,7 @@ def _include(repo: Repository, roots: Sequence[Path], writer: ObjectWriter, sink
             for e in changes.values():
                 state.stats.files += e.kind == "f"
                 state.stats.symlinks += e.kind == "l"
-        if keys is not None:
-            keys.update(disk.keys)
+        return disk.keys
     finally:
         disk.close()
 

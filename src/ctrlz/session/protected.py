@@ -8,7 +8,7 @@ it (or a :class:`ctrlz.Workspace`, which is one) without importing any face.
 The store lives under ``$CTRLZ_HOME`` (default: the platform's user data directory), never in the
 workspace: ``<home>/workspaces/<name>-<hash of the workspace's real path>/``
 (:mod:`ctrlz.state.locator`). Opening it finishes whatever an interrupted restore left
-(:func:`ctrlz.engine.restore.recover`); what was done is in :attr:`recovered`.
+(:func:`ctrlz.engine.journal.recover`); what was done is in :attr:`recovered`.
 
 The store's repository (its catalog, SQLite; its objects) opens on first use of
 :attr:`ProtectedWorkspace.repo`, not with the workspace: a rollback or a snapshot that the
@@ -35,25 +35,22 @@ if TYPE_CHECKING:
     from typing import Self
 
     from ..engine import retention
-    from ..engine.snapshot import DirtySource
+    from ..engine.snapshot import DirtySource, Taken
     from ..state.oplog import OpLog
     from ..state.repository import Repository
-    from ..state.scan import ScanStats
     from ..state.sessiondb import SessionDB
     from ..types import Snapshot
 
 
 def recover(ws: ProtectedWorkspace) -> list[str]:
-    """:func:`ctrlz.engine.restore.recover`, loaded (and the store opened) only when a
-    restore's journal is there (one stat): opening a workspace must clean up after a crash,
-    and must stay cheap."""
-    from ..engine.journal import pending
+    """:func:`ctrlz.engine.journal.recover`, the store opened only when a restore's journal
+    is there (one stat): opening a workspace must clean up after a crash, and must stay
+    cheap."""
+    from ..engine import journal
 
-    if not pending(ws.store_path):
+    if not journal.pending(ws.store_path):
         return []
-    from ..engine.restore import recover as finish_interrupted
-
-    return finish_interrupted(ws.repo)
+    return journal.recover(ws.repo)
 
 
 def keep_restores_in_process() -> None:
@@ -229,15 +226,17 @@ class ProtectedWorkspace:
                 self.last_scan = None
                 return snap
         from ..engine import retention
-        from ..engine.snapshot import gc_paused
+        from ..engine.snapshot import writing
         from . import journal
 
-        with gc_paused(), self.repo.lock:
-            recover(self)  # a long-lived process (the daemon) meets a crashed restore here
+        # the lock, and the clean-up after a crashed writer (a long-lived process, the daemon,
+        # meets a crashed restore here), once for the check, the snapshot and its records
+        with writing(self.repo):
             if type == "manual":
                 retention.check_manual_cap(self.repo.catalog.type_counts().get("manual", 0),
                                            self.policy)
-            snap, self.last_scan = self._take(type, label, pinned, dirty)
+            taken = self._take(type, label, pinned, dirty)
+            snap, self.last_scan = taken.snapshot, taken.stats
             journal.record_snapshot(self.session_db, snap, auto_max=self.config["auto_max"],
                                     session_id=session_id)
             self.after_change()
@@ -289,9 +288,10 @@ class ProtectedWorkspace:
         return from_daemon
 
     def _take(self, type: str, label: str | None, pinned: bool,
-              dirty: set[bytes] | None = None) -> tuple[Snapshot, ScanStats]:
+              dirty: set[bytes] | None = None) -> Taken:
         """``dirty``: workspace-relative directories a watcher saw change since the last
-        snapshot; every other directory is reused from the stat cache without being listed."""
+        snapshot; every other directory is reused from the stat cache without being listed.
+        Inside :func:`~ctrlz.engine.snapshot.writing`, as :meth:`snapshot` calls it."""
         from ..engine.snapshot import take_snapshot
 
         return take_snapshot(self.repo, self.roots, [self.config.rules], type=type, label=label,

@@ -62,24 +62,34 @@ def _daemon_may_serve(ws: ProtectedWorkspace, dry_run: bool) -> bool:
 
 def _run_here(ws: ProtectedWorkspace, req: Request,
               dirty_source: DirtySource | None) -> RestoreResult:
-    from ..engine.restore import restore_in_place
-    from ..engine.snapshot import gc_paused
+    """The restore in this process: one hold on the store (:func:`writing`: the lock, and
+    the clean-up after a crashed writer) for the engine's whole run and its records."""
+    from ..engine.snapshot import writing
 
-    with gc_paused(), ws.repo.lock:
-        try:
-            result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req,
-                                      ws.config.limits,
-                                      dirty_source=dirty_source or ws.dirty_source)
-        except RestoreError as exc:
-            partial = getattr(exc, "result", None)
-            if partial is not None:
-                journal.record_restored(ws.session_db, partial)
-            raise
-        if not req.dry_run:
-            journal.record_restored(ws.session_db, result)
-            ws.after_change()
+    with writing(ws.repo):
+        result = _restore_held(ws, req, dirty_source)
     if not req.dry_run and dirty_source is None:
         ws.ensure_daemon()  # unless one runs, its capture walked the whole tree
+    return result
+
+
+def _restore_held(ws: ProtectedWorkspace, req: Request,
+                  dirty_source: DirtySource | None) -> RestoreResult:
+    """The engine's restore and the ``restored`` events, inside the caller's
+    :func:`~ctrlz.engine.snapshot.writing`."""
+    from ..engine.restore import restore_in_place
+
+    try:
+        result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req, ws.config.limits,
+                                  dirty_source=dirty_source or ws.dirty_source)
+    except RestoreError as exc:
+        partial = getattr(exc, "result", None)
+        if partial is not None:
+            journal.record_restored(ws.session_db, partial)
+        raise
+    if not req.dry_run:
+        journal.record_restored(ws.session_db, result)
+        ws.after_change()
     return result
 
 
@@ -203,41 +213,47 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
 def undo(ws: ProtectedWorkspace, dry_run: bool = False, git: str = "auto") -> UndoResult:
     """Take back the newest operation that is not undone yet: restore the state captured just
     before it, over the same paths. ``dry_run``: the plan only; the log is untouched."""
-    from ..engine.restore import recover
+    from ..engine.snapshot import writing
 
-    with ws.repo.lock:
-        recover(ws.repo)  # an interrupted restore leaves its undo entry first
+    with writing(ws.repo):  # an interrupted restore leaves its undo entry first
         op = ws.oplog.next_undo()
         if op is None:
             raise UsageError("nothing to undo: no rollback, revert or rewind since the log "
                              "began")
-        return _replay(ws, "undo", op, op.before, "its safety snapshot is gone", dry_run, git)
+        result = _replay(ws, "undo", op, op.before, "its safety snapshot is gone", dry_run, git)
+    if not dry_run:
+        ws.ensure_daemon()
+    return result
 
 
 def redo(ws: ProtectedWorkspace, dry_run: bool = False, git: str = "auto") -> UndoResult:
     """Apply again the oldest undone operation: restore the state it had produced (captured
     by its undo), or else its target. ``dry_run``: the plan only."""
-    from ..engine.restore import recover
+    from ..engine.snapshot import writing
 
-    with ws.repo.lock:
-        recover(ws.repo)
+    with writing(ws.repo):
         op = ws.oplog.next_redo()
         if op is None:
             raise UsageError("nothing to redo")
         ref = op.after if op.after and ws.repo.catalog.snapshot(op.after) else op.target
-        return _replay(ws, "redo", op, ref, "its snapshot is gone", dry_run, git)
+        result = _replay(ws, "redo", op, ref, "its snapshot is gone", dry_run, git)
+    if not dry_run:
+        ws.ensure_daemon()
+    return result
 
 
 def _replay(ws: ProtectedWorkspace, action: str, op: Operation, ref: str | None,
             gone: str, dry_run: bool = False, git: str = "auto") -> UndoResult:
+    """Inside the caller's :func:`~ctrlz.engine.snapshot.writing`: the operation it read from
+    the log is still the one to replay when the restore runs."""
     target = ws.repo.catalog.snapshot(ref) if ref else None
     if target is None:
         raise RestoreError(f"cannot {action} the {op.kind} to {op.target}: {gone}")
-    result = run(ws, Request(
+    result = _restore_held(ws, Request(
         kind=action, target=target, paths=[ws.vpath(p) for p in op.paths] or None,
         explicit=[ws.vpath(p) for p in op.explicit], undo={f"{action}_of": op.seq},
         dry_run=dry_run, git=check_mode(git),
-        label=f"before {action}ing the {op.kind} to {op.target}"))
+        label=f"before {action}ing the {op.kind} to {op.target}"), None)
     from ..reports import UndoResult  # its dataclasses cost a rollback ~10 ms of imports
 
     return UndoResult(action, op, result)

@@ -154,12 +154,6 @@ class Repository:
         the store (a scan patches these bytes for directories listed from the stat cache)."""
         return self._tree_data.get(oid)
 
-    def remember_trees(self, trees: dict[bytes, list[Entry]]) -> None:
-        """Keep decoded trees (a dry scan's, say) so the next diff need not read them."""
-        if len(self._trees) + len(trees) > 200_000:
-            self._trees.clear()
-        self._trees.update(trees)
-
     def remember_tree_data(self, data: dict[bytes, bytes]) -> None:
         """Keep the encodings of the trees a committed snapshot just wrote: the next dirty
         scan patches them, and the next diff decodes them without reading the store.
