@@ -488,14 +488,14 @@ def test_a_rollback_that_failed_in_the_daemon_is_the_clis_error_line() -> None:
     status, never a decline that would run it again (the daemon is a stand-in here: the
     line is the door's to render)."""
     from ctrlz.door import serve
+    from ctrlz.errors import RestoreIncomplete
 
     class Failing:
         ws = None
 
         def restore(self, message: dict) -> dict:
             assert message["rollback"]["ref"] == "base"
-            return {"ok": True, "failed": {"error": "RestoreIncomplete", "result": None,
-                                           "message": "2 paths changed during the restore"}}
+            raise RestoreIncomplete("2 paths changed during the restore")
 
     status, lines = serve._rollback(Failing(), {}, False, {"argv": ["rollback", "base"],
                                                            "tty_err": False})

@@ -202,7 +202,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
         render.out(g["summary"])
     for p in result.changed_paths:
         render.out(f"  {render.path_text(p)}")
-    for err, text in left_alone(result.skipped):
+    for err, text in left_alone((k["path"], k["reason"]) for k in result.skipped):
         render.echo(text, err=err)
     if dry_run:
         render.note("Nothing was changed (dry run).")

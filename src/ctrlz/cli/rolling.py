@@ -10,27 +10,39 @@ and ``ctrlz rollback SNAP --json``, straight through :func:`run`; every other fo
 
 from __future__ import annotations
 
+import os
+
 from . import render
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 
 def actions(result: Any) -> list[tuple[bool, str]]:
     """The files a plan writes or deletes (directory bookkeeping left out), and what it left
     alone; each line with whether it goes to stderr."""
-    data = result.to_json()
-    out = [(False, f"  {a['op']:<8} {render.path_text(a['path'])}") for a in data["actions"]
-           if a["op"] not in ("mkdir", "rmdir", "dirmode", "utime")]
-    return out + left_alone(data["skipped"])
+    out = [(False, f"  {a.op:<8} {render.path_text(_rel(a.path))}") for a in result.plan.actions
+           if a.op not in ("mkdir", "rmdir", "dirmode", "utime")]
+    return out + _left_alone(result)
 
 
-def left_alone(skipped: list[dict[str, str]]) -> list[tuple[bool, str]]:
-    """A ``left alone: PATH: why`` line (for stderr) per path a restore did not touch, the
-    path quoted as in every message, so that a name with a newline cannot forge a line."""
-    return [(True, f"left alone: {render.path_text(k['path'])}: {k['reason']}")
-            for k in skipped]
+def left_alone(skipped: Iterable[tuple[str, str]]) -> list[tuple[bool, str]]:
+    """A ``left alone: PATH: why`` line (for stderr) per (path, reason) a restore did not
+    touch, the path quoted as in every message, so that a name with a newline cannot forge a
+    line."""
+    return [(True, f"left alone: {render.path_text(path)}: {why}") for path, why in skipped]
+
+
+def _left_alone(result: Any) -> list[tuple[bool, str]]:
+    """:func:`left_alone` of a restore's result, read from its records as they are."""
+    return left_alone((_rel(k.path), k.reason) for k in result.skipped)
+
+
+def _rel(vpath: bytes) -> str:
+    """A virtual path (``0/...``) as text, workspace-relative: what ``--json`` gives."""
+    return os.fsdecode(vpath.partition(b"/")[2])
 
 
 def git_lines(result: Any) -> list[tuple[bool, str]]:
@@ -53,7 +65,8 @@ def report(result: Any, kind: str, verb: str, as_json: bool) -> None:
 def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple[bool, str]]:
     """A restore's outcome: what it did (or would do), and how to undo it; each line with
     whether it goes to stderr (:func:`report` prints them, and the native door,
-    :mod:`ctrlz.door.serve`, sends them to its caller)."""
+    :mod:`ctrlz.door.serve`, sends them to its caller). Text is read from the result's
+    records as they are; only ``--json`` converts it, once."""
     if as_json:
         return [(False, render.json_text({"type": kind, **result.to_json()}))]
     target = result.target
@@ -64,7 +77,7 @@ def report_lines(result: Any, kind: str, verb: str, as_json: bool) -> list[tuple
                 *git_lines(result), *actions(result), (True, "Nothing was changed (dry run).")]
     out = [(False, f"{verb[0].upper() + verb[1:]} {target.id}{label}: "
                    f"{render.done_summary(result.counts())}"), *git_lines(result)]
-    out += left_alone(result.to_json()["skipped"])
+    out += _left_alone(result)
     if result.safety is not None:
         out += [(False, f"Safety snapshot: {result.safety.id}"),
                 (False, f"Undo with: ctrlz undo  (or: ctrlz rollback {result.safety.id})")]

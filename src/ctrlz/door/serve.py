@@ -146,16 +146,15 @@ def _rollback(daemon: Daemon, config: dict[str, Any], as_json: bool,
     from ..session import restore_wire
 
     ref = message["argv"][1]
-    reply = daemon.restore({**restore_wire.encode_rollback(ref, [], "rollback"),
-                            "config": config})
-    if reply.get("ok") is not True:
-        return reply  # declined before anything started
-    failed = reply.get("failed")
-    if failed is not None:
-        status, line = error_line(restore_wire.decode_error(failed))
+    try:  # the result as the engine returned it: in this process, no wire form is needed
+        outcome = daemon.restore({**restore_wire.encode_rollback(ref, [], "rollback"),
+                                  "config": config})
+    except CtrlzError as exc:
+        status, line = error_line(exc)
         return status, [(True, line)]
-    result = restore_wire.decode_result(reply["result"])
-    return 0, rolling.report_lines(result, "rollback", "rolled back to", as_json)
+    if isinstance(outcome, dict):
+        return outcome  # declined before anything started
+    return 0, rolling.report_lines(outcome, "rollback", "rolled back to", as_json)
 
 
 #: the daemon's runner of each form :data:`ctrlz.protocol.FORMS` names

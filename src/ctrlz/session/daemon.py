@@ -54,7 +54,7 @@ from typing import Any
 from .. import platform
 from ..engine.durable import close_released, hold_released
 from ..engine.snapshot import disk_ignore_reader, internal_dirs
-from ..errors import CtrlzError
+from ..errors import CtrlzError, RestoreError
 from ..sources.watchers import open_watcher
 from ..state.exclude import Matcher
 from . import daemon_client
@@ -67,7 +67,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ..engine.requests import Request
+    from ..engine.requests import Request, RestoreResult
     from ..state.scan import DirtyDirs
 
     Op = Callable[["Daemon", dict[str, Any]], dict[str, Any]]
@@ -194,8 +194,10 @@ class Daemon:
             return self.snapshot(message)
         if op == "dirty":
             return self.hand_out_dirty(message)
-        if op == "restore":
-            return self.restore(message)
+        if op == "restore":  # its one conversion to the wire
+            from .restore_wire import reply
+
+            return reply(lambda: self.restore(message))
         handler = self.ops.get(op) if isinstance(op, str) else None
         if handler is not None:
             return handler(self, message)
@@ -286,11 +288,11 @@ class Daemon:
                 "record": {**to_record(snap), "number": snap.number},
                 "dirty_dirs": len(dirty) if dirty is not None else None}
 
-    def restore(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Run a restore a short-lived process handed over (see :mod:`.restore_wire`), with
-        the watcher's dirty set as its capture's scan. ``ok: false`` only before anything
-        started; once the engine runs, its outcome is the reply, failure included, so that
-        the caller never restores a second time in-process."""
+    def restore(self, message: dict[str, Any]) -> RestoreResult | dict[str, Any]:
+        """Run a restore another process handed over, the watcher's dirty set its capture's
+        scan: its result (the native door renders it as it is), or the reply declining it
+        (``ok: false``) before anything started. Once the engine runs, a failure is raised as
+        a :class:`CtrlzError`, never a decline: the caller never restores a second time."""
         from . import restore_wire, restores
 
         refusal = self.startup.refusal() or self.refusal(message)
@@ -314,17 +316,18 @@ class Daemon:
         self.last_request = time.monotonic()
         try:
             return self._run_restore(req)
+        except CtrlzError:
+            raise
         except Exception as exc:  # after the engine may have started: never an ``ok: false``
             log.exception("restore failed after it started")
-            return {"ok": True, "failed": {
-                "error": "RestoreError", "result": None,
-                "message": f"the workspace daemon's restore failed: {type(exc).__name__}: "
-                           f"{exc}; run `ctrlz status` and `ctrlz list` to see what was done"}}
+            raise RestoreError(
+                f"the workspace daemon's restore failed: {type(exc).__name__}: {exc}; run "
+                "`ctrlz status` and `ctrlz list` to see what was done") from exc
 
-    def _run_restore(self, req: Request) -> dict[str, Any]:
+    def _run_restore(self, req: Request) -> RestoreResult:
         """The restore itself, and the dirty-set bookkeeping around it (as :meth:`snapshot`
         does for a snapshot)."""
-        from . import restore_wire, restores
+        from . import restores
 
         taken: list[tuple[frozenset[bytes], bool, int]] = []
 
@@ -337,16 +340,17 @@ class Daemon:
         try:
             result = restores.run(self.ws, req, dirty_source=dirty_source)
         except Exception as exc:
-            if not isinstance(exc, CtrlzError):
-                log.exception("restore failed")
-            else:  # the caller prints it; the log keeps it for `ctrlz daemon status` readers
-                log.info("restore failed: %s", exc)
             if taken:
                 # whether the capture committed or not, the next scan is a full one: what
                 # was taken must not be lost, and a full scan never misses anything
                 self._carry, self._carry_rescan = taken[0][0], True
             self._flushed = False
-            return {"ok": True, "failed": restore_wire.encode_error(exc)}
+            if isinstance(exc, CtrlzError):  # the caller prints it; the log keeps it too
+                log.info("restore failed: %s", exc)
+                raise
+            log.exception("restore failed")
+            raise RestoreError(f"the workspace daemon's restore failed: {type(exc).__name__}: "
+                               f"{exc}; its log (`ctrlz daemon status`) has the details") from exc
         if taken:
             self._carry, self._carry_rescan = frozenset(), False
             self.since_ns = taken[0][2]
@@ -357,7 +361,7 @@ class Daemon:
                  f"{len(taken[0][0])} dirty dirs" if taken and taken[0][1] else "full scan")
         if self.pusher is not None:
             self.pusher.kick()
-        return {"ok": True, "result": restore_wire.encode_result(result)}
+        return result
 
     def _take_dirty(self, *, checked: bool = False,
                     mapped: bool = False) -> tuple[DirtyDirs, bool, int]:

@@ -172,16 +172,25 @@ def decode_result(d: dict[str, Any]) -> RestoreResult:
                          git=list(d.get("git") or []))
 
 
-def encode_error(exc: BaseException) -> dict[str, Any]:
-    """A ctrlz error keeps its class; anything else (a bug, an ``OSError`` the engine did not
-    expect) becomes a :class:`RestoreError` that says where to look."""
-    if isinstance(exc, CtrlzError):
-        result = getattr(exc, "result", None)
-        return {"error": type(exc).__name__, "message": str(exc),
-                "result": encode_result(result) if isinstance(result, RestoreResult) else None}
-    return {"error": "RestoreError", "result": None,
-            "message": f"the workspace daemon's restore failed: {type(exc).__name__}: {exc}; "
-                       "its log (`ctrlz daemon status`) has the details"}
+def reply(run: Callable[[], RestoreResult | dict[str, Any]]) -> dict[str, Any]:
+    """The daemon's answer on the socket to a restore ``run`` carries out
+    (:meth:`ctrlz.session.daemon.Daemon.restore`): its result, or its failure, each converted
+    once, here; or, as it is, the reply that declined it before anything started."""
+    try:
+        outcome = run()
+    except CtrlzError as exc:
+        return {"ok": True, "failed": encode_error(exc)}
+    if isinstance(outcome, dict):
+        return outcome
+    return {"ok": True, "result": encode_result(outcome)}
+
+
+def encode_error(exc: CtrlzError) -> dict[str, Any]:
+    """A ctrlz error keeps its class (the daemon turns any other into a
+    :class:`RestoreError` that says where to look), and an incomplete restore its result."""
+    result = getattr(exc, "result", None)
+    return {"error": type(exc).__name__, "message": str(exc),
+            "result": encode_result(result) if isinstance(result, RestoreResult) else None}
 
 
 def decode_error(d: dict[str, Any]) -> CtrlzError:
