@@ -57,7 +57,7 @@ from ..engine.snapshot import disk_ignore_reader, internal_dirs
 from ..errors import CtrlzError, RestoreError
 from ..sources.watchers import open_watcher
 from ..state.exclude import Matcher
-from . import daemon_client
+from . import daemon_client, restore_wire
 from .daemon_startup import StartUp
 from .protected import ProtectedWorkspace
 from .serial import Serial
@@ -195,9 +195,7 @@ class Daemon:
         if op == "dirty":
             return self.hand_out_dirty(message)
         if op == "restore":  # its one conversion to the wire
-            from .restore_wire import reply
-
-            return reply(lambda: self.restore(message))
+            return restore_wire.reply(lambda: self.restore(message))
         handler = self.ops.get(op) if isinstance(op, str) else None
         if handler is not None:
             return handler(self, message)
@@ -289,11 +287,10 @@ class Daemon:
                 "dirty_dirs": len(dirty) if dirty is not None else None}
 
     def restore(self, message: dict[str, Any]) -> RestoreResult | dict[str, Any]:
-        """Run a restore another process handed over, the watcher's dirty set its capture's
-        scan: its result (the native door renders it as it is), or the reply declining it
-        (``ok: false``) before anything started. Once the engine runs, a failure is raised as
-        a :class:`CtrlzError`, never a decline: the caller never restores a second time."""
-        from . import restore_wire, restores
+        """Run a restore another process handed over (its capture scans the watcher's dirty
+        set): its result, or the reply declining it (``ok: false``) before anything started.
+        Once the engine runs, a failure is raised, never a decline: never a second restore."""
+        from . import restores
 
         refusal = self.startup.refusal() or self.refusal(message)
         if refusal is None:
