@@ -253,7 +253,7 @@ def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
         ws.rollback("base")
     # dead, not only off its daemon lock: the kernel lets go of a killed process's files one
     # by one, so its daemon lock may be free while it still holds the store lock, and an
-    # opening then leaves the journal to "its owner" (engine.restore.recover)
+    # opening then leaves the journal to "its owner" (engine.journal.recover)
     assert wait_dead(int(started["pid"]), 60), "the daemon outlived its kill point"
     assert journal.pending(ws.store_path), "the killed restore left no journal"
     again = Workspace.open(ws.root)
