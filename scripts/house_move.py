@@ -52,7 +52,7 @@ PACKAGES: dict[str, tuple[str, list[str]]] = {
         "The object store: a repository's objects, packs and clones, and their upkeep.",
         ["state/repository", "state/toolcall_store", "state/objects", "state/object_writer",
          "state/packs", "state/clones", "state/cut_objects", "state/behind", "state/strays",
-         "state/compact", "state/sweep", "state/chunking", "state/usage", "state/lock"]),
+         "state/compact", "state/sweep", "state/groups", "state/usage", "state/lock"]),
     "state/ignore": (
         "Ignore rules: which paths a snapshot covers (gitignore files, patterns, globs).",
         ["state/exclude", "state/wildmatch", "state/globs"]),
@@ -73,8 +73,8 @@ PACKAGES: dict[str, tuple[str, list[str]]] = {
          "engine/durable", "engine/githistory", "engine/gitrefs"]),
     "session/daemon": (
         "The workspace daemon: its process, its serving thread, the audit of its watcher.",
-        ["session/daemon", "session/daemon_process", "session/serial", "session/watch_audit",
-         "session/confined"]),
+        ["session/daemon", "session/daemon_process", "session/daemon_startup", "session/serial",
+         "session/watch_audit", "session/confined"]),
     "session/remotes": (
         "Remotes of a workspace: which remote, push and pull, background push, clone.",
         ["session/remotes", "session/remote_registry", "session/autopush", "session/cloning"]),
