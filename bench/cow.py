@@ -117,7 +117,7 @@ class Edit:
 def _ctrlz_in_process(ws_dir: Path, home: Path, repeat: int, native: bool
                       ) -> dict[str, list[float]]:
     from ctrlz import Workspace
-    from ctrlz.state import btrfs
+    from ctrlz.state.scan import btrfs
 
     times: dict[str, list[float]] = {"first": [], "nochange": [], "restore": []}
     edit = Edit(ws_dir / EDITED)

@@ -34,7 +34,7 @@ OP = """
 import sys
 from pathlib import Path
 from ctrlz import Workspace
-from ctrlz.config import Config
+from ctrlz.session.config import Config
 c = Config()
 for key in ("manual_max", "auto_max"):
     c.set(key, 1_000_000, "bench")

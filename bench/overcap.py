@@ -21,7 +21,7 @@ OP = """
 import json, sys
 from pathlib import Path
 from ctrlz import Workspace
-from ctrlz.config import Config
+from ctrlz.session.config import Config
 c = Config()
 c.set("max_bytes", int(sys.argv[3]), "bench")
 ws = Workspace.init(sys.argv[1], home=Path(sys.argv[2]), config=c)

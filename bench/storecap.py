@@ -30,8 +30,8 @@ def storecap_bench(tree: Path, work: Path, snapshots: int = 150, warmup: int = 5
                    cap: float = 2.5) -> dict[str, float]:
     os.environ["CTRLZ_DAEMON"] = "0"
     from ctrlz import Workspace
-    from ctrlz.config import Config
-    from ctrlz.state.usage import store_usage
+    from ctrlz.session.config import Config
+    from ctrlz.state.store.usage import store_usage
 
     ws_dir, home = work / "storecap-ws", work / "storecap-home"
     for p in (ws_dir, home):

@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ctrlz import Workspace
-from ctrlz.state.exclude import Matcher, Rules
-from ctrlz.state.globs import parse_lines
+from ctrlz.state.ignore.exclude import Matcher, Rules
+from ctrlz.state.ignore.globs import parse_lines
 from ctrlz.state.trees import DIR
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import RestoreError, StoreFull, StoreLocked, UsageError, Workspace
-from ctrlz.state.lock import StoreLock
+from ctrlz.state.store.lock import StoreLock
 from tests.conftest import is_root, make_tree, mounted, tree_state
 
 

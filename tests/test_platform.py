@@ -18,7 +18,8 @@ import pytest
 
 import ctrlz
 from ctrlz import platform
-from ctrlz.engine import aside, dirs
+from ctrlz.engine import dirs
+from ctrlz.engine.restore import aside
 
 SRC = Path(ctrlz.__file__).parent
 
@@ -229,7 +230,7 @@ def test_every_module_asks_user_dir(value: str | None, tmp_path: Path,
 
     from ctrlz.installers.specs import opencode
     from ctrlz.service import runtime, systemd
-    from ctrlz.session.remotes import _model_cache
+    from ctrlz.session.remotes.remotes import _model_cache
 
     for name in XDG_VARS[:4]:
         if value is not None:

@@ -76,7 +76,7 @@ class HistoryAtRisk(UsageError):
     """A restore would make commits of a git repository in the workspace unreachable (or could
     not tell) and the caller chose neither ``--git=keep`` nor ``--git=restore``: refused before
     anything was written. ``changes``: what it would have done to each repository
-    (:class:`ctrlz.engine.githistory.GitChange`), when raised in this process."""
+    (:class:`ctrlz.engine.restore.githistory.GitChange`), when raised in this process."""
 
     def __init__(self, message: str, changes: list[object] | None = None) -> None:
         super().__init__(message)
@@ -85,7 +85,7 @@ class HistoryAtRisk(UsageError):
 
 class CaptureOnly(UsageError):
     """A process of a sandboxed run (``ctrlz run --sandbox``) asked the workspace daemon or
-    the service for something other than a capture; see :mod:`ctrlz.session.confined`."""
+    the service for something other than a capture; see :mod:`ctrlz.session.daemon.confined`."""
 
 
 class WorkspaceError(CtrlzError):

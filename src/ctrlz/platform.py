@@ -3,8 +3,10 @@
 ctrlz has fast paths that only some systems have (atomic exchange renames, a whole-filesystem
 flush, direct I/O, copy-on-write clones, inotify, strace, a kernel sandbox, a user service
 manager), and each has a portable twin that is slower or narrower but keeps the same promises.
-The fast paths stay where they are (``engine/dirs.py``, ``state/direct_io.py``, ``state/cow.py``,
-``state/btrfs.py``, ``sources/watch.py``, ``sources/trace/``, ``service/systemd.py``); each asks
+The fast paths stay where they are (``engine/dirs.py``, ``state/fsio/direct_io.py``,
+``state/fsio/cow.py``,
+``state/scan/btrfs.py``, ``sources/watch.py``, ``sources/trace/``, ``service/systemd.py``); each
+asks
 this module whether its call exists here, and nothing else in ctrlz looks at ``sys.platform``.
 Answers that cost a probe (loading the C library, a ``which``) are computed on first use, so
 importing this module costs a hook nothing.
@@ -149,7 +151,7 @@ def libc_function(name: str) -> Any:
 def rename_call() -> str | None:
     """The call behind atomic exchange and no-replace renames: ``renameat2`` (Linux 3.15+,
     glibc 2.28+), ``renamex_np`` (macOS 10.12+, ``RENAME_SWAP``/``RENAME_EXCL``), or None:
-    then a restore checks, renames and journals (``engine/apply.py``)."""
+    then a restore checks, renames and journals (``engine/restore/apply.py``)."""
     if _linux():
         return "renameat2" if libc_function("renameat2") is not None else None
     if _darwin():
@@ -238,7 +240,8 @@ def clone_call() -> str | None:
 
 
 def can_ficlone() -> bool:
-    """Whether ``state/cow.py`` may try ``FICLONE`` (and ``state/btrfs.py`` its ioctls)."""
+    """Whether ``state/fsio/cow.py`` may try ``FICLONE`` (and ``state/scan/btrfs.py`` its
+    ioctls)."""
     return clone_call() == "FICLONE"
 
 

@@ -59,7 +59,8 @@ DOOR_REPLY_MAX = 256 << 20
 HOOK_INPUT_MAX = 16 << 20
 
 #: the variables the request carries, besides every ``CTRLZ_*`` one: what decides the
-#: caller's settings, store and workspace (:mod:`ctrlz.locator`, :mod:`ctrlz.config`) and
+#: caller's settings, store and workspace (:mod:`ctrlz.session.locator`,
+# :mod:`ctrlz.session.config`) and
 #: the output's encoding (:data:`ENCODING_VARS` and the locale)
 ENV_PREFIX = "CTRLZ_"
 ENCODING_VARS = ("PYTHONIOENCODING", "PYTHONUTF8", "PYTHONCOERCECLOCALE",
@@ -86,7 +87,7 @@ class Form:
     ``once``: the daemon must never be asked twice (a rollback: once the request is sent
     whole, only the daemon's answer or an error ends it). ``captures``: the form only
     captures, and so may come from a sandboxed session's process
-    (:mod:`ctrlz.session.confined`)."""
+    (:mod:`ctrlz.session.daemon.confined`)."""
 
     __slots__ = ("captures", "command", "once", "operand", "options")
 

@@ -20,16 +20,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .engine.actions import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
 from .engine.diff import PERMISSIONS, PathChange, diff_trees
-from .engine.journal import recover
-from .engine.restore import Request, restore_in_place
+from .engine.restore.actions import CHMOD, DELETE, RMDIR, UTIME, WRITE, Action
+from .engine.restore.journal import recover
+from .engine.restore.restore import Request, restore_in_place
 from .engine.snapshot import take_snapshot, writing
 from .errors import CtrlzError, SnapshotNotFound, UsageError
-from .state.atomic import atomic_write_bytes
-from .state.exclude import Rules
-from .state.repository import Repository
+from .state.fsio.atomic import atomic_write_bytes
+from .state.ignore.exclude import Rules
 from .state.scan import Limits
+from .state.store.repository import Repository
 from .state.trees import DIR, FILE, SYMLINK
 from .types import Snapshot, iso_utc
 

@@ -18,7 +18,7 @@ import os
 from collections import namedtuple
 from collections.abc import Iterator, Sequence
 
-from .locator import default_home, store_path_for
+from .session.locator import default_home, store_path_for
 from .session.protected import ProtectedWorkspace
 from .state.trees import DIR, FILE, Entry
 
@@ -29,9 +29,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .engine.diff import PathChange
     from .engine.gc import GcReport
-    from .engine.restore import RestoreResult
+    from .engine.restore.restore import RestoreResult
     from .engine.verify import VerifyReport
-    from .reports import History, Status, UndoResult, Version
+    from .session.reports import History, Status, UndoResult, Version
     from .types import Snapshot
 
 __all__ = ["Diff", "Workspace", "default_home", "store_path_for"]
@@ -199,7 +199,7 @@ class Workspace(ProtectedWorkspace):
 
     def history(self, path: str | bytes) -> History:
         """Every version of one path across the snapshots, by content (object id)."""
-        from .reports import History
+        from .session.reports import History
 
         rel = self.relpath(path)
         versions: list[Version] = []
@@ -236,7 +236,7 @@ class Workspace(ProtectedWorkspace):
         """What is protected and excluded, skipped files, last snapshot, store size, health."""
         import time
 
-        from .reports import Status
+        from .session.reports import Status
 
         # counts and the newest row only: a status of a long history decodes no other snapshot
         by_type = self.repo.catalog.type_counts()
@@ -253,7 +253,7 @@ class Workspace(ProtectedWorkspace):
             problems.append("the manual pool is full; `ctrlz rm` or `ctrlz prune` to make room")
         if not self.root.is_dir():
             problems.append(f"the workspace {self.root} is missing")
-        if self.repo.catalog.frozen:  # read, not written: see state/frozen_catalog.py
+        if self.repo.catalog.frozen:  # read, not written: see state/db/frozen_catalog.py
             problems.append(f"{self.repo.catalog.frozen}; until then snapshots and "
                             "rollbacks fail, while restore --to, diff and export work")
         elif self._write_left_files():
@@ -263,7 +263,7 @@ class Workspace(ProtectedWorkspace):
 
         day_ago = time.time_ns() - 86_400 * 10**9
         from .engine.retention import OVER_STORE_CAP
-        from .reports import DROPS_SHOWN, counted
+        from .session.reports import DROPS_SHOWN, counted
 
         dropped = self.repo.catalog.drops(since_ns=day_ago, limit=DROPS_SHOWN)
         capped = [d for d in dropped if d["reason"].startswith(OVER_STORE_CAP)]
@@ -297,7 +297,7 @@ class Workspace(ProtectedWorkspace):
 
 
 def _version(entry: Entry | None, group: list[Snapshot]) -> Version:
-    from .reports import Version
+    from .session.reports import Version
 
     if entry is None:
         return Version(None, None, None, None, tuple(group))

@@ -65,7 +65,7 @@ def test_once_the_store_exists_a_write_hook_loads_no_store_at_all(ws: Path) -> N
                "tool_name": "Write", "tool_use_id": "toolu_2",
                "tool_input": {"file_path": str(ws / "src" / "app.py"), "content": "x"}}
     store_modules = (*NOT_LOADED, "sqlite3", "_sqlite3", "blake3", "zstandard",
-                     "ctrlz.state.objects", "ctrlz.state.catalog", "ctrlz.toolcalls.api",
+                     "ctrlz.state.store.objects", "ctrlz.state.db.catalog", "ctrlz.toolcalls.api",
                      "ctrlz.toolcalls.records", "collections.abc", "contextlib")
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(payload),
                           json.dumps(store_modules)], capture_output=True, text=True,

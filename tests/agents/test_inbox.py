@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from ctrlz import toolcalls as tc
 from ctrlz.hooks import recent_hook_errors
 from ctrlz.hooks.runner import run
-from ctrlz.state import inbox
+from ctrlz.state.db import inbox
 from ctrlz.toolcalls import UNTIL_STOP
 from ctrlz.toolcalls.inbox import BODY_MAX, PENDING_MAX
 from ctrlz.toolcalls.store import locate

@@ -11,8 +11,8 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.errors import StoreError
-from ctrlz.state import btrfs as native
 from ctrlz.state import failpoints
+from ctrlz.state.scan import btrfs as native
 from tests.conftest import make_tree, tree_state
 
 from .conftest import delete_subvolumes, subvolume

@@ -11,9 +11,9 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.errors import CorruptObject
-from ctrlz.state import clones
-from ctrlz.state import cow as cowlib
-from ctrlz.state.packs import CLONE
+from ctrlz.state.fsio import cow as cowlib
+from ctrlz.state.store import clones
+from ctrlz.state.store.packs import CLONE
 from tests.conftest import make_tree, tree_state
 
 BIG = 6 << 20
@@ -276,6 +276,6 @@ def test_the_clone_probe_never_makes_the_objects_directory(cow: Path) -> None:
 def test_the_catalog_knows_the_clone_codec() -> None:
     """It remembers deleted clones' names by codec, and cannot import packs (which imports
     it) to learn the number."""
-    from ctrlz.state import catalog
+    from ctrlz.state.db import catalog
 
     assert catalog._CLONE == CLONE

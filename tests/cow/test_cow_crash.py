@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace, platform
-from ctrlz.state import btrfs as native
-from ctrlz.state.packs import CLONE
+from ctrlz.state.scan import btrfs as native
+from ctrlz.state.store.packs import CLONE
 from tests.conftest import make_tree, tree_state
 
 from .conftest import delete_subvolumes, subvolume

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.state import cow as cowlib
-from ctrlz.state.objects import ObjectStore
-from ctrlz.state.packs import CLONE
+from ctrlz.state.fsio import cow as cowlib
+from ctrlz.state.store.objects import ObjectStore
+from ctrlz.state.store.packs import CLONE
 from tests.conftest import make_tree, tree_state
 
 BIG = 5 << 20

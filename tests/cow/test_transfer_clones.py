@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctrlz.state import cow as cowlib
+from ctrlz.state.fsio import cow as cowlib
 from tests.remote.conftest import ctrlz
 
 from .test_clones import BIG, clone_rows, setup

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctrlz.locator import store_dir
 from ctrlz.session import daemon_client
+from ctrlz.session.locator import store_dir
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace, tree_state
 from tests.door.conftest import (
@@ -258,7 +258,7 @@ def test_the_door_finds_the_store_the_one_locator_finds(
         probe: Path, tmp_path: Path, names: list[bytes], depth: int) -> None:
     """Names of any bytes (not UTF-8, spaces, newlines, longer than the 40-character slug):
     from a directory under a workspace, the C program looks for the daemon in the store
-    :func:`ctrlz.locator.store_dir` names (SHA-256 of the real path, its slug), and finds
+    :func:`ctrlz.session.locator.store_dir` names (SHA-256 of the real path, its slug), and finds
     none outside one."""
     base = os.path.join(os.fsencode(tmp_path), os.urandom(6).hex().encode())
     home = os.path.join(base, b"home")

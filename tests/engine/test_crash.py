@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.state.direct_io import ObjectFile
+from ctrlz.state.fsio.direct_io import ObjectFile
 from tests.conftest import make_tree, tree_state
 
 WORKER = Path(__file__).with_name("crash_worker.py")

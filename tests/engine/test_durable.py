@@ -1,4 +1,4 @@
-"""``engine.durable.let_go``: the inode a restore replaced or removed, unlinked at once, and
+"""``engine.restore.durable.let_go``: the inode a restore replaced or removed, unlinked at once, and
 in the workspace daemon freed only once its answer is sent."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.engine import durable
+from ctrlz.engine.restore import durable
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_under_a_low_open_file_limit_few_are_held(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    code = ("import resource\nfrom ctrlz.engine import durable\n"
+    code = ("import resource\nfrom ctrlz.engine.restore import durable\n"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
             "durable.hold_released()\nprint(durable._held_max)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

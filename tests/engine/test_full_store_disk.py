@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.engine import journal
+from ctrlz.engine.restore import journal
 from ctrlz.errors import RestoreError
 from ctrlz.state import failpoints
 from tests.conftest import make_tree, mounted, tree_state
@@ -205,7 +205,7 @@ def test_a_failed_restore_to_cleans_up_and_writes_nothing_into_the_store(
 
 def test_a_killed_restore_to_marks_its_destination_incomplete(
         store_on_disk: Setup, tmp_path: Path) -> None:
-    """Its record is in the destination, not in the store (see ``ctrlz.engine.journal``):
+    """Its record is in the destination, not in the store (see ``ctrlz.engine.restore.journal``):
     the directory says it is incomplete, and a retry into it is refused until it is removed."""
     root, home, snap, _ = store_on_disk
     out = tmp_path / "out"
@@ -226,7 +226,7 @@ def test_rows_committed_to_the_wal_only_are_read_on_a_full_disk(
         store_on_disk: Setup, disk: Path) -> None:
     """A process killed right after its commit leaves committed rows in the WAL alone; with
     SQLite's shared-memory index gone too, the catalog is read from a copy on another disk
-    (``ctrlz.state.frozen_catalog``), and those rows are there."""
+    (``ctrlz.state.db.frozen_catalog``), and those rows are there."""
     root, home, snap, _ = store_on_disk
     catalog = next((home / "workspaces").iterdir()) / "catalog.db"
     killed = subprocess.run([sys.executable, "-c", f"""
@@ -241,7 +241,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     os.unlink(f"{catalog}-shm")
     fill(disk)
     assert "only in the wal" in ok(ctrlz(root, home, "show", snap))
-    from ctrlz.state.catalog import Catalog
+    from ctrlz.state.db.catalog import Catalog
 
     frozen = Catalog(catalog)
     try:

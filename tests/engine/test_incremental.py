@@ -27,8 +27,8 @@ from ctrlz import Workspace
 from ctrlz.engine import snapshot as snapshot_mod
 from ctrlz.engine.diff import count_changes, diff_trees
 from ctrlz.engine.snapshot import _scan_all
+from ctrlz.state.db.statcache import StatCache
 from ctrlz.state.scan import DirtyDirs, HashSink, Limits
-from ctrlz.state.statcache import StatCache
 
 NAMES = ["a", "b", "c d"]
 DIRS = ["", "a", "b", "a/a", "a/b", "b/a", "a/a/a"]

@@ -41,7 +41,7 @@ class EngineMachine(RuleBasedStateMachine):
         for rel, data in EXCLUDED.items():
             (self.root / rel).write_bytes(data)
         self.excluded_state = tree_state(self.root)
-        from ctrlz.config import Config
+        from ctrlz.session.config import Config
         config = Config()
         config.set("exclude_patterns", ["cache"], "test")
         config.set("manual_max", 10_000, "test")  # pools are tested elsewhere

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import PathOutsideWorkspace, RestoreError, Workspace
-from ctrlz.config import Config
+from ctrlz.session.config import Config
 from tests.conftest import Link, make_tree, tree_state
 
 BASE = {

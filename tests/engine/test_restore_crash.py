@@ -40,7 +40,7 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz import toolcalls as tc
-from ctrlz.engine import journal
+from ctrlz.engine.restore import journal
 from ctrlz.toolcalls.shell import shell_call
 from tests.conftest import Link, make_tree, tree_state
 

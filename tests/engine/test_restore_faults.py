@@ -28,7 +28,7 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz import toolcalls as tc
-from ctrlz.engine import journal
+from ctrlz.engine.restore import journal
 from ctrlz.errors import RestoreError
 from ctrlz.state import failpoints
 from tests.conftest import NOBODY, OtherUser, make_tree, mounted, tree_state

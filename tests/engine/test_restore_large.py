@@ -1,4 +1,5 @@
-"""Large files are restored by worker threads (``engine.durable.LargeWrites``): several at once,
+"""Large files are restored by worker threads (``engine.restore.durable.LargeWrites``): several at
+once,
 each verified against its id and fsynced before the batch renames anything.
 
 What must hold as before: the exact tree comes back; a damaged object stops the restore before
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.engine import journal
+from ctrlz.engine.restore import journal
 from ctrlz.errors import CtrlzError
 from tests.conftest import tree_state
 

@@ -41,15 +41,15 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from ctrlz import Workspace
 from ctrlz import toolcalls as tc
-from ctrlz.config import Config
-from ctrlz.engine.apply import KEPT_IN_THE_WAY, KEPT_NOT_EMPTY
-from ctrlz.engine.plan import KEPT_UNCOVERED, LEFT_UNCAPTURED
+from ctrlz.engine.restore.apply import KEPT_IN_THE_WAY, KEPT_NOT_EMPTY
+from ctrlz.engine.restore.plan import KEPT_UNCOVERED, LEFT_UNCAPTURED
 from ctrlz.errors import RestoreIncomplete, UsageError
 from ctrlz.session import daemon_client
-from ctrlz.state import behind
-from ctrlz.state.oplog import MAX_OPERATIONS
+from ctrlz.session.config import Config
+from ctrlz.state.db.oplog import MAX_OPERATIONS
+from ctrlz.state.store import behind
 from ctrlz.state.trees import DIR, SYMLINK
-from ctrlz.toolcalls.rewinds import rewind
+from ctrlz.toolcalls.restore.rewinds import rewind
 from ctrlz.toolcalls.store import ToolcallStore
 from tests.conftest import make_tree, tree_state
 
@@ -856,7 +856,7 @@ class TestRestoreStatefulSlow(RestoreMachine.TestCase):
 
 class BehindRestoreMachine(RestoreMachine):
     """The same model with every small object a snapshot stores compressed behind the walk
-    (``state/behind.py``) in batches of two: a real snapshot hands over only past 256 new
+    (``state/store/behind.py``) in batches of two: a real snapshot hands over only past 256 new
     files, which a model of a few files never reaches. Batches then cross directories and
     snapshots' twins, and any object promised and never appended shows up as a lost byte."""
 

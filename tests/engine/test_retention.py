@@ -221,7 +221,7 @@ def test_over_store_cap_the_store_is_brought_under_its_floor_in_one_pass(
     import os
 
     from ctrlz.engine import retention
-    from ctrlz.state.usage import store_usage
+    from ctrlz.state.store.usage import store_usage
 
     root = tmp_path / "ws"
     root.mkdir()
@@ -258,7 +258,7 @@ def test_at_store_cap_deep_undo_history_goes_before_a_newer_snapshot(
     import os
 
     from ctrlz import RestoreError
-    from ctrlz.state.usage import store_usage
+    from ctrlz.state.store.usage import store_usage
 
     root = tmp_path / "ws"
     root.mkdir()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import LimitExceeded, Workspace
-from ctrlz.config import Config
+from ctrlz.session.config import Config
 from ctrlz.state.trees import DIR, FILE, SYMLINK
 from tests.conftest import Link, make_tree
 
@@ -97,7 +97,7 @@ def test_racily_clean_file_is_reread_even_when_its_stat_is_identical(ws_dir: Pat
     was. The cache entry of a file stamped that recently is not trusted, so the next scan
     reads the file: here the cache is made to hold the edited file's exact stat, as such an
     edit would, and the edit is still caught."""
-    from ctrlz.state.statcache import trusted
+    from ctrlz.state.db.statcache import trusted
 
     make_tree(ws_dir, {"same.txt": "aaaa"})
     ws = Workspace.init(ws_dir)
@@ -127,7 +127,7 @@ def test_old_files_are_trusted_and_never_reread(ws_dir: Path) -> None:
 
 
 def test_racy_rule_follows_timestamp_granularity() -> None:
-    from ctrlz.state.statcache import trusted
+    from ctrlz.state.db.statcache import trusted
 
     second, scan = 1_000_000_000, 1_700_000_000_123_456_789
 

@@ -18,7 +18,7 @@ import pytest
 from ctrlz import RestoreError, RestoreIncomplete, Workspace
 from ctrlz import toolcalls as tc
 from ctrlz.state import failpoints
-from ctrlz.toolcalls.rewinds import rewind
+from ctrlz.toolcalls.restore.rewinds import rewind
 from tests.conftest import is_root, make_tree, tree_state
 
 

@@ -17,7 +17,7 @@ CHILD = """
 import sys
 from ctrlz.state import failpoints
 failpoints.arm(sys.argv[1])
-from ctrlz.session.cloning import clone
+from ctrlz.session.remotes.cloning import clone
 clone(sys.argv[2], sys.argv[3])
 """
 
@@ -119,7 +119,7 @@ import errno, sys
 from ctrlz.state import failpoints
 failpoints.arm_pause("clone-pulled", sys.argv[1])
 failpoints.arm_error("restore-place", errno.EIO)
-from ctrlz.session.cloning import clone
+from ctrlz.session.remotes.cloning import clone
 clone(sys.argv[2], sys.argv[3])
 """
 

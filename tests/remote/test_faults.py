@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ctrlz.errors import RemoteError
-from ctrlz.session import cloning, remotes
+from ctrlz.session.remotes import cloning, remotes
 from ctrlz.state.remote.backend import Backend
 from ctrlz.workspace import Workspace
 

@@ -61,8 +61,8 @@ def _crafted(path: Path, records: list[dict[str, object]], objects: object = Non
     """An archive written by ctrlz's own writer, with a crafted manifest."""
     import time
 
-    from ctrlz.state.archive import ArchiveWriter
     from ctrlz.state.hashing import digest_function
+    from ctrlz.state.interchange.archive import ArchiveWriter
     from ctrlz.state.trees import DIR, FILE, Entry, encode_tree
 
     h = digest_function("blake3")

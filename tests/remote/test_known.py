@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ctrlz.errors import RemoteError
-from ctrlz.session import cloning, remotes
+from ctrlz.session.remotes import cloning, remotes
 from ctrlz.state.remote.known import KnownTrees, load_known
 from ctrlz.state.remote.local import LocalBackend
 from ctrlz.state.remote.repo import RemoteRepo

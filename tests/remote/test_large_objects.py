@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ctrlz import Workspace
-from ctrlz.state.packs import RAW
+from ctrlz.state.store.packs import RAW
 
 from ..conftest import tree_state
 from .conftest import S3, ctrlz, make_ws

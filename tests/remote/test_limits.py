@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.session import cloning, remotes
+from ctrlz.session.remotes import cloning, remotes
 from ctrlz.state.remote import open_backend
 from ctrlz.state.remote import s3 as s3mod
 from ctrlz.workspace import Workspace

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ctrlz.session import cloning, remotes
+from ctrlz.session.remotes import cloning, remotes
 from ctrlz.workspace import Workspace
 
 from ..conftest import tree_state

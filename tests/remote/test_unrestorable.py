@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.state.archive import ArchiveWriter
 from ctrlz.state.hashing import digest_function
-from ctrlz.state.objects import RAW
-from ctrlz.state.portable import from_record
-from ctrlz.state.repository import Repository
-from ctrlz.state.transfer import commit_received, receiving
+from ctrlz.state.interchange.archive import ArchiveWriter
+from ctrlz.state.interchange.portable import from_record
+from ctrlz.state.interchange.transfer import commit_received, receiving
+from ctrlz.state.store.objects import RAW
+from ctrlz.state.store.repository import Repository
 from ctrlz.state.trees import DIR, FILE, Entry, encode_tree
 
 from .conftest import ctrlz, make_ws

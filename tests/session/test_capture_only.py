@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz.session import daemon_client
-from ctrlz.session.confined import RECORDS, Record, confined_by, service_allows
+from ctrlz.session.daemon.confined import RECORDS, Record, confined_by, service_allows
 from tests.service.conftest import Service
 
 #: What a process inside asks, as JSON on stdout. argv: STORE SERVICE_SOCKET WS_ID MODE.

@@ -229,7 +229,8 @@ def test_a_failed_start_is_recorded_and_holds_hooks_back(ws: Workspace, tmp_path
     with Workspace.init(other) as ows:
         wrong_store = ows.store_path
     # the daemon is told a store that is not this workspace's: it refuses to serve it
-    code = subprocess.run([sys.executable, "-m", "ctrlz.session.daemon_process", str(ws.root),
+    code = subprocess.run([sys.executable, "-m", "ctrlz.session.daemon.daemon_process",
+                           str(ws.root),
                            str(wrong_store)], timeout=60).returncode
     assert code == 1
     failure = daemon_client.recent_failure(wrong_store)

@@ -23,8 +23,8 @@ import subprocess
 
 import pytest
 
-from ctrlz.config import Config, load_config
 from ctrlz.session import daemon_client
+from ctrlz.session.config import Config, load_config
 from ctrlz.state import failpoints
 from ctrlz.workspace import Workspace
 
@@ -201,8 +201,8 @@ def test_a_snapshot_handed_to_the_daemon_loads_no_scanning_code(daemon: Workspac
                          text=True, env={**os.environ}).stdout
     loaded = eval(out.strip().splitlines()[-1])  # noqa: S307 - ours
     assert served(daemon)["dirty"] == before + 1
-    for heavy in ("ctrlz.engine.snapshot", "ctrlz.state.exclude", "ctrlz.state.scan",
-                  "ctrlz.engine.retention", "ctrlz.engine.restore"):
+    for heavy in ("ctrlz.engine.snapshot", "ctrlz.state.ignore.exclude", "ctrlz.state.scan",
+                  "ctrlz.engine.retention", "ctrlz.engine.restore.restore"):
         assert heavy not in loaded, f"{heavy} was loaded"
 
 

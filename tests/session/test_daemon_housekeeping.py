@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.session.daemon import Daemon
+from ctrlz.session.daemon.daemon import Daemon
 from ctrlz.state import failpoints
 from ctrlz.workspace import Workspace
 

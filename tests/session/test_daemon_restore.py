@@ -241,7 +241,7 @@ def test_a_daemon_killed_mid_restore_leaves_what_undo_takes_back(
         ws: Workspace, monkeypatch: pytest.MonkeyPatch, point: str, after: int) -> None:
     """SIGKILL inside the daemon's restore, at a named point: the caller gets the error (no
     second restore), the next opening recovers the journal, and ``undo`` returns the edits."""
-    from ctrlz.engine import journal
+    from ctrlz.engine.restore import journal
 
     edit(ws.root)
     edited = tree_state(ws.root)
@@ -352,9 +352,9 @@ def test_a_rollback_the_daemon_serves_never_opens_the_store_here(daemon: Workspa
     code = ("import sys, json\nfrom ctrlz import Workspace\n"
             "with Workspace.open('.') as ws:\n"
             "    r = ws.rollback('base')\n"
-            "    opened = sorted(m for m in ('sqlite3', 'ctrlz.state.catalog', "
-            "'ctrlz.state.objects', 'blake3') if m in sys.modules)\n"
-            "from ctrlz.state.portable import to_record\n"
+            "    opened = sorted(m for m in ('sqlite3', 'ctrlz.state.db.catalog', "
+            "'ctrlz.state.store.objects', 'blake3') if m in sys.modules)\n"
+            "from ctrlz.state.interchange.portable import to_record\n"
             "print(json.dumps({'opened': opened, 'applied': len(r.applied),"
             " 'target': [to_record(r.target), r.target.number],"
             " 'safety': [to_record(r.safety), r.safety.number]}))")
@@ -365,7 +365,7 @@ def test_a_rollback_the_daemon_serves_never_opens_the_store_here(daemon: Workspa
     assert got["opened"] == []
     assert served(ws) == 1
     assert got["applied"] > 0
-    from ctrlz.state.portable import to_record
+    from ctrlz.state.interchange.portable import to_record
 
     target, safety = ws.resolve("base"), ws.resolve("latest")
     assert safety.type == "safety"
@@ -401,7 +401,7 @@ def test_a_snapshot_the_daemon_takes_comes_back_as_the_catalog_has_it(
 def test_what_a_restore_replaced_is_freed_once_the_daemon_has_answered(
         daemon: Workspace) -> None:
     """The daemon keeps the replaced and removed inodes open across their unlink, and closes
-    them after its reply (``engine.durable.let_go``): once it answers the next request,
+    them after its reply (``engine.restore.durable.let_go``): once it answers the next request,
     it holds none, and no name of them is left in the tree."""
     ws = daemon
     edit(ws.root)

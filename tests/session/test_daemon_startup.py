@@ -1,4 +1,5 @@
-"""A daemon that is starting up (``session/daemon_startup.py``) holds nobody up: ``ctrlz daemon
+"""A daemon that is starting up (``session/daemon/daemon_startup.py``) holds nobody up: ``ctrlz
+daemon
 start`` answers before it is ready, ``ctrlz daemon status`` shows how far it got, and a
 command issued meanwhile works in-process, with the right content, instead of waiting.
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz.session import daemon_client
-from ctrlz.session.daemon_startup import HOLD_POINT
+from ctrlz.session.daemon.daemon_startup import HOLD_POINT
 from ctrlz.workspace import Workspace
 from tests.conftest import needs_watcher
 from tests.session.test_daemon import until

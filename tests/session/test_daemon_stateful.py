@@ -7,7 +7,7 @@ creations, deletions, renames of files and folders (over existing ones too), swa
 name), ``chmod``, ``touch -d``, and bursts of files; the slow variant also runs the daemon
 with an inotify queue of 64 events, which every burst overflows.
 
-Beyond equal roots, the daemon's own checks (``session/watch_audit.py``) must find nothing:
+Beyond equal roots, the daemon's own checks (``session/daemon/watch_audit.py``) must find nothing:
 every change here reaches a watched folder or a file a scan knows has two links, so a sample
 that finds a change no event reported means the watcher lost one.
 """

@@ -17,9 +17,9 @@ import pytest
 
 from ctrlz.cli.sessions import refused_line
 from ctrlz.session.protected import ProtectedWorkspace
-from ctrlz.session.run import Session
+from ctrlz.session.run.run import Session
 from ctrlz.sources.trace import Tracer, strace_available
-from ctrlz.state.sessiondb import SessionDB
+from ctrlz.state.db.sessiondb import SessionDB
 from tests.cli.schemas import SESSION_SHOW
 from tests.service.conftest import Service, browser, needs_chromium, shoot  # noqa: F401
 

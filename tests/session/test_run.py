@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.state.sessiondb import CHANGE_COUNT_QUERY
+from ctrlz.state.db.sessiondb import CHANGE_COUNT_QUERY
 from tests.conftest import make_tree, tree_state
 
 CTRLZ = str(Path(sys.executable).with_name("ctrlz"))
@@ -226,7 +226,7 @@ def test_a_session_that_cannot_start_is_over_not_running(ws_dir: Path) -> None:
     """The pre-run snapshot fails (an I/O error as it commits): the error reaches the
     caller, the command never runs, and the session's row says it ended with 127 (could not
     run) instead of "running" for ever."""
-    from ctrlz.session.run import run_session
+    from ctrlz.session.run.run import run_session
     from ctrlz.state import failpoints
 
     ws = Workspace.init(ws_dir)

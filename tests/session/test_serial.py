@@ -1,4 +1,4 @@
-"""The daemon's serving thread (ctrlz.session.serial): jobs from other threads run there, in
+"""The daemon's serving thread (ctrlz.session.daemon.serial): jobs from other threads run there, in
 order, one at a time; when the daemon stops, the jobs still waiting are refused, untouched."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ctrlz.session.serial import DaemonStopping, Serial
+from ctrlz.session.daemon.serial import DaemonStopping, Serial
 
 
 def serve_until(serial: Serial, done: threading.Event) -> None:

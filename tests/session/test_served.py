@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.engine import journal
+from ctrlz.engine.restore import journal
 from ctrlz.session import daemon_client, served
 from ctrlz.workspace import Workspace
 from tests.conftest import served_workspace
@@ -26,7 +26,7 @@ CTRLZ = str(Path(sys.executable).parent / "ctrlz")
 OPENING = ("pathlib", "re", "json", "datetime", "sqlite3", "contextlib", "click", "rich",
            "zstandard", "blake3", "ctrlz.workspace", "ctrlz.session.protected")
 #: nor, for a snapshot, the record's named tuple and the journal (the daemon checks that)
-RECORDS = ("collections", "ctrlz.types", "ctrlz.engine.journal")
+RECORDS = ("collections", "ctrlz.types", "ctrlz.engine.restore.journal")
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from ctrlz.session.scheduler import GIT_DEBOUNCE, Scheduler, TriggerConfig
-from ctrlz.session.triggers import is_build, is_git_commit, is_git_ref_change
+from ctrlz.session.run.scheduler import GIT_DEBOUNCE, Scheduler, TriggerConfig
+from ctrlz.session.run.triggers import is_build, is_git_commit, is_git_ref_change
 
 
 def test_build_commands_follow_moats_list() -> None:

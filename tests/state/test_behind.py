@@ -1,4 +1,4 @@
-"""Small objects compressed behind the walk (ctrlz.state.behind): a snapshot that stores many
+"""Small objects compressed behind the walk (ctrlz.state.store.behind): a snapshot that stores many
 small files hands their compression to a helper thread. What it stores is what it would have
 stored inline, appended in the order given; a batch that fails fails the snapshot; a kill
 while batches are in flight leaves a store the next writer cleans up."""
@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.state import behind, failpoints, pools
-from ctrlz.state.groups import GROUP, pack_records
-from ctrlz.state.packs import PACK_MAGIC, RECORD, RECORD_MAGIC
-from ctrlz.state.repository import Repository
+from ctrlz.state import failpoints
+from ctrlz.state.fsio import pools
+from ctrlz.state.store import behind
+from ctrlz.state.store.groups import GROUP, pack_records
+from ctrlz.state.store.packs import PACK_MAGIC, RECORD, RECORD_MAGIC
+from ctrlz.state.store.repository import Repository
 from tests.conftest import make_tree, tree_state
 from tests.engine.test_crash import assert_store_sound, run_worker
 
@@ -209,7 +211,7 @@ def test_a_few_new_files_never_wake_a_helper(tmp_path: Path) -> None:
 
 ENCODE_EACH = """
 import random
-from ctrlz.state.packs import encode_many, encode_small, zstd
+from ctrlz.state.store.packs import encode_many, encode_small, zstd
 rng = random.Random(11)
 items = [b"", b"short", rng.randbytes(5000), b"text " * 2000, bytes(127), bytes(128)]
 items += [(b"%d " % i) * rng.randint(1, 900) for i in range(200)]

@@ -1,4 +1,4 @@
-"""The catalog (``state/catalog.py``): one SQLite database per store, real files.
+"""The catalog (``state/db/catalog.py``): one SQLite database per store, real files.
 
 A few focused tests of its public functions: the schema and its version, transactions and
 their end hooks, object and pack rows, snapshot rows in their one order, numbers never reused,
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ctrlz.errors import StoreError
-from ctrlz.state.catalog import MIGRATIONS, Catalog
-from ctrlz.state.packs import CLONE, RAW, ZSTD
+from ctrlz.state.db.catalog import MIGRATIONS, Catalog
+from ctrlz.state.store.packs import CLONE, RAW, ZSTD
 from ctrlz.types import Skipped, Snapshot
 
 

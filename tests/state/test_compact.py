@@ -1,5 +1,5 @@
 """A large object whose reads the disk takes faster than zstd compresses them is stored as it
-is, and ``ctrlz gc`` compresses it afterwards (:mod:`ctrlz.state.compact`): the same bytes
+is, and ``ctrlz gc`` compresses it afterwards (:mod:`ctrlz.state.store.compact`): the same bytes
 come back either way, an object is compressed once, and a kill -9 in the middle loses
 nothing.
 
@@ -23,9 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctrlz import StoreFull, Workspace
-from ctrlz.state import direct_io, failpoints
-from ctrlz.state.compact import candidates
-from ctrlz.state.direct_io import STAGE, ObjectFile
+from ctrlz.state import failpoints
+from ctrlz.state.fsio import direct_io
+from ctrlz.state.fsio.direct_io import STAGE, ObjectFile
+from ctrlz.state.store.compact import candidates
 from tests.conftest import mounted, tree_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,7 +84,7 @@ def test_a_stored_frame_is_read_by_every_zstd_reader(sizes: list[int],
     zstd made, through every reader ctrlz has, and says they have no content size."""
     import zstandard
 
-    from ctrlz.state.packs import FrameDecoder, decode_frames, stored_frame
+    from ctrlz.state.store.packs import FrameDecoder, decode_frames, stored_frame
 
     pieces = [os.urandom(n // 2) + b"x" * (n - n // 2) for n in sizes]
     frames = []
@@ -154,7 +155,7 @@ def test_a_large_file_stored_as_it_was_is_compressed_once_by_gc(ws_dir: Path,
 def test_over_store_cap_large_objects_are_compressed_before_a_snapshot_is_dropped(
         ws_dir: Path, home: Path) -> None:
     from ctrlz.engine import retention
-    from ctrlz.state.usage import store_usage
+    from ctrlz.state.store.usage import store_usage
 
     (ws_dir / "big.log").write_bytes(log_text(6 << 20, seed=4))
     ws = Workspace.init(ws_dir, home=home)

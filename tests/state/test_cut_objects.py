@@ -1,4 +1,4 @@
-"""Large objects stored cut into chunks (``state/chunking.py``, ``state/cut_objects.py``).
+"""Large objects stored cut into chunks (``state/chunking.py``, ``state/store/cut_objects.py``).
 
 What must hold: a stream cut piece by piece gets exactly the chunks of the whole; a store whose
 workspace has a remote stores a big file one zstd frame per chunk with a table that fits it,
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ctrlz import CorruptObject, Workspace
 from ctrlz.state.chunking import CHUNK_FROM, Cutter, cut, decode_table, encode_table
-from ctrlz.state.packs import RAW, ZSTD
+from ctrlz.state.store.packs import RAW, ZSTD
 from tests.conftest import make_tree
 
 MIB = 1 << 20
@@ -143,7 +143,7 @@ def test_a_store_without_a_remote_stores_big_files_whole_in_frames(ws_dir: Path)
     """No cut table, but still one zstd frame per 4 MiB read: every reader gets it whole."""
     import zstandard
 
-    from ctrlz.state.transfer import decode_stored
+    from ctrlz.state.interchange.transfer import decode_stored
 
     ws = Workspace.init(ws_dir)
     body = _log(3, 9 * MIB)
@@ -180,8 +180,8 @@ def test_gc_drops_a_cut_table_with_its_object(cut_ws: Workspace) -> None:
 def test_stored_bytes_of_a_cut_object_decode_whole_and_in_pieces(cut_ws: Workspace) -> None:
     """Archives and pulls pass stored bytes along as they are: one frame per chunk must decode
     whole (``decode_stored``) and as a stream in pieces of any size (``FrameDecoder``)."""
-    from ctrlz.state.packs import FrameDecoder
-    from ctrlz.state.transfer import decode_stored
+    from ctrlz.state.interchange.transfer import decode_stored
+    from ctrlz.state.store.packs import FrameDecoder
 
     ws = cut_ws
     body = _log(6, 9 * MIB)

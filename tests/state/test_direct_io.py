@@ -1,4 +1,4 @@
-"""Large objects are written past the page cache (:mod:`ctrlz.state.direct_io`): the same bytes
+"""Large objects are written past the page cache (:mod:`ctrlz.state.fsio.direct_io`): the same bytes
 land on disk whichever way they go, and every way the direct path can be refused ends in
 the page cache, never in a torn object or a lost error.
 
@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctrlz import StoreError, StoreFull, Workspace
-from ctrlz.state import direct_io, failpoints
-from ctrlz.state.direct_io import ObjectFile
-from ctrlz.state.packs import LOOSE_MIN
+from ctrlz.state import failpoints
+from ctrlz.state.fsio import direct_io
+from ctrlz.state.fsio.direct_io import ObjectFile
+from ctrlz.state.store.packs import LOOSE_MIN
 from tests.conftest import is_root, mounted
 
 SMALL_STAGE = 2 * 4096

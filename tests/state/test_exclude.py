@@ -1,4 +1,4 @@
-"""Which paths a snapshot covers (``state/exclude.py``): ctrlz's own rules (force-includes,
+"""Which paths a snapshot covers (``state/ignore/exclude.py``): ctrlz's own rules (force-includes,
 patterns, globs, its temp files, the store) and how they meet the ignore files. Unit tests, and
 a hypothesis property holding :meth:`Matcher.covers` (what restores use) to the order the
 module's docstring gives, and to the scanner's walk over a real tree."""
@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctrlz.state.exclude import Matcher, Rules
+from ctrlz.state.ignore.exclude import Matcher, Rules
 
 
 def matcher(rules: Rules, files: dict[bytes, bytes] | None = None,

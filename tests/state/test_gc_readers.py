@@ -19,8 +19,8 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.engine.verify import verify_store
-from ctrlz.state.catalog import MIGRATIONS, Catalog
-from ctrlz.state.repository import Repository
+from ctrlz.state.db.catalog import MIGRATIONS, Catalog
+from ctrlz.state.store.repository import Repository
 from ctrlz.state.trees import FILE, decode_tree
 from ctrlz.toolcalls.store import ToolcallStore
 
@@ -179,7 +179,7 @@ CHURN = """
 import os, sys
 from pathlib import Path
 from ctrlz import Workspace
-from ctrlz.config import Config
+from ctrlz.session.config import Config
 root, home, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 config = Config()
 config.set("manual_max", 10_000, "test")
@@ -234,7 +234,7 @@ def test_reads_never_fail_while_another_process_repacks(ws: Path, ctrlz_home: Pa
 HOLD_A_PACK = """
 import sys
 from pathlib import Path
-from ctrlz.state.repository import Repository
+from ctrlz.state.store.repository import Repository
 repo = Repository.open(Path(sys.argv[1]))
 with repo.lock:
     writer = repo.objects.writer()

@@ -1,4 +1,4 @@
-"""Grouped small objects (ctrlz.state.groups): small objects compressed together as one zstd
+"""Grouped small objects (ctrlz.state.store.groups): small objects compressed together as one zstd
 frame per group, each still read by its id alone; a read of one reads its group and nothing
 else; stores written before groups stay readable (and gc regroups them); an older ctrlz
 refuses a store that may hold groups; a kill while groups are written leaves a sound store."""
@@ -15,9 +15,9 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.errors import CorruptObject, StoreError
-from ctrlz.state import catalog as catalog_module
-from ctrlz.state.catalog import Catalog
-from ctrlz.state.groups import (
+from ctrlz.state.db import catalog as catalog_module
+from ctrlz.state.db.catalog import Catalog
+from ctrlz.state.store.groups import (
     GROUP,
     GROUP_BYTES,
     GROUP_ENTRY,
@@ -27,9 +27,9 @@ from ctrlz.state.groups import (
     pack_records,
     shares,
 )
-from ctrlz.state.packs import PACK_MAGIC, RECORD, RECORD_MAGIC, ZSTD, encode_small
-from ctrlz.state.repository import Repository
-from ctrlz.state.sweep import sweep
+from ctrlz.state.store.packs import PACK_MAGIC, RECORD, RECORD_MAGIC, ZSTD, encode_small
+from ctrlz.state.store.repository import Repository
+from ctrlz.state.store.sweep import sweep
 from tests.conftest import make_tree, tree_state
 from tests.engine.test_crash import assert_store_sound, run_worker
 

@@ -1,4 +1,4 @@
-"""The undo stack (``state/oplog.py``) on a real catalog: push, undo, redo, the cap, and the
+"""The undo stack (``state/db/oplog.py``) on a real catalog: push, undo, redo, the cap, and the
 snapshot ids undo and redo still need."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctrlz.state.catalog import Catalog
-from ctrlz.state.oplog import MAX_OPERATIONS, OpLog
+from ctrlz.state.db.catalog import Catalog
+from ctrlz.state.db.oplog import MAX_OPERATIONS, OpLog
 
 
 @pytest.fixture

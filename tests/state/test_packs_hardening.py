@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ctrlz import Workspace
-from ctrlz.config import Config
-from ctrlz.state.objects import LOOSE_MIN, MAX_PACK_FDS
+from ctrlz.session.config import Config
+from ctrlz.state.store.objects import LOOSE_MIN, MAX_PACK_FDS
 from tests.conftest import tree_state
 
 REPO = Path(__file__).resolve().parents[2]

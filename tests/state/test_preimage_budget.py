@@ -18,9 +18,9 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz import toolcalls as tc
-from ctrlz.config import DEFAULTS, Config, load_config
 from ctrlz.errors import ConfigError
-from ctrlz.state.usage import disk_usage
+from ctrlz.session.config import DEFAULTS, Config, load_config
+from ctrlz.state.store.usage import disk_usage
 from ctrlz.toolcalls import records
 from ctrlz.toolcalls.store import ToolcallStore, sync_preimage_cap
 
@@ -140,7 +140,7 @@ HOOK = """
 import io, json, sys
 from ctrlz.hooks.runner import run
 run("claude", io.BytesIO(sys.argv[1].encode()))
-print(json.dumps(sorted(m for m in ("ctrlz.config", "ctrlz.engine", "ctrlz.workspace")
+print(json.dumps(sorted(m for m in ("ctrlz.session.config", "ctrlz.engine", "ctrlz.workspace")
                         if m in sys.modules)))
 """
 
@@ -184,7 +184,7 @@ def test_a_rewind_past_an_evicted_capture_refuses_and_changes_nothing(ws: Path) 
     """It used to undo the calls whose captures were left, leave the evicted one's file as
     the agent made it, and report success."""
     from ctrlz.errors import UsageError
-    from ctrlz.toolcalls.rewinds import rewind
+    from ctrlz.toolcalls.restore.rewinds import rewind
 
     with ToolcallStore(store_of(ws)) as t:
         assert t.set_preimage_cap(300 * KIB)

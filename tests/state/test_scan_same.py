@@ -16,8 +16,8 @@ from typing import Any
 
 from ctrlz import Workspace
 from ctrlz.engine.snapshot import WorkingState, _scan_all
+from ctrlz.state.db.statcache import StatCache
 from ctrlz.state.scan import HashSink, Limits
-from ctrlz.state.statcache import StatCache
 
 DEEP = 150  # below Python's recursion limit would not prove much, above it costs time
 WIDE = 1500

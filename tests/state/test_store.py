@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz import CorruptObject, Workspace
-from ctrlz.state.exclude import Matcher, Rules
+from ctrlz.state.ignore.exclude import Matcher, Rules
 from ctrlz.state.trees import DIR, FILE, Entry, decode_tree, encode_tree
 from tests.conftest import make_tree
 

@@ -16,7 +16,7 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.state import failpoints
-from ctrlz.state.strays import WRITING
+from ctrlz.state.store.strays import WRITING
 from tests.engine.test_crash import run_worker, setup_ws
 
 

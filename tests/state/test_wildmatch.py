@@ -1,5 +1,6 @@
-"""gitignore files compiled as git matches them (``state/wildmatch.py`` over the grammar of
-``state/globs.py``): unit tests of git's rules one by one, and hypothesis properties that need
+"""gitignore files compiled as git matches them (``state/ignore/wildmatch.py`` over the grammar of
+``state/ignore/globs.py``): unit tests of git's rules one by one, and hypothesis properties that
+need
 no git (the comparison with git itself is ``tests/test_gitignore_git.py``)."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctrlz.state.exclude import Matcher, Rules
-from ctrlz.state.wildmatch import compile_ignore
+from ctrlz.state.ignore.exclude import Matcher, Rules
+from ctrlz.state.ignore.wildmatch import compile_ignore
 
 
 def ignored(text: bytes, path: bytes, is_dir: bool = False) -> bool:

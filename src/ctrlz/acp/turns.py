@@ -15,7 +15,7 @@ nothing was restored since, its files no longer hold what its tool calls left th
 edit is then overwritten too (one made between the two rollbacks, or one the previous rollback
 kept), but never lost: the rewind captures the workspace first, and ``session/redo`` (or
 ``ctrlz undo``) puts it back. What another agent session's tool calls changed after the turn's
-calls is that session's work, and stays, forced or not (:mod:`ctrlz.toolcalls.restore`).
+calls is that session's work, and stays, forced or not (:mod:`ctrlz.toolcalls.restore.restore`).
 
 Each turn begins with a workspace snapshot (:func:`open_turn`, cheap with the workspace
 daemon), recorded as the turn's first call (``acp:prompt-<turn>``), so a rollback covers what
@@ -125,7 +125,7 @@ def rollback_turn(ctx: Any, session_id: str, turn: int, previous: str | None = N
     undo-stack key of the session's last rollback, still to be redone. Returns the wire result
     and the undo-stack key of the rewind (None when nothing was put back)."""
     from ..session.protected import ProtectedWorkspace
-    from ..toolcalls import rewinds
+    from ..toolcalls.restore import rewinds
 
     with ProtectedWorkspace.located(ctx.root_dir, ctx.store_dir) as ws:
         if not any(c["turn"] == turn for c in rewinds.timeline(ws, session_id)):
@@ -144,7 +144,7 @@ def rollback_turn(ctx: Any, session_id: str, turn: int, previous: str | None = N
                   "skippedPaths": [{"path": os.path.join(root, s["path"]),
                                     "reason": s["reason"]} for s in done.skipped],
                   "safetySnapshot": done.safety,
-                  # what the rollback did to each git repository (ctrlz.engine.githistory)
+                  # what the rollback did to each git repository (ctrlz.engine.restore.githistory)
                   "git": done.git}
     if not result["restoredPaths"] and not result["skippedPaths"] and end is not None:
         _say_what_stayed(ctx, session_id, turn, end, result)

@@ -181,7 +181,7 @@ def rewind_cmd(state: State, target: str | None, list_: bool, session_id: str | 
 
     from ..errors import UsageError
 
-    rw = importlib.import_module("ctrlz.toolcalls.rewinds")
+    rw = importlib.import_module("ctrlz.toolcalls.restore.rewinds")
 
     ws = state.workspace()
     if list_ or target is None:

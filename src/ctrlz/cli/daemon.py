@@ -53,7 +53,7 @@ def _pid(info: dict[str, Any]) -> str:
 
 
 def _progress(info: dict[str, Any]) -> str:
-    """Where a starting daemon is: see ``ctrlz.session.daemon_startup``."""
+    """Where a starting daemon is: see ``ctrlz.session.daemon.daemon_startup``."""
     phase = info.get("phase") or "loading"
     done = info.get("progress") or {}
     if phase == "placing watches":

@@ -34,7 +34,7 @@ def fork_cmd(state: State, ref: str, directory: str, branch: str | None,
       ctrlz fork "before refactor" ../app-alt --branch try/alt
       ctrlz fork toolu_01ABC ../app-from-call --json
     """
-    from ..toolcalls.fork import fork
+    from ..toolcalls.restore.fork import fork
 
     result = fork(state.workspace(), ref, directory, branch=branch, session_id=session_id)
     if as_json:

@@ -194,7 +194,7 @@ def status_cmd(state: State, as_json: bool) -> None:
       ctrlz status
       ctrlz status --json
     """
-    from ..toolcalls.fork import lineage
+    from ..toolcalls.restore.fork import lineage
     from .remote import status_lines
     from .snapshots import excluded_text
 
@@ -223,7 +223,7 @@ def status_cmd(state: State, as_json: bool) -> None:
                                 else "not running (the next snapshot starts it)"
                                 if ws.config["daemon"] else "off (daemon = false)"))
     if st.dropped:
-        from ..reports import counted
+        from ..session.reports import counted
 
         newest = st.dropped[0]
         render.out(f"Dropped:   {counted(st.dropped)} snapshot(s) in the last day by retention; "
@@ -252,7 +252,7 @@ def config_cmd(as_json: bool) -> None:
       ctrlz config
       CTRLZ_AUTO_MAX=20 ctrlz config --json
     """
-    from ..config import load_config, user_config_path
+    from ..session.config import load_config, user_config_path
     from ..workspace import Workspace
 
     root = Workspace.find(".")

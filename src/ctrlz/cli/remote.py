@@ -1,6 +1,6 @@
 """Commands for remotes: remote add/list/remove/forget, push, pull, clone.
 
-Each one parses, calls :mod:`ctrlz.session.remotes` and renders; boto3 and cryptography are
+Each one parses, calls :mod:`ctrlz.session.remotes.remotes` and renders; boto3 and cryptography are
 imported only when a command actually talks to a remote.
 """
 
@@ -61,7 +61,7 @@ def add_cmd(state: State, name: str, url: str, endpoint_url: str | None, region:
       ctrlz remote add origin s3://team-bucket/ctrlz --region eu-west-1
       ctrlz remote add backup file:///mnt/usb/ctrlz
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     spec = remotes.add_remote(state.workspace(), name, url, endpoint_url=endpoint_url,
                               region=region, profile=profile, encrypt=encrypt,
@@ -82,7 +82,7 @@ def list_remotes_cmd(state: State, as_json: bool) -> None:
     Examples:
       ctrlz remote list --json
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     ws = state.workspace()
     specs = remotes.list_remotes(ws)
@@ -110,7 +110,7 @@ def remove_cmd(state: State, name: str, as_json: bool) -> None:
     Examples:
       ctrlz remote remove backup
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     spec = remotes.remove_remote(state.workspace(), name)
     if as_json:
@@ -131,7 +131,7 @@ def forget_cmd(state: State, name: str, snaps: tuple[str, ...], as_json: bool) -
     Examples:
       ctrlz remote forget origin snap_k3x9abcd
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     gone = remotes.forget(state.workspace(), name, snaps)
     if as_json:
@@ -176,7 +176,7 @@ def push_cmd(state: State, name: str | None, snaps: tuple[str, ...], repair: boo
       ctrlz push origin baseline snap_k3x9abcd --json
       ctrlz push --repair       # after `ctrlz verify --remote` reported damage
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     ws = state.workspace()
     bar, progress = _progress(as_json)
@@ -220,7 +220,7 @@ def pull_cmd(state: State, name: str | None, snaps: tuple[str, ...], as_json: bo
       ctrlz pull
       ctrlz pull origin snap_k3x9abcd --json
     """
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     ws = state.workspace()
     bar, progress = _progress(as_json)
@@ -269,7 +269,7 @@ def clone_cmd(url: str, directory: str, snapshot: str | None, workspace: str | N
       ctrlz clone s3://team-bucket/ctrlz ~/work/app
       ctrlz clone file:///mnt/nas/ctrlz /tmp/app --snapshot baseline
     """
-    from ..session.cloning import clone
+    from ..session.remotes.cloning import clone
 
     if encrypt and key_file:
         from pathlib import Path
@@ -301,7 +301,7 @@ COMMANDS = [remote_group, push_cmd, pull_cmd, clone_cmd]
 def list_remote(state: State, name: str, as_json: bool) -> None:
     """``ctrlz list --remote NAME``: the remote's snapshots of this workspace, newest first,
     with who made each."""
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     ws = state.workspace()
     spec, found = remotes.remote_listing(ws, name)
@@ -326,7 +326,7 @@ def list_remote(state: State, name: str, as_json: bool) -> None:
 
 def verify_remote(state: State, name: str, as_json: bool) -> None:
     from ..errors import RemoteError
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     report = remotes.verify(state.workspace(), name)
     if as_json:
@@ -349,7 +349,7 @@ def verify_remote(state: State, name: str, as_json: bool) -> None:
 
 
 def gc_remote(state: State, name: str, dry_run: bool, as_json: bool) -> None:
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     report = remotes.gc(state.workspace(), name, dry_run=dry_run)
     if as_json:
@@ -370,6 +370,6 @@ def status_lines(ws: Any) -> dict[str, Any]:
     """``status``'s remote part: per remote, the snapshots it is not known to hold."""
     if not (ws.store_path / "remotes.db").is_file():
         return {}
-    from ..session import remotes
+    from ..session.remotes import remotes
 
     return {name: {"unpushed": len(ids)} for name, ids in remotes.unpushed(ws).items()}

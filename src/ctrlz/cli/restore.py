@@ -13,7 +13,8 @@ from .rolling import actions as _actions
 from .rolling import git_lines as _git_lines
 from .rolling import report as _report
 
-#: ``--git``: what a restore does to each ``.git`` in the workspace (ctrlz.engine.githistory)
+#: ``--git``: what a restore does to each ``.git`` in the workspace
+# (ctrlz.engine.restore.githistory)
 git_option = click.option(
     "--git", "git", type=click.Choice(["auto", "keep", "restore"]), default="auto",
     show_default=True,
@@ -80,7 +81,7 @@ def restore_cmd(state: State, snap: str, paths: tuple[str, ...], dest: str,
         with progress.shown():
             result = ws.restore_to(snap, dest, list(paths) or None)
     except SnapshotNotFound:
-        from ..session.remotes import restore_remote_snapshot
+        from ..session.remotes.remotes import restore_remote_snapshot
 
         result = restore_remote_snapshot(ws, snap, dest, list(paths) or None)
     if as_json:

@@ -47,7 +47,7 @@ def _rel(vpath: bytes) -> str:
 
 def git_lines(result: Any) -> list[tuple[bool, str]]:
     """What the restore does (or did) to each git repository's history, one line each
-    (:mod:`ctrlz.engine.githistory`), and for a dry run whether the real one needs a
+    (:mod:`ctrlz.engine.restore.githistory`), and for a dry run whether the real one needs a
     ``--git=`` choice."""
     out = [(False, g["summary"]) for g in result.git]
     if result.dry_run and any(g["at_risk"] for g in result.git):

@@ -64,8 +64,8 @@ def run_cmd(state: State, label: str | None, no_trace: bool, verbose: bool,
     both. Every refusal is recorded: ctrlz session show.
     """
     from ..errors import UsageError
-    from ..session.run import run_session
-    from ..session.sandboxing import SandboxOptions
+    from ..session.run.run import run_session
+    from ..session.run.sandboxing import SandboxOptions
 
     argv = list(command)
     if argv and argv[0] == "--":

@@ -129,7 +129,7 @@ def show_cmd(state: State, snap: str, as_json: bool) -> None:
       ctrlz show latest
       ctrlz show baseline --json
     """
-    from ..toolcalls.fork import lineage
+    from ..toolcalls.restore.fork import lineage
 
     ws = state.workspace()
     s, forked_from = ws.resolve(snap), lineage(ws)

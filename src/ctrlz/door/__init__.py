@@ -16,7 +16,7 @@ How:
   ``locate.c``, where the store is; ``trace.c``, what it did), built by ``setup.py`` where a
   C compiler is at hand on Linux; elsewhere ``ctrlz`` is the Python script beside this
   file, the same CLI.
-* For those plain forms it finds the workspace's store as :func:`ctrlz.locator.locate`
+* For those plain forms it finds the workspace's store as :func:`ctrlz.session.locator.locate`
   does, and when the store's daemon socket is there it hands the command over whole (``op:
   door``): its arguments, its working directory, whether stdout is a terminal, the workspace
   and store it found, and the environment that decides the settings and the output's
@@ -24,7 +24,7 @@ How:
 * The daemon answers in :mod:`.serve`, a face running in the daemon's process: it locates
   the store again, from the caller's environment, with the one locator, so the C program's
   search only ever finds a daemon, never decides which workspace is snapshotted; it loads the
-  caller's settings (:func:`ctrlz.config.load_config` with the caller's environment), takes
+  caller's settings (:func:`ctrlz.session.config.load_config` with the caller's environment), takes
   the snapshot or runs the rollback as for any served request (or reads the catalog, for a
   listing), and renders it with the CLI's own functions (:func:`ctrlz.cli.taking.lines`,
   :func:`ctrlz.cli.listing.lines`, :func:`ctrlz.cli.rolling.report_lines`). The client

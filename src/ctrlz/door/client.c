@@ -3,7 +3,7 @@
  *
  * `ctrlz snapshot [--json]` and `ctrlz list [--json]` are handed to the workspace daemon,
  * when one runs, without starting Python: this program finds the store as
- * ctrlz.locator.locate does, sends the command, its working directory, whether stdout is a
+ * ctrlz.session.locator.locate does, sends the command, its working directory, whether stdout is a
  * terminal and the environment that decides the settings and the output's encoding (op
  * "door", answered by ctrlz/door/serve.py), then writes the bytes the daemon rendered with
  * the CLI's own functions and exits with its status.

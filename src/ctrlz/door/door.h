@@ -31,9 +31,9 @@ int parse_reply(const char *data, size_t n, reply *r);
 
 /* os.path.join(base, name), malloc'd */
 char *join(const char *base, const char *name);
-/* the store home (ctrlz.locator.home_dir), NULL when the Python CLI must decide */
+/* the store home (ctrlz.session.locator.home_dir), NULL when the Python CLI must decide */
 char *store_home(void);
-/* ctrlz.locator.locate from the real path `here`: 0 with *root and *store set, else -1 */
+/* ctrlz.session.locator.locate from the real path `here`: 0 with *root and *store set, else -1 */
 int locate(const char *here, const char *home, char **root, char **store);
 
 /* a line on stderr when `tracing` (set from $CTRLZ_DOOR_TRACE) asks for it (trace.c) */

@@ -1,4 +1,4 @@
-/* Where the store is: ctrlz.locator's rules in C (the home, the store's name from SHA-256
+/* Where the store is: ctrlz.session.locator's rules in C (the home, the store's name from SHA-256
  * of the workspace's real path and a 40-character slug, the search up from the working
  * directory). Only ever a hint: the daemon locates the caller again with the one locator
  * (ctrlz/door/serve.py). */
@@ -71,7 +71,7 @@ static void sha256_hex16(const char *data, size_t n, char hex[17]) {
     hex[16] = '\0';
 }
 
-/* -- where the store is (ctrlz.locator) -------------------------------------------------- */
+/* -- where the store is (ctrlz.session.locator) -------------------------------------------------- */
 
 static int is_dir(const char *path) {
     struct stat st;
@@ -103,7 +103,7 @@ char *join(const char *base, const char *name) {
     return b.data;
 }
 
-/* ctrlz.locator.home_dir: $CTRLZ_HOME, else $XDG_DATA_HOME/ctrlz, else
+/* ctrlz.session.locator.home_dir: $CTRLZ_HOME, else $XDG_DATA_HOME/ctrlz, else
  * ~/.local/share/ctrlz; NULL when it is not an existing directory by an absolute path (the
  * Python CLI then says what is wrong, or makes it) */
 char *store_home(void) {
@@ -130,7 +130,7 @@ char *store_home(void) {
     return home;
 }
 
-/* ctrlz.locator.store_dir: <home>/workspaces/<slug>-<16 hex of sha256(root)> */
+/* ctrlz.session.locator.store_dir: <home>/workspaces/<slug>-<16 hex of sha256(root)> */
 static char *store_dir(const char *root, const char *home) {
     const char *name = strrchr(root, '/');
     name = name ? name + 1 : root;
@@ -161,7 +161,7 @@ static char *store_dir(const char *root, const char *home) {
     return b.data;
 }
 
-/* ctrlz.locator.locate from `here` (a real path): the nearest directory whose store has a
+/* ctrlz.session.locator.locate from `here` (a real path): the nearest directory whose store has a
  * catalog; 0 with *root and *store set, -1 when there is none */
 int locate(const char *here, const char *home, char **root, char **store) {
     char *candidate = strdup(here);

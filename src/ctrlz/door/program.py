@@ -1,13 +1,13 @@
 """The workspace daemon's program: ``python -m ctrlz.door.program ROOT STORE [--parent-pid PID]``.
 
-The session's daemon (:mod:`ctrlz.session.daemon_process`, what
+The session's daemon (:mod:`ctrlz.session.daemon.daemon_process`, what
 :func:`ctrlz.session.daemon_client.spawn` starts) with the native door's request added. It is
 a face, like the service that also runs daemons: the door renders with the CLI's functions,
 and the session layer never imports a face."""
 
 from __future__ import annotations
 
-from ..session import daemon_process
+from ..session.daemon import daemon_process
 from . import serve
 
 

@@ -43,17 +43,17 @@ import time
 
 from .. import jsontext, protocol
 from ..cli import listing, render, rolling, taking
-from ..config import load_config
 from ..errors import CtrlzError
-from ..locator import home_dir, locate
 from ..session import daemon_client
+from ..session.config import load_config
+from ..session.locator import home_dir, locate
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ..session.daemon import Daemon
+    from ..session.daemon.daemon import Daemon
 
 def at_once(message: dict[str, Any]) -> bool:
     """A hook is answered on its connection's thread, not after the daemon's other requests:
@@ -66,7 +66,7 @@ def at_once(message: dict[str, Any]) -> bool:
 
 def captures(message: dict[str, Any]) -> bool:
     """Whether the request only captures, and so may come from a sandboxed session's
-    process (:mod:`ctrlz.session.confined`): a hook (its pre-images, a shell call's
+    process (:mod:`ctrlz.session.daemon.confined`): a hook (its pre-images, a shell call's
     snapshot) or a form that only captures (``ctrlz snapshot``: :attr:`Form.captures
     <ctrlz.protocol.Form>`). A rollback and a listing are refused to it."""
     argv = message.get("argv")
@@ -124,7 +124,7 @@ def _list(daemon: Daemon, config: dict[str, Any], as_json: bool,
     refusal = daemon.refusal({"config": config})
     if refusal is not None:
         return refusal
-    from ..engine import journal
+    from ..engine.restore import journal
 
     ws = daemon.ws
     if journal.pending(ws.store_path):
@@ -171,7 +171,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     socket). Anything the hook's own process would handle otherwise (a payload it cannot
     read, another workspace, no workspace) is declined, so that it is recorded where that
     process records it."""
-    from ..engine import journal
+    from ..engine.restore import journal
     from ..hooks.runner import AGENTS, Declined, handle_recorded, parse, workspace_of
 
     argv, env, cwd = _fields(message, protocol.is_hook)
@@ -200,7 +200,7 @@ def _hook(daemon: Daemon, message: dict[str, Any]) -> dict[str, Any]:
     start_by = message.get("start_by_ns")
 
     def take_snapshot(label: str) -> str:
-        from ..session.serial import DaemonStopping
+        from ..session.daemon.serial import DaemonStopping
 
         try:  # on the serving thread, after the requests before it: the daemon's own state
             reply = daemon.serial.run(lambda: daemon.snapshot({

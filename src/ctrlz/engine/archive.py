@@ -2,7 +2,8 @@
 
 Export writes the snapshots' records and exactly the objects they need (with ``since``, less
 everything the ``since`` snapshot already reaches) in the format of
-:mod:`ctrlz.state.archive`. It reads without the store lock (a long export through a pipe must
+:mod:`ctrlz.state.interchange.archive`. It reads without the store lock (a long export through a
+pipe must
 not hold up every hook), as any reader does: an object gc moves meanwhile is looked up again.
 
 Import holds the store's writer lock and stages every object in a new pack (and temp loose
@@ -20,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ..errors import CorruptObject, RemoteError
-from ..state.archive import ArchiveReader, ArchiveWriter
-from ..state.portable import from_record, to_record
-from ..state.repository import Repository
-from ..state.transfer import ObjectSink, commit_received, open_checked, receiving
+from ..state.interchange.archive import ArchiveReader, ArchiveWriter
+from ..state.interchange.portable import from_record, to_record
+from ..state.interchange.transfer import ObjectSink, commit_received, open_checked, receiving
+from ..state.store.repository import Repository
 from ..state.trees import HEADER, Entry, decode_tree
 from ..types import Snapshot
 from .reach import needed_objects, reachable

@@ -192,7 +192,7 @@ def hash_at(objects: Any, dir_fd: int, name: bytes) -> bytes:
 def matches_at(objects: Any, dir_fd: int, name: bytes, oid: bytes) -> bool:
     """Does the file ``name`` in ``dir_fd`` hold exactly the bytes of object ``oid``? Read
     without following a link; for a clone object, by comparing block maps first
-    (:meth:`ctrlz.state.objects.ObjectStore.file_matches`), so a file restored by cloning is
+    (:meth:`ctrlz.state.store.objects.ObjectStore.file_matches`), so a file restored by cloning is
     checked without reading it."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     try:

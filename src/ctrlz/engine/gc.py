@@ -1,13 +1,14 @@
 """Garbage collection: drop objects no snapshot reaches, and repack what is left.
 
 ``ctrlz gc`` (``compact=True``) also compresses the large objects a snapshot stored as they
-were because the disk was faster than the compressor (:mod:`ctrlz.state.compact`) and
-regroups small objects stored one by one (an older ctrlz's packs, :mod:`ctrlz.state.groups`), and so
+were because the disk was faster than the compressor (:mod:`ctrlz.state.store.compact`) and
+regroups small objects stored one by one (an older ctrlz's packs, :mod:`ctrlz.state.store.groups`),
+and so
 does retention once the store is over ``store_cap``, before it drops a snapshot; the other
 collections retention runs inside a snapshot do not, as someone waits for those.
 
 This module decides what is live (every object some snapshot's tree reaches);
-:func:`ctrlz.state.sweep.sweep` reclaims the rest, the same sweep the tool-call store uses.
+:func:`ctrlz.state.store.sweep.sweep` reclaims the rest, the same sweep the tool-call store uses.
 Safe against crashes at any point: live objects are copied into a new pack and fsynced; one
 catalog transaction then points the index at the new pack and forgets the dead rows; only after
 that commit are old packs and dead loose files deleted. A crash before the commit leaves a stray
@@ -19,8 +20,8 @@ not reused, and a read that finds its pack gone looks the object up again.
 from __future__ import annotations
 
 from ..state import meter
-from ..state.repository import Repository
-from ..state.sweep import sweep
+from ..state.store.repository import Repository
+from ..state.store.sweep import sweep
 from ..state.trees import DIR
 
 TYPE_CHECKING = False
@@ -109,7 +110,7 @@ def collect_garbage(repo: Repository, *, compact: bool = False) -> GcReport:
         report.repacked_packs = done.repacked_packs
         report.kept_objects = done.kept_objects
         if compact:
-            from ..state.compact import compact as compress_stored
+            from ..state.store.compact import compact as compress_stored
 
             squeezed = compress_stored(repo.objects)
             report.compressed_objects = squeezed.objects

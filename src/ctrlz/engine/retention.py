@@ -24,7 +24,7 @@ Pinned snapshots are never dropped automatically, nor are ``pre-run`` snapshots 
 ``delete_initial`` is set, nor the newest snapshot, nor any snapshot the caller protects. The
 session protects every snapshot the undo stack names from the rings and ``max_count``, which
 bound a count, but from ``store_cap`` only those the next undo and the next redo need
-(:meth:`~ctrlz.state.oplog.OpLog.needed_next`): deeper undo history goes oldest first with
+(:meth:`~ctrlz.state.db.oplog.OpLog.needed_next`): deeper undo history goes oldest first with
 everything else, so that a store at its cap never drops a snapshot taken a moment ago while
 it keeps the safety snapshots of fifty earlier rollbacks. Every decision is a
 :class:`PrunePlan` first; ``PrunePlan.execute()`` carries it out.
@@ -36,8 +36,8 @@ from collections import namedtuple
 from collections.abc import Callable, Collection, Mapping
 
 from ..errors import LimitExceeded
-from ..state.repository import Repository
-from ..state.usage import store_usage
+from ..state.store.repository import Repository
+from ..state.store.usage import store_usage
 from ..types import Snapshot
 from .gc import GcReport, collect_garbage, mark
 
@@ -254,7 +254,7 @@ def enforce_byte_cap(repo: Repository, policy: Policy, protected: Collection[str
     plan = PrunePlan()
     if usage(repo) > policy.store_cap:
         # reclaim what earlier ring drops left unreachable, and compress the large objects
-        # stored as they were (state/compact.py), before dropping anything live
+        # stored as they were (state/store/compact.py), before dropping anything live
         plan.gc = collect_garbage(repo, compact=True)
         floor = int(policy.store_cap * CAP_FLOOR)
         reason = f"{OVER_STORE_CAP}={policy.store_cap} bytes"

@@ -18,17 +18,17 @@ from pathlib import Path
 
 from ..errors import UsageError, exhausted
 from ..paths import where
-from ..state import btrfs, failpoints, meter
-from ..state.exclude import Matcher, Rules
-from ..state.objects import LOOSE_MIN, ObjectWriter
-from ..state.repository import Repository
-from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink
+from ..state import failpoints, meter
+from ..state.db.statcache import StatCache
+from ..state.ignore.exclude import Matcher, Rules
+from ..state.scan import HashSink, Limits, Scanner, ScanResult, ScanStats, Sink, StoreSink, btrfs
 from ..state.scan.blind import mount_points
-from ..state.statcache import StatCache
+from ..state.store.objects import LOOSE_MIN, ObjectWriter
+from ..state.store.repository import Repository
 from ..state.trees import DIR, Entry, decode_tree, encode_tree
 from ..types import SNAPSHOT_TYPES, Skipped, Snapshot
-from . import journal
 from .diff import TreeReader, count_changes, diff_trees
+from .restore import journal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 #: that wait. On 2 cores, 20 files of 2 GB took 0.87x the wall time with 4 threads as with 2,
 #: and 0.91x again with 6 as with 4 (paired runs, same CPU time); 8 gained nothing. Each
 #: thread holds ~17 MiB at most (a 4 MiB read, its compressed copy, and the two 2 MiB stages
-#: of the object it writes past the page cache, see :mod:`ctrlz.state.direct_io`).
+#: of the object it writes past the page cache, see :mod:`ctrlz.state.fsio.direct_io`).
 WORKERS = min(8, max(4, 3 * (os.cpu_count() or 2)))
 
 #: what a file watcher in another process reports before a scan: the directories of each
@@ -92,7 +92,7 @@ def writing(repo: Repository) -> Iterator[None]:
     a writer that died (:meth:`Repository.recover`, one stat when there are none).
 
     The operation's owner enters it once; :func:`take_snapshot` and
-    :func:`~ctrlz.engine.restore.restore_in_place` run inside it and take neither the lock
+    :func:`~ctrlz.engine.restore.restore.restore_in_place` run inside it and take neither the lock
     nor the clean-up again. The garbage collector waits meanwhile (:func:`gc_paused`)."""
     with gc_paused(), repo.lock:
         journal.recover(repo)
@@ -210,7 +210,7 @@ def _scan_all(repo: Repository, roots: Sequence[Path], rules: Sequence[Rules], s
               dirty: Sequence[set[bytes] | None] | None = None,
               sources: Sequence[Path] | None = None) -> WorkingState:
     """``sources``: where each root is read from, when not from itself (the btrfs
-    backend's frozen copies, :mod:`ctrlz.state.btrfs`)."""
+    backend's frozen copies, :mod:`ctrlz.state.scan.btrfs`)."""
     budget = [0]
     stats = ScanStats()
     skipped: list[Skipped] = []

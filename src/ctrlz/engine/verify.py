@@ -1,6 +1,6 @@
 """Checking a store end to end: every reachable tree decodes, every object re-hashes to its id.
 
-A clone object (named by its blocks, not its hash: :mod:`ctrlz.state.clones`) re-hashes to its
+A clone object (named by its blocks, not its hash: :mod:`ctrlz.state.store.clones`) re-hashes to its
 seal instead; the first verify that reads it computes the seal and records it, so from then
 on any change to its bytes is caught, here and by every read.
 
@@ -19,8 +19,8 @@ from typing import Any
 
 from ..errors import CtrlzError
 from ..state import meter
-from ..state.repository import Repository
-from ..state.sweep import stray_files
+from ..state.store.repository import Repository
+from ..state.store.sweep import stray_files
 from ..state.trees import DIR, FILE, Entry, decode_tree
 
 
@@ -73,7 +73,7 @@ def verify_store(repo: Repository, progress: Callable[[int], None] | None = None
     seen: set[bytes] = set()
     sizes: dict[bytes, int] = {}  # blob -> its size, as re-hashed
     objects = repo.objects
-    # what this reader decoded before (groups it keeps, see ctrlz.state.groups) is read again
+    # what this reader decoded before (groups it keeps, see ctrlz.state.store.groups) is read again
     # from the disk: verify answers for the store's bytes, not for memory
     objects.close()
     bar = meter.current()

@@ -53,7 +53,7 @@ def session_start(ctx: HookContext, session_id: str) -> None:
 
 def start_daemon(ctx: HookContext) -> None:
     """Start the workspace daemon in the background, so the session's first shell snapshot is
-    already incremental (see ``ctrlz.session.daemon``)."""
+    already incremental (see ``ctrlz.session.daemon.daemon``)."""
     from ..session import daemon_client
 
     daemon_client.autostart(ctx.root, ctx.store_path)

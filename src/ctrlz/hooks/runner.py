@@ -143,7 +143,7 @@ def workspace_of(agent: str, payload: dict[str, Any], env: Mapping[str, str],
 
         agent = foreign(payload) or agent
     here = getattr(import_module(f".{agent}", __package__), "cwd", None)
-    from ..locator import home_dir, locate
+    from ..session.locator import home_dir, locate
 
     cwd = str((here(payload) if here else payload.get("cwd"))
               or env.get("CLAUDE_PROJECT_DIR") or env.get("GEMINI_PROJECT_DIR") or getcwd())

@@ -178,7 +178,7 @@ def unified(path: Path, old: str | None, new: str | None) -> str:
 def write_text(path: Path, text: str | None) -> None:
     """Atomically replace (or, for None, delete) a settings file, keeping its mode. A settings
     file that is a symlink (dotfiles managers make them) is written through, never replaced."""
-    from ..state.atomic import atomic_write_bytes
+    from ..state.fsio.atomic import atomic_write_bytes
 
     if path.is_symlink():
         path = path.resolve()

@@ -3,7 +3,7 @@ redo.
 
 Each one parses its arguments, makes one call into the library (the rules for deleting and
 compacting are :mod:`ctrlz.session.policy`'s, the restores :class:`~ctrlz.Workspace`'s, the
-rewinds :mod:`ctrlz.toolcalls.rewinds`', the same calls the CLI makes) and
+rewinds :mod:`ctrlz.toolcalls.restore.rewinds`', the same calls the CLI makes) and
 shapes the result. Expected failures raise :class:`~ctrlz.errors.CtrlzError` subclasses with
 one-line messages that name the MCP tool to use next.
 """
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LimitExceeded, UsageError
-from ..reports import UndoResult
 from ..session import policy
-from ..toolcalls import rewinds
+from ..session.reports import UndoResult
+from ..toolcalls.restore import rewinds
 from ..types import Snapshot, text_path
 from ..workspace import Workspace
 from .checkpoints import cp_aliases, from_root, pools
@@ -112,7 +112,7 @@ def restore(ws: Workspace, checkpoint: str, paths: Sequence[str] | None = None,
             dry_run: bool = False, git: str = "auto") -> dict[str, Any]:
     """Roll the workspace (or ``paths``) back to ``checkpoint`` in place, after a safety
     snapshot; ``dry_run`` only plans; ``git``: what becomes of each ``.git``
-    (:mod:`ctrlz.engine.githistory`)."""
+    (:mod:`ctrlz.engine.restore.githistory`)."""
     absolute = [from_root(ws, p) for p in paths or ()]
     snap = policy.resolve_ref(ws, checkpoint)
     result = ws.rollback(snap.id, absolute or None, dry_run=dry_run, git=git)

@@ -23,7 +23,8 @@ the agent (or of bwrap); ``T`` its start time in clock ticks since boot (field 2
 start time ``T``) is among its ancestors, or is the process itself when ``S``, or is traced
 by the tracer the record names (``"tracer"`` and ``"tracer_start"``: ``P``'s ``TracerPid`` when
 the record is written, so an orphan re-parented away from ``P`` still counts;
-:mod:`ctrlz.session.confined` applies the rule). The file is removed when the run ends (a crash
+:mod:`ctrlz.session.daemon.confined` applies the rule). The file is removed when the run ends (a
+crash
 leaves it, and then its ``T`` no longer matches).
 """
 

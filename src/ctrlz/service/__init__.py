@@ -9,7 +9,7 @@ Words:
 - **gateway** — the same API on ``127.0.0.1`` for a browser, behind a bearer token or a login
   cookie, a Host check, own-origin CORS, a CSRF header and a body limit (:mod:`.gateway`),
   plus the dashboard's files (:mod:`ctrlz.web`).
-- **watcher** — the per-workspace daemon (:mod:`ctrlz.session.daemon`); the service starts
+- **watcher** — the per-workspace daemon (:mod:`ctrlz.session.daemon.daemon`); the service starts
   one for each *registered* workspace (:mod:`ctrlz.session.registry`) and restarts it when it
   dies (:mod:`.supervisor`).
 - **event** — a new snapshot, a restore, an undo, a tool call, a watcher's change of state,

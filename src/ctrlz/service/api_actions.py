@@ -28,7 +28,7 @@ def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str
 STR = {"type": "string"}
 BOOL = {"type": "boolean"}
 PATHS = {"type": "array", "items": {"type": "string"}}
-#: what a restore does to each .git in the workspace (ctrlz.engine.githistory); the answer's
+#: what a restore does to each .git in the workspace (ctrlz.engine.restore.githistory); the answer's
 #: ``git`` list names what moves, and ``auto`` refuses (400) a restore that drops commits
 GIT = {"type": "string", "enum": ["auto", "keep", "restore"],
        "description": "keep: leave .git as it is (files only); restore: put .git back too; "
@@ -147,7 +147,7 @@ def revert(call: Call) -> Any:
           body=_schema(("target",), target=STR, session=STR, dry_run=BOOL, force=BOOL),
           changes=True, returns="as `ctrlz rewind --json`", tag="restore")
 def rewind(call: Call) -> Any:
-    from ..toolcalls import rewinds
+    from ..toolcalls.restore import rewinds
 
     _check_fields(call, ("target", "session", "dry_run", "force"))
     target = call.arg("target")

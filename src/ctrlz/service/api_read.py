@@ -65,7 +65,7 @@ def list_workspaces(call: Call) -> Any:
 @endpoint("GET", "/v1/workspaces/{ws}", "One workspace's status (as `ctrlz status --json`, "
           "plus `id`, `registered`, `watcher`).", tag="workspace")
 def workspace_status(call: Call) -> Any:
-    from ..toolcalls.fork import lineage
+    from ..toolcalls.restore.fork import lineage
 
     ws, known = call.workspace(), call.known()
     return ws.status().to_json() | {"forked_from": lineage(ws), "id": known.id,
@@ -116,7 +116,7 @@ def timeline(call: Call) -> Any:
                         "`latest`.", required=True),),
           returns="as `ctrlz show --json`", tag="snapshots")
 def show_snapshot(call: Call) -> Any:
-    from ..toolcalls.fork import lineage
+    from ..toolcalls.restore.fork import lineage
 
     ws, ref = call.workspace(), call.path_param("ref").strip()
     # an exact id (what the dashboard asks for) is the first thing a ref resolves to: one
@@ -248,7 +248,7 @@ def file_events(call: Call) -> Any:
           params=(Param("session", "query", "Agent session id."),),
           returns="as `ctrlz rewind --list --json`: `{tool_calls, sessions}`", tag="sessions")
 def toolcalls(call: Call) -> Any:
-    from ..toolcalls import rewinds
+    from ..toolcalls.restore import rewinds
 
     ws = call.workspace()
     found = rewinds.agent_sessions(ws)

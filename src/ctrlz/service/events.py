@@ -183,8 +183,8 @@ def _look(known: Any, home: Path, before: Marks, primed: bool
     calls, the hook failures of the last day) of a workspace; runs in a worker thread.
     ``before`` is what the poller last saw; before the first look (not ``primed``) no record
     is needed, nothing being published."""
-    from ..toolcalls import rewinds
     from ..toolcalls.hook_log import DAY_NS, hook_failures
+    from ..toolcalls.restore import rewinds
     from .opening import open_known
 
     with open_known(known, home) as ws:

@@ -15,7 +15,7 @@ the guard, as before.
 
 A peer of the right uid may still be a sandboxed session's process (``ctrlz run --sandbox``):
 Landlock does not stop a ``connect()`` to this socket. Such a peer is capture-only
-(:mod:`ctrlz.session.confined`): it may take snapshots, and every other route answers ``403``
+(:mod:`ctrlz.session.daemon.confined`): it may take snapshots, and every other route answers ``403``
 with ``error: CaptureOnly``. Only requests outside that allow-list look at ``/proc``, once per
 connection.
 """
@@ -37,7 +37,7 @@ log = logging.getLogger("ctrlz.service")
 def peer_uid(sock: Any) -> int | None:
     """The uid of the process at the other end of Unix socket ``sock``; None where the system
     cannot say (not Linux, not a Unix socket)."""
-    from ..session.confined import peer_credentials
+    from ..session.daemon.confined import peer_credentials
 
     cred = peer_credentials(sock)
     return cred[1] if cred is not None else None
@@ -57,8 +57,8 @@ def refusal(uid: int) -> Any:
 
 def capture_only(app: Any, sock: Any, home: str) -> Any:
     """``app`` for one connection whose peer may be a sandboxed session's process: routes
-    outside :data:`~ctrlz.session.confined.SERVICE_CAPTURES` are refused to such a peer."""
-    from ..session import confined
+    outside :data:`~ctrlz.session.daemon.confined.SERVICE_CAPTURES` are refused to such a peer."""
+    from ..session.daemon import confined
 
     verdict: list[confined.Record | None] = []
 

@@ -42,7 +42,7 @@ def run_dir() -> Path:
     try:
         return Path(user_dir("runtime"))
     except LookupError:
-        from ..locator import default_home
+        from ..session.locator import default_home
 
         return default_home() / "run"
 
@@ -50,7 +50,7 @@ def run_dir() -> Path:
 def log_path() -> Path:
     """The log of a service started in the background: kept with the stores (a runtime dir is
     emptied at logout, and the log is wanted after a crash)."""
-    from ..locator import default_home
+    from ..session.locator import default_home
 
     return default_home() / LOG
 

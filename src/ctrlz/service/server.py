@@ -92,7 +92,7 @@ def _bind_tcp(port: int) -> socket.socket:
 
 def default_port() -> int:
     """``gateway_port`` from the user's config file or ``$CTRLZ_GATEWAY_PORT`` (19322)."""
-    from ..config import load_config
+    from ..session.config import load_config
 
     config = load_config(None)
     port = int(config["gateway_port"])
@@ -118,7 +118,7 @@ def _poll_seconds() -> float:
 
 def run(port: int | None = None, gateway: bool = True) -> int:
     """The whole life of the service; its exit status."""
-    from ..locator import default_home
+    from ..session.locator import default_home
     from ..session.protected import keep_restores_in_process
     from .context import ServiceState
     from .events import EventBus

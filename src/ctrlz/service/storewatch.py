@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import platform
-from ..locator import stores_dir
+from ..session.locator import stores_dir
 from .events import DB_FILES
 
 log = logging.getLogger("ctrlz.service")

@@ -7,7 +7,7 @@ again after a back-off that doubles from 1 s to 60 s and resets once a watcher h
 minute, so a watcher that cannot start does not spin. A daemon a hook had started before the
 service took over is left to serve (state ``external``) and replaced when it stops. Stopping
 the service stops its watchers; if the service is killed instead, each watcher notices that
-its parent is gone and exits by itself (:mod:`ctrlz.session.daemon`).
+its parent is gone and exits by itself (:mod:`ctrlz.session.daemon.daemon`).
 
 States: ``starting`` (spawned, not answering yet), ``running``, ``restarting`` (exited;
 waiting out the back-off), ``external``, ``missing`` (the workspace root is gone),

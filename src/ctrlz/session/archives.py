@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 from ..engine.archive import ExportReport, ImportReport, export_archive, import_archive
 from ..errors import RemoteError, UsageError
-from ..state.atomic import fsync_dir, temp_name
+from ..state.fsio.atomic import fsync_dir, temp_name
 from .protected import ProtectedWorkspace
 
 
@@ -74,12 +74,12 @@ def import_into(ws: ProtectedWorkspace, file: str) -> ImportReport:
 def import_to(file: str, dest: str) -> tuple[ProtectedWorkspace, ImportReport, Any]:
     """``import FILE --to DIR``: DIR (new or empty) becomes a workspace with the archive's
     snapshots, and the newest is restored into it."""
-    from ..engine.restore import restore_into
+    from ..engine.restore.restore import restore_into
 
     target = Path(dest).expanduser()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
-    from ..locator import default_home, has_store, store_path_for
+    from .locator import default_home, has_store, store_path_for
 
     src, name = _open(file)
     made = not target.exists()
@@ -98,7 +98,7 @@ def import_to(file: str, dest: str) -> tuple[ProtectedWorkspace, ImportReport, A
     except BaseException:
         # the store this call made goes too (as a failed clone's does): left behind, a later
         # import --to DIR would import into it, beside whatever the failed one left
-        from .cloning import discard_new
+        from .remotes.cloning import discard_new
 
         discard_new(ws, fresh, target if made else None)
         raise

@@ -1,4 +1,5 @@
-"""Talking to the workspace daemon (see :mod:`ctrlz.session.daemon`) from a short-lived process.
+"""Talking to the workspace daemon (see :mod:`ctrlz.session.daemon.daemon`) from a short-lived
+process.
 
 An agent hook is a fresh process per tool call, so this module is what a hook imports: sockets
 and JSON text (:mod:`ctrlz.jsontext`, not ``json``: ~6 ms of each such process) only, no engine
@@ -347,7 +348,7 @@ def autostart(root: StrPath, store: StrPath, enabled: bool | None = None) -> boo
     """:func:`spawn`, if the workspace's ``daemon`` setting allows it (``enabled``, when the
     caller has the configuration at hand; else it is read here). Whether one was started."""
     if enabled is None:
-        from ..config import load_config
+        from .config import load_config
 
         enabled = bool(load_config(root)["daemon"])
     if not enabled:
@@ -362,7 +363,7 @@ def wait_ready(store: StrPath, timeout: float, *,
                starting: bool = False) -> dict[str, Any] | None:
     """Poll until the daemon is ready: its watches are in place and its stat cache primed,
     so that it serves snapshots (a daemon answers pings before that, while it starts up in
-    the background: see :mod:`.daemon_startup`). With ``starting``, until it answers at all:
+    the background: see :mod:`.daemon.daemon_startup`). With ``starting``, until it answers at all:
     it runs and listens. Its ping reply, or None at the timeout or when it stopped trying."""
     deadline = time.monotonic() + timeout
     while True:

@@ -14,8 +14,8 @@ from ..types import iso_utc, text_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # a snapshot records its event here: it must not load the restore engine
-    from ..engine.restore import RestoreResult
-    from ..state.sessiondb import SessionDB
+    from ..engine.restore.restore import RestoreResult
+    from ..state.db.sessiondb import SessionDB
     from ..types import Snapshot
 
 _UNIQUE_SLOT_BASE = 1_000_000  # non-auto snapshots: slot = base + snapshot number
@@ -38,7 +38,7 @@ def record_snapshot(db: SessionDB, snap: Snapshot, *, auto_max: int,
 
 def record_restored(db: SessionDB, result: RestoreResult) -> int:
     """One ``restored`` event per file or link the restore wrote or removed."""
-    from ..engine.actions import DIRMODE, MKDIR, RMDIR
+    from ..engine.restore.actions import DIRMODE, MKDIR, RMDIR
 
     now = iso_utc(time.time_ns())
     rows = []

@@ -8,7 +8,7 @@ it (or a :class:`ctrlz.Workspace`, which is one) without importing any face.
 The store lives under ``$CTRLZ_HOME`` (default: the platform's user data directory), never in the
 workspace: ``<home>/workspaces/<name>-<hash of the workspace's real path>/``
 (:mod:`ctrlz.state.locator`). Opening it finishes whatever an interrupted restore left
-(:func:`ctrlz.engine.journal.recover`); what was done is in :attr:`recovered`.
+(:func:`ctrlz.engine.restore.journal.recover`); what was done is in :attr:`recovered`.
 
 The store's repository (its catalog, SQLite; its objects) opens on first use of
 :attr:`ProtectedWorkspace.repo`, not with the workspace: a rollback or a snapshot that the
@@ -22,11 +22,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..config import Config, load_config
 from ..errors import StoreError, UsageError, WorkspaceError
-from ..locator import default_home, has_store, inside, refuse_root_in_home, store_path_for
 from ..paths import within, workspace_relative
 from ..state.trees import DIR, Entry
+from .config import Config, load_config
+from .locator import default_home, has_store, inside, refuse_root_in_home, store_path_for
 
 # The snapshot engine, retention and the restore engine load when a method needs them: a
 # command that only reads (`ctrlz list`) opens a workspace in a fresh interpreter.
@@ -36,17 +36,17 @@ if TYPE_CHECKING:
 
     from ..engine import retention
     from ..engine.snapshot import DirtySource, Taken
-    from ..state.oplog import OpLog
-    from ..state.repository import Repository
-    from ..state.sessiondb import SessionDB
+    from ..state.db.oplog import OpLog
+    from ..state.db.sessiondb import SessionDB
+    from ..state.store.repository import Repository
     from ..types import Snapshot
 
 
 def recover(ws: ProtectedWorkspace) -> list[str]:
-    """:func:`ctrlz.engine.journal.recover`, the store opened only when a restore's journal
+    """:func:`ctrlz.engine.restore.journal.recover`, the store opened only when a restore's journal
     is there (one stat): opening a workspace must clean up after a crash, and must stay
     cheap."""
-    from ..engine import journal
+    from ..engine.restore import journal
 
     if not journal.pending(ws.store_path):
         return []
@@ -63,7 +63,7 @@ class ProtectedWorkspace:
 
     #: Whether a running workspace daemon is asked first: it takes snapshots from its
     #: watcher's dirty set, and tells a restore's capture what changed, so neither lists the
-    #: whole tree (see :mod:`ctrlz.session.daemon`). The daemon turns it off for itself.
+    #: whole tree (see :mod:`ctrlz.session.daemon.daemon`). The daemon turns it off for itself.
     use_daemon = True
     #: Whether a restore is handed to a running workspace daemon (``session.restores.run``):
     #: it saves a process opened for one command its start-up and its stat walk. A process
@@ -101,7 +101,7 @@ class ProtectedWorkspace:
         the loser's is closed."""
         repo = self._opened.get("repo")
         if repo is None:
-            from ..state.repository import Repository
+            from ..state.store.repository import Repository
 
             mine = Repository.open(self._store)
             repo = self._opened.setdefault("repo", mine)
@@ -142,7 +142,7 @@ class ProtectedWorkspace:
                 "to a directory outside it")
         config = config or load_config(root)
         if not has_store(store):
-            from ..state.repository import Repository
+            from ..state.store.repository import Repository
 
             Repository.create(store, [str(root)], algorithm=config["hash"]).close()
         return cls(root, store, config, home)
@@ -182,7 +182,7 @@ class ProtectedWorkspace:
     def located(cls, root: str | os.PathLike[str], store: str | os.PathLike[str],
                 config: Config | None = None) -> Self:
         """The workspace at ``root`` (real) whose store the locator already found
-        (:func:`ctrlz.locator.locate`; a hook's context holds both), opened without
+        (:func:`ctrlz.session.locator.locate`; a hook's context holds both), opened without
         locating it a second time: the home is the store's (``<home>/workspaces/<name>``)."""
         root, store = Path(root), Path(store)
         home = store.parent.parent
@@ -303,7 +303,7 @@ class ProtectedWorkspace:
         """The store's session database (file events, snapshot events, exec events)."""
         db = getattr(self, "_session_db", None)
         if db is None:
-            from ..state.sessiondb import SessionDB
+            from ..state.db.sessiondb import SessionDB
 
             db = self._session_db = SessionDB(self.store_path / "session.db")
         return db
@@ -381,9 +381,9 @@ class ProtectedWorkspace:
 
     def store_disk_bytes(self) -> int:
         """Bytes the store takes against ``store_cap``: its catalog, packs, objects and stat
-        cache (``state.usage.STORE_FILES``), read from the catalog; the agents' pre-images
+        cache (``state.store.usage.STORE_FILES``), read from the catalog; the agents' pre-images
         have their own budget."""
-        from ..state.usage import store_usage
+        from ..state.store.usage import store_usage
 
         return store_usage(self.repo)
 
@@ -395,7 +395,7 @@ class ProtectedWorkspace:
 
     @property
     def oplog(self) -> OpLog:
-        from ..state.oplog import OpLog
+        from ..state.db.oplog import OpLog
 
         return OpLog(self.repo.catalog)
 
@@ -423,7 +423,7 @@ class ProtectedWorkspace:
         failpoints.hit("pools")
         cap = self.config["preimage_cap"]
         if getattr(self, "_synced_preimage_cap", None) != cap:  # once per process and value
-            from ..state.toolcall_store import sync_preimage_cap
+            from ..state.store.toolcall_store import sync_preimage_cap
 
             sync_preimage_cap(self.store_path, cap)
             self._synced_preimage_cap = cap

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AmbiguousSnapshot, SnapshotNotFound, UsageError
-from ..state.sessiondb import SessionRow
+from ..state.db.sessiondb import SessionRow
 
 if TYPE_CHECKING:
     from .protected import ProtectedWorkspace as Workspace

@@ -1,7 +1,8 @@
 """Which workspaces this user protects, and which of them the service watches.
 
 *Known* workspaces are found, never listed by hand: every store under the home
-(:func:`ctrlz.locator.stores`) names the workspace root it protects, so the dashboard shows every
+(:func:`ctrlz.session.locator.stores`) names the workspace root it protects, so the dashboard shows
+every
 workspace ``ctrlz init`` ever protected without a second list that could drift from the stores.
 *Registered* workspaces are the ones the service keeps a watcher running for (one process each,
 so not every store ever made): their roots are kept in ``<home>/registry.json``, read-modify-
@@ -21,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError, WorkspaceError
-from ..locator import default_home, store_path_for, stores
 from ..paths import within
-from ..state.atomic import atomic_write_bytes
-from ..state.repository import Repository
+from ..state.fsio.atomic import atomic_write_bytes
+from ..state.store.repository import Repository
+from .locator import default_home, store_path_for, stores
 
 REGISTRY_NAME = "registry.json"
 

@@ -16,10 +16,10 @@ the records of its snapshots whole, for the same reason. An error travels as its
 from __future__ import annotations
 
 from .. import errors
-from ..engine.actions import Action, RestorePlan
-from ..engine.requests import Request, RestoreResult
+from ..engine.restore.actions import Action, RestorePlan
+from ..engine.restore.requests import Request, RestoreResult
 from ..errors import CtrlzError, RestoreError
-from ..state.portable import from_record, to_record
+from ..state.interchange.portable import from_record, to_record
 from ..state.trees import Entry
 from ..types import Skipped, Snapshot
 
@@ -84,7 +84,7 @@ def encode_rollback(ref: str, rels: list[bytes], kind: str,
 
 
 def rollback_git(d: dict[str, Any]) -> str:
-    """A rollback request's ``--git`` choice (:mod:`ctrlz.engine.githistory`)."""
+    """A rollback request's ``--git`` choice (:mod:`ctrlz.engine.restore.githistory`)."""
     return str(d.get("git", "auto"))
 
 
@@ -174,7 +174,7 @@ def decode_result(d: dict[str, Any]) -> RestoreResult:
 
 def reply(run: Callable[[], RestoreResult | dict[str, Any]]) -> dict[str, Any]:
     """The daemon's answer on the socket to a restore ``run`` carries out
-    (:meth:`ctrlz.session.daemon.Daemon.restore`): its result, or its failure, each converted
+    (:meth:`ctrlz.session.daemon.daemon.Daemon.restore`): its result, or its failure, each converted
     once, here; or, as it is, the reply that declined it before anything started."""
     try:
         outcome = run()

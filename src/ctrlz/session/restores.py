@@ -1,11 +1,11 @@
 """Restores of a whole workspace or some of its paths, and the undo stack over them.
 
 Each function here decides *what* to restore (which snapshot, which paths, how the undo entry is
-left) and hands one :class:`~ctrlz.engine.restore.Request` to the restore engine, which does
+left) and hands one :class:`~ctrlz.engine.restore.restore.Request` to the restore engine, which does
 everything else; then it writes the ``restored`` file events and applies the pools. The faces
 (CLI, MCP, the Python API) call these and render the result.
 
-Undo and redo are restores too. The operation log (:mod:`ctrlz.state.oplog`) is the one undo
+Undo and redo are restores too. The operation log (:mod:`ctrlz.state.db.oplog`) is the one undo
 stack of the store: rollbacks, reverts, rewinds and tool-call restores all push onto it.
 """
 
@@ -16,8 +16,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..engine.githistory import check_mode
-from ..engine.requests import Request, RestoreResult
+from ..engine.restore.githistory import check_mode
+from ..engine.restore.requests import Request, RestoreResult
 from ..errors import RestoreError, UsageError
 from ..paths import within
 from ..state import meter
@@ -27,10 +27,10 @@ from . import journal
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..engine.snapshot import DirtySource
-    from ..reports import UndoResult
-    from ..state.oplog import Operation
+    from ..state.db.oplog import Operation
     from ..types import Snapshot
     from .protected import ProtectedWorkspace
+    from .reports import UndoResult
 
 PathArg = str | os.PathLike[str] | bytes
 
@@ -77,7 +77,7 @@ def _restore_held(ws: ProtectedWorkspace, req: Request,
                   dirty_source: DirtySource | None) -> RestoreResult:
     """The engine's restore and the ``restored`` events, inside the caller's
     :func:`~ctrlz.engine.snapshot.writing`."""
-    from ..engine.restore import restore_in_place
+    from ..engine.restore.restore import restore_in_place
 
     try:
         result = restore_in_place(ws.repo, ws.roots, [ws.config.rules], req, ws.config.limits,
@@ -107,7 +107,7 @@ def rollback(ws: ProtectedWorkspace, ref: str, paths: Sequence[PathArg] | None =
              dry_run: bool = False, kind: str = "rollback",
              git: str = "auto") -> RestoreResult:
     """The workspace (or only ``paths``) back to snapshot ``ref``, in place; undoable.
-    ``git``: what becomes of each ``.git`` (:mod:`ctrlz.engine.githistory`: ``auto``,
+    ``git``: what becomes of each ``.git`` (:mod:`ctrlz.engine.restore.githistory`: ``auto``,
     ``keep`` or ``restore``).
 
     A daemon that serves it gets ``ref`` as given and resolves it itself, so this process
@@ -204,7 +204,7 @@ def restore_to(ws: ProtectedWorkspace, ref: str, dest: str | os.PathLike[str],
         raise UsageError(f"{dest} is inside the workspace; restore into a directory "
                          "outside it, or use rollback")
     vpaths = [ws.vpath(ws.relpath(p)) for p in paths] if paths else None
-    from ..engine.restore import restore_into
+    from ..engine.restore.restore import restore_into
 
     return restore_into(ws.repo, len(ws.roots), target, dest_path, vpaths, dry_run,
                         record_in_dest=True)
@@ -254,6 +254,6 @@ def _replay(ws: ProtectedWorkspace, action: str, op: Operation, ref: str | None,
         explicit=[ws.vpath(p) for p in op.explicit], undo={f"{action}_of": op.seq},
         dry_run=dry_run, git=check_mode(git),
         label=f"before {action}ing the {op.kind} to {op.target}"), None)
-    from ..reports import UndoResult  # its dataclasses cost a rollback ~10 ms of imports
+    from .reports import UndoResult  # its dataclasses cost a rollback ~10 ms of imports
 
     return UndoResult(action, op, result)

@@ -4,7 +4,7 @@ Opening a :class:`~ctrlz.session.protected.ProtectedWorkspace` builds ``pathlib`
 loads the modules around it: ~10 ms of a fresh process's start-up (``pathlib`` alone brings
 ``re``, ``urllib`` and ``ipaddress``), where the daemon takes a no-change snapshot in ~2 ms.
 When a daemon runs, a short-lived process needs none of that: the one locator on strings
-(:func:`ctrlz.locator.locate`), the configuration (which the daemon checks against its own),
+(:func:`ctrlz.session.locator.locate`), the configuration (which the daemon checks against its own),
 one request, and the record the daemon sends back. This module is that path, for the plain
 ``ctrlz snapshot`` and ``ctrlz rollback SNAP``; and it holds the one way each request is asked
 (:func:`ask_snapshot`, :func:`ask_restore`), which an opened workspace uses too.
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from ..engine.requests import RestoreResult
+    from ..engine.restore.requests import RestoreResult
     from ..types import Snapshot
 
 
@@ -41,8 +41,8 @@ def _served_here(start: str) -> tuple[str, str, dict[str, Any]] | None:
     """(root, store, settings) of the workspace containing ``start`` when a daemon may serve
     it, else None (see the module docstring). A configuration file that cannot be read is
     an error here as it is when the workspace opens."""
-    from ..locator import locate
     from . import daemon_client
+    from .locator import locate
 
     try:
         root, store = locate(start)
@@ -52,7 +52,7 @@ def _served_here(start: str) -> tuple[str, str, dict[str, Any]] | None:
     if not os.path.exists(socket):  # no daemon: one stat, and the workspace opens as usual
         _in_process(f"no daemon: {socket} is not there")
         return None
-    from ..config import load_config
+    from .config import load_config
 
     return root, store, load_config(root).values
 
@@ -120,7 +120,7 @@ def ask_snapshot(store: str | os.PathLike[str], config: dict[str, Any], *, type:
                           session_id=session_id)
     if reply is None:
         return None
-    from ..state.portable import from_record
+    from ..state.interchange.portable import from_record
 
     try:  # the whole record: this process need not open the store to read it
         record = reply["record"]
@@ -177,7 +177,7 @@ def ask_restore(store: str | os.PathLike[str], config: dict[str, Any],
 def _lookup(store: str, snapshot_id: str) -> Snapshot | None:
     from pathlib import Path
 
-    from ..state.repository import Repository
+    from ..state.store.repository import Repository
 
     repo = Repository.open(Path(store), readonly=True)
     try:

@@ -179,7 +179,7 @@ class ObserverWatcher:
         return self._book.take(rescan_all=blind)
 
     def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """A change found by another way than an event (``session/watch_audit.py``)."""
+        """A change found by another way than an event (``session/daemon/watch_audit.py``)."""
         self._book.mark(d, name)
 
     def is_dirty(self, d: bytes) -> bool:

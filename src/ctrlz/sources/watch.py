@@ -216,7 +216,7 @@ class Watcher:
         return self._book.take(rescan_all=blind, unwatched=unwatched)
 
     def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """A change found by another way than an event (``session/watch_audit.py``)."""
+        """A change found by another way than an event (``session/daemon/watch_audit.py``)."""
         self._book.mark(d, name)
 
     def is_dirty(self, d: bytes) -> bool:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .watch import Watcher
 
     #: what a session holds: every one has start, stop, sync and take_dirty; the first two
-    #: also mark_dirty, is_dirty and renew (``session/watch_audit.py``)
+    #: also mark_dirty, is_dirty and renew (``session/daemon/watch_audit.py``)
     AnyWatcher: TypeAlias = Watcher | ObserverWatcher | NoWatcher
 
 

@@ -11,11 +11,12 @@ Sizes: at least 512 KiB, about 1 MiB, at most 4 MiB per chunk, and only objects 
 ``CHUNK_FROM`` (8 MiB) and up are cut, so a chunk can never itself be a cut object.
 
 A store whose workspace has a remote cuts large objects as a snapshot stores them
-(:meth:`~ctrlz.state.objects.ObjectWriter.ingest_large`) and records a *cut table* beside the
+(:meth:`~ctrlz.state.store.objects.ObjectWriter.ingest_large`) and records a *cut table* beside the
 object's index row: per chunk, its id, raw length and stored length. A compressed object is
 then one zstd frame per chunk, so the stored bytes of any one chunk can be read and decoded
 alone. A push reads the table instead of the object: the chunks the remote has are named, not
-read, and only new ones are read from disk (:meth:`~ctrlz.state.objects.ObjectStore.read_cut`).
+read, and only new ones are read from disk
+(:meth:`~ctrlz.state.store.objects.ObjectStore.read_cut`).
 The table is an accelerator, never the only record of anything: an object without one (an
 older store, a store with no remote, a clone) is read and cut whole, as before.
 """

@@ -28,9 +28,10 @@ _EXPORTS = {
     "drop_session": "api", "drop_snapshot": "api", "finish_tool_call": "api",
     "fs_restore": "api", "fs_snapshot": "api",
     "list_snapshots": "api", "start_session": "api", "tool_call": "api", "write_file": "api",
-    "shell_call": "shell", "redo": "turns", "rollback": "turns",
-    "RewindResult": "rewinds", "agent_sessions": "rewinds", "latest_session": "rewinds",
-    "rewind": "rewinds", "timeline": "rewinds",
+    "shell_call": "shell", "redo": "restore.turns", "rollback": "restore.turns",
+    "RewindResult": "restore.rewinds", "agent_sessions": "restore.rewinds",
+    "latest_session": "restore.rewinds",
+    "rewind": "restore.rewinds", "timeline": "restore.rewinds",
     "DEFAULT_BYTE_CAP": "records",
 }
 

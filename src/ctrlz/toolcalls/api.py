@@ -117,7 +117,7 @@ def fs_restore(session_id: str, snapshot_id: str, paths: Sequence[PathArg] | Non
     takes the restore back. A path whose content is no longer what the tool call left there
     is skipped and reported, unless ``force``. Returns ``{snapshot_id, restored_paths,
     skipped_paths_with_reasons, safety_snapshot}``."""
-    from .restore import restore_tool_calls
+    from .restore.restore import restore_tool_calls
 
     with opened_workspace(workspace) as ws, ws.repo.lock, opened(ws) as place, \
             place.store.lock:

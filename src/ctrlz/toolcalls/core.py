@@ -1,7 +1,7 @@
 """Shared machinery of the tool-call API: open the store, capture paths, record results.
 
 Capturing runs under the tool-call store's lock. Restoring goes through the restore engine
-(:mod:`ctrlz.toolcalls.restore`) and takes the workspace store's lock first, then this one.
+(:mod:`ctrlz.toolcalls.restore.restore`) and takes the workspace store's lock first, then this one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from ..errors import SnapshotNotFound, UsageError
 from ..paths import workspace_relative
-from ..state.objects import ObjectWriter
+from ..state.store.objects import ObjectWriter
 from . import intake, records
 from .images import Image, UnsafePath, capture, fingerprint
 from .place import Place

@@ -4,7 +4,7 @@ A pre-image is what one path was just before a tool call touched it: a file (bod
 symlink (target), ``absent`` (the tool call created it) or ``dir`` (recorded, never restored:
 a pre-image is about one file). Capturing validates the path first (relative, no ``..``, no
 symlinked parent, inside the root) and never reads through a symlink. Putting pre-images back is
-the restore engine's job (:mod:`ctrlz.toolcalls.restore`), which refuses ``absent`` over a
+the restore engine's job (:mod:`ctrlz.toolcalls.restore.restore`), which refuses ``absent`` over a
 directory rather than removing a tree the agent made later (harn deletes it).
 """
 
@@ -15,11 +15,11 @@ import stat
 
 from ..errors import CtrlzError
 from ..paths import plain_relative
-from ..state.atomic import fsync_dir, temp_name
+from ..state.fsio.atomic import fsync_dir, temp_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..state.objects import ObjectStore, ObjectWriter
+    from ..state.store.objects import ObjectStore, ObjectWriter
 
 FILE, SYMLINK, ABSENT, DIR, OTHER = "file", "symlink", "absent", "dir", "other"
 KINDS = (FILE, SYMLINK, ABSENT, DIR, OTHER)
@@ -146,7 +146,7 @@ def capture(root: bytes, rel: bytes, writer: ObjectWriter) -> Image:
     if kind != FILE:
         return Image(kind)
     assert st is not None
-    from ..state.packs import LOOSE_MIN
+    from ..state.store.packs import LOOSE_MIN
 
     fd = open_file(full)
     try:
@@ -172,7 +172,7 @@ def fingerprint(root: bytes, rel: bytes, objects: ObjectStore) -> Image:
     if kind != FILE:
         return Image(kind)
     assert st is not None
-    from ..state.packs import LOOSE_MIN
+    from ..state.store.packs import LOOSE_MIN
 
     fd = open_file(full)
     try:

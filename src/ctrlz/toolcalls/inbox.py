@@ -4,7 +4,7 @@
 pre-tool hook of a file tool: the pre-images of the paths the tool will write are durable
 before it returns, and the snapshot appears in every view of the store, with its turn, its
 session's budgets applied. What it skips is the indexing: the capture is written to the inbox
-(:mod:`ctrlz.state.inbox`) and indexed by the next process that opens the tool-call store
+(:mod:`ctrlz.state.db.inbox`) and indexed by the next process that opens the tool-call store
 (:mod:`ctrlz.toolcalls.intake`), which for an agent is the post-tool hook of the same call.
 The hook then imports no SQLite, object store or hash function, which is most of what it cost
 (docs/decisions/0008-tool-call-inbox.md).
@@ -23,7 +23,7 @@ import os
 import stat
 import time
 
-from ..state import inbox
+from ..state.db import inbox
 from .images import DIR, FILE, SYMLINK, check_rel, look, open_file
 
 TYPE_CHECKING = False

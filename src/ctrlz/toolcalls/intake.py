@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..state import inbox
+from ..state.db import inbox
 from . import records
 from .images import FILE, KINDS, RAW_BELOW, SYMLINK, Image, is_plain_rel
 from .register import register_rows
@@ -113,7 +113,7 @@ def _fits(value: Any) -> bool:
 
 
 def _check(header: dict[str, Any]) -> None:
-    """Raise :class:`~ctrlz.state.inbox.BadRecord` for a header that cannot be indexed as
+    """Raise :class:`~ctrlz.state.db.inbox.BadRecord` for a header that cannot be indexed as
     written: a record that would fail its transaction every time is set aside, never left
     to make every opening of the store fail."""
     def bad(why: str) -> NoReturn:

@@ -11,7 +11,7 @@ import sqlite3
 import time
 
 from .. import jsontext
-from ..state.toolcall_store import (  # noqa: F401 (re-exported)
+from ..state.store.toolcall_store import (  # noqa: F401 (re-exported)
     DEFAULT_PREIMAGE_CAP,
     PREIMAGE_CAP_KEY,
     preimage_cap,

@@ -5,7 +5,7 @@ Before a Bash (or ``run_shell_command``) tool call, an incremental workspace sna
 ``ctrlz rewind`` can undo what the command did.
 
 Who takes the snapshot: the workspace daemon when one answers (it watches the tree, so the
-snapshot rescans only what changed; see :mod:`ctrlz.session.daemon`), otherwise this process,
+snapshot rescans only what changed; see :mod:`ctrlz.session.daemon.daemon`), otherwise this process,
 with the stat cache, after which a daemon is started for the next call (unless the ``daemon``
 setting is off). Both produce the same snapshot.
 """

@@ -1,5 +1,6 @@
 """Where tool-call state lives, for the tool-call layer: the store itself
-(:mod:`ctrlz.state.toolcall_store`) and the workspace it belongs to (:mod:`ctrlz.locator`).
+(:mod:`ctrlz.state.store.toolcall_store`) and the workspace it belongs to
+(:mod:`ctrlz.session.locator`).
 
 Kept as one import for the API, the hooks and the tests; it adds only :func:`find_workspace`.
 """
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from ..locator import default_home, home_dir, locate, store_path_for
-from ..state.toolcall_store import ToolcallStore, sync_preimage_cap
+from ..session.locator import default_home, home_dir, locate, store_path_for
+from ..state.store.toolcall_store import ToolcallStore, sync_preimage_cap
 
 TYPE_CHECKING = False
 
@@ -22,7 +23,7 @@ __all__ = ["ToolcallStore", "default_home", "find_workspace", "home_dir", "locat
 
 def find_workspace(start: str | os.PathLike[str], home: Path | None = None) -> tuple[Path, Path]:
     """(workspace root, its store) for the protected workspace containing ``start``
-    (:func:`ctrlz.locator.locate`, the one store locator, with ``Path`` results)."""
+    (:func:`ctrlz.session.locator.locate`, the one store locator, with ``Path`` results)."""
     from pathlib import Path
 
     root, store = locate(start, None if home is None else os.fspath(home))

@@ -9,5 +9,6 @@
 * :mod:`.repack` — gc's copying of live objects out of mostly-garbage packs
 
 The engine gets its remote, its workspace id and the provenance of each snapshot from the
-session layer (:mod:`ctrlz.session.remotes`); it never reads the environment or configuration.
+session layer (:mod:`ctrlz.session.remotes.remotes`); it never reads the environment or
+configuration.
 """

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CorruptObject, RemoteError
-from ...state.objects import CLONE
-from ...state.packs import pwrite_all
-from ...state.portable import from_record
+from ...state.interchange.portable import from_record
+from ...state.interchange.transfer import ObjectSink, commit_received, receiving
 from ...state.remote.chunks import CHUNKED
 from ...state.remote.repo import Location, RemoteIndex, RemoteRepo, check_stored, pack_key
-from ...state.repository import Repository
-from ...state.transfer import ObjectSink, commit_received, receiving
+from ...state.store.objects import CLONE
+from ...state.store.packs import pwrite_all
+from ...state.store.repository import Repository
 from ...state.trees import FILE, Entry, decode_tree
 from ...types import Snapshot
 from ..verify import size_problem, top_tree_problem

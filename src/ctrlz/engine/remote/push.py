@@ -32,11 +32,8 @@ from typing import Any, TypeVar
 
 from ...errors import RemoteError
 from ...state.chunking import Cut
-from ...state.cut_objects import CutReader
-from ...state.groups import GROUP
-from ...state.objects import CLONE
-from ...state.packs import encode_small
-from ...state.portable import to_record
+from ...state.interchange.portable import to_record
+from ...state.interchange.transfer import open_checked, read_checked
 from ...state.remote.chunks import CHUNK_FROM, CHUNKED, chunked, encode_list
 from ...state.remote.known import MAX_TREES, KnownTrees, load_known, save_known
 from ...state.remote.repo import (
@@ -48,8 +45,11 @@ from ...state.remote.repo import (
     index_key,
     pack_key,
 )
-from ...state.repository import Repository
-from ...state.transfer import open_checked, read_checked
+from ...state.store.cut_objects import CutReader
+from ...state.store.groups import GROUP
+from ...state.store.objects import CLONE
+from ...state.store.packs import encode_small
+from ...state.store.repository import Repository
 from ...types import Snapshot
 from ..reach import Needed, needed_objects
 from .chunklists import chunked_among, read_lists

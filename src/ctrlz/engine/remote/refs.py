@@ -1,7 +1,8 @@
 """A workspace's ref: the list of its snapshots on a remote, changed only by compare-and-swap.
 
 The document is ``{"format": "ctrlz-ref 1", "workspace": {"id", "name"}, "snapshots": [...]}``
-where each snapshot is its portable record (:mod:`ctrlz.state.portable`) plus ``origin``: the
+where each snapshot is its portable record (:mod:`ctrlz.state.interchange.portable`) plus
+``origin``: the
 machine, user, agent and session that made it. :func:`update_ref` reads it, applies a change,
 and writes it back with ``If-Match`` on the ETag it read; a writer that lost the race reads the
 winner's version and applies its change again, so concurrent pushers never drop each other's

@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import atomic_write_bytes
+from ..fsio.atomic import atomic_write_bytes
 
 MAGIC = b"CTZKNOWN1\n"
 #: more trees than this and the file keeps only what the last push walked or reused

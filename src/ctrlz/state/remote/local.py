@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import RemoteError
-from ..atomic import fsync_dir, temp_name
+from ..fsio.atomic import fsync_dir, temp_name
 from .backend import Conflict, Missing
 
 

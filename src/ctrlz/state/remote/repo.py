@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, TypeVar
 import zstandard
 
 from ...errors import RemoteError
-from ..atomic import TEMP_PREFIX, atomic_write_bytes
+from ..fsio.atomic import TEMP_PREFIX, atomic_write_bytes
 from ..hashing import ALGORITHMS, digest_function, hasher_factory
 from .backend import Backend, Missing
 from .crypto import Sealer, new_encryption, open_encryption
@@ -446,7 +446,7 @@ def check_stored(digest: Callable[[bytes], bytes], oid: bytes, size: int, codec:
                  stored: bytes) -> bytes:
     """Decode and check one fetched object (the raw bytes, or :class:`RemoteError`)."""
     from ...errors import CorruptObject
-    from ..transfer import clone_seal, decode_stored
+    from ..interchange.transfer import clone_seal, decode_stored
 
     try:
         data = decode_stored(oid, size, codec, stored)

@@ -313,7 +313,7 @@ def _cached_files(cache: str) -> Any:
 
     from botocore.loaders import JSONFileLoader
 
-    from ..atomic import atomic_write_bytes
+    from ..fsio.atomic import atomic_write_bytes
 
     class CachedFiles(JSONFileLoader):  # type: ignore[misc]
         def load_file(self, file_path: str) -> Any:

@@ -16,7 +16,7 @@ lists every mount point inside the root whole (its subtree included), as if the 
 seen them change: this costs one ``lstat`` per such file and one read of
 ``/proc/self/mountinfo``, and nothing where there are none. The last kind, and anything a
 broken watch missed, is for :func:`mapped_for_write` and :func:`sample_differs`, which the
-workspace daemon runs before the snapshots a restore depends on (``session/daemon.py``).
+workspace daemon runs before the snapshots a restore depends on (``session/daemon/daemon.py``).
 
 What stays out of reach is documented in docs/daemon.md: a file that gets its second link
 from outside the workspace *after* the scan that last saw it, and is then written through
@@ -31,7 +31,7 @@ import stat
 from collections.abc import Sequence
 from itertools import islice
 
-from ..statcache import DirCache
+from ..db.statcache import DirCache
 from .model import IFDIR, IFMT, DirtyDirs
 
 MOUNTINFO = "/proc/self/mountinfo"

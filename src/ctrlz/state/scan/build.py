@@ -12,7 +12,7 @@ trees (which would cost the whole workspace).
 
 from __future__ import annotations
 
-from ..statcache import DirCache, trusted
+from ..db.statcache import DirCache, trusted
 from ..trees import DIR, FILE, Entry, encode_tree
 from .incremental import drop, drop_vanished, finish_patched
 from .model import (

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...types import Skipped
-from ..exclude import Matcher
-from ..statcache import DirCache, Stamp
+from ..db.statcache import DirCache, Stamp
+from ..ignore.exclude import Matcher
 from ..trees import Entry
 from .blind import with_blind_spots
 from .model import OVER_MAX_BYTES, Changes, DirNode, DirtyDirs, Limits, ScanStats
@@ -70,7 +70,7 @@ class ScanContext:
     patched instead of rebuilt entry by entry. ``linked`` and ``mounts``: what a watcher
     cannot see (the cache's files with more than one link, the mount points inside the
     root), looked at again by a dirty scan (:mod:`.blind`). ``stamps``: the cache's folder
-    stamps (:data:`~ctrlz.state.statcache.Stamp`)."""
+    stamps (:data:`~ctrlz.state.db.statcache.Stamp`)."""
 
     def __init__(self, root: Path, matcher: Matcher, sink: Sink, pool: Pool,
                  limits: Limits | None = None, cache: dict[bytes, DirCache] | None = None,

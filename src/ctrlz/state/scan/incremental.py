@@ -19,7 +19,7 @@ serves, and works on its state.
 
 from __future__ import annotations
 
-from ..statcache import CacheEntry, DirCache
+from ..db.statcache import CacheEntry, DirCache
 from ..trees import DIR, FILE, HEADER, SYMLINK
 from .model import IFDIR, IFMT, IFREG, NAME, NO_CHANGES, OID, DirNode
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
     from typing import Any
 
     from ...types import Skipped
-    from ..exclude import DirRules
-    from ..statcache import CacheEntry, DirCache, Stamp
+    from ..db.statcache import CacheEntry, DirCache, Stamp
+    from ..ignore.exclude import DirRules
 
 
 class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_over_max_bytes",
@@ -72,7 +72,7 @@ class ScanResult:
     :func:`~ctrlz.engine.diff.count_changes` would (``None`` when the cache could not tell: no
     cache for the root, or a directory missing from it); ``linked``, the files found with more
     than one link (:mod:`~ctrlz.state.scan.blind`); ``stamps``, the folders' stamps for the
-    stat cache (:data:`~ctrlz.state.statcache.Stamp`)."""
+    stat cache (:data:`~ctrlz.state.db.statcache.Stamp`)."""
 
     __slots__ = ("oid", "mode", "stats", "skipped", "cache", "changes", "linked", "stamps")
 

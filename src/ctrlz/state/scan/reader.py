@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ...errors import exhausted
 from ...types import Skipped
 from .. import meter
-from ..packs import LOOSE_MIN
+from ..store.packs import LOOSE_MIN
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import INLINE_MAX, Sink
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 from ...errors import WorkspaceError
-from ..exclude import GITIGNORE
-from ..statcache import DirCache, Stamp
+from ..db.statcache import DirCache, Stamp
+from ..ignore.exclude import GITIGNORE
 from .blind import fs_type, names_of
 from .build import finish
 from .context import ScanContext

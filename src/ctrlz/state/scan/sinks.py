@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..objects import LOOSE_MIN, ObjectWriter, encode_small
+from ..store.objects import LOOSE_MIN, ObjectWriter, encode_small
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import os
 
 from ...errors import LimitExceeded, exhausted
 from ...types import Skipped
-from ..exclude import _TEMP, GITIGNORE
+from ..ignore.exclude import _TEMP, GITIGNORE
 from ..trees import DIR, FILE, SYMLINK
 from .incremental import cached_entries, reuse_unlisted
 from .model import IFDIR, IFLNK, IFMT, IFREG, NAME, OID, OVER_MAX_BYTES, DirNode, special_kind
@@ -34,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..statcache import CacheEntry
+    from ..db.statcache import CacheEntry
     from .context import ScanContext
 
     #: what a name must have for an ignore rule to exclude it (:func:`_screen`)

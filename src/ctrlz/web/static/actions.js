@@ -19,7 +19,7 @@ function ask(title, body, okLabel = "Confirm", danger = false) {
   });
 }
 
-// What the restore does to each git repository's history (ctrlz.engine.githistory): one line
+// What the restore does to each git repository's history (ctrlz.engine.restore.githistory): one line
 // each. When it would drop commits, the real restore is refused unless the caller chooses, so
 // the dialog asks: keep .git as it is (files only, the preselected, safe choice) or put it
 // back too. ``mode()`` is the choice to send (undefined: none was needed).

@@ -1,0 +1,1 @@
+"""The workspace daemon: its process, its serving thread, the audit of its watcher."""

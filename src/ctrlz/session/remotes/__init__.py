@@ -1,0 +1,1 @@
+"""Remotes of a workspace: which remote, push and pull, background push, clone."""

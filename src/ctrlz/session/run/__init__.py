@@ -1,0 +1,1 @@
+"""``ctrlz run``: one protected session, its snapshot triggers and its sandbox."""

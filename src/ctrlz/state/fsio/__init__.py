@@ -1,0 +1,1 @@
+"""Platform file I/O: atomic replacement, direct I/O, copy-on-write clones, thread pools."""

@@ -1,0 +1,1 @@
+"""Ignore rules: which paths a snapshot covers (gitignore files, patterns, globs)."""

@@ -1,0 +1,1 @@
+"""Snapshots leaving a store: archives, object transfer, portable snapshot records."""

@@ -1,0 +1,1 @@
+"""The object store: a repository's objects, packs and clones, and their upkeep."""
