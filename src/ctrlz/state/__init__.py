@@ -12,4 +12,9 @@ catalog
     commit point of every write
 stat cache
     the last snapshot's stat data, so unchanged files are not read again
+
+Folders: ``store/`` (objects, packs, groups, clones and their upkeep), ``db/`` (the catalog,
+oplog, sessions, stat cache, inbox), ``ignore/`` (what a snapshot covers), ``fsio/`` (atomic
+replacement, direct I/O, copy-on-write), ``scan/`` (walking a tree), ``interchange/``
+(archives, transfers), ``remote/`` (remote stores).
 """
