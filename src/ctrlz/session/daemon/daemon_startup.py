@@ -43,10 +43,25 @@ from .serial import DaemonStopping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
 
     from ...sources.watch import Watcher
-    from .daemon import Daemon
+    from ..protected import ProtectedWorkspace
+    from .serial import Serial
+
+    class Daemon(Protocol):
+        """What the start-up uses of the daemon it starts (:class:`.daemon.Daemon`): named
+        here, not imported, so that the daemon imports its start-up and not the other way."""
+
+        ws: ProtectedWorkspace
+        watcher: Any
+        serial: Serial
+        startup: StartUp
+        stop_reason: str | None
+
+        def watching(self) -> None: ...
+        def primed_now(self) -> None: ...
+
 
 log = logging.getLogger("ctrlz.daemon")
 
