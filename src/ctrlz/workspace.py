@@ -232,6 +232,18 @@ class Workspace(ProtectedWorkspace):
         finally:
             lock.release()
 
+    def tool_call_refs(self) -> dict[str, tuple[str, str]]:
+        """The workspace snapshots recorded tool calls and turns start from (none when no
+        agent was ever recorded here: the tool-call store is not made just to look); what
+        :func:`ctrlz.session.policy.check_deletable` keeps from an agent."""
+        if not os.path.isdir(self.store_path / "toolcalls"):
+            return {}
+        from .toolcalls import records
+        from .toolcalls.core import opened
+
+        with opened(self) as place:  # captures hooks left in the inbox are indexed first
+            return records.workspace_snapshot_refs(place.db)
+
     def status(self) -> Status:
         """What is protected and excluded, skipped files, last snapshot, store size, health."""
         import time

@@ -17,7 +17,6 @@ The functions take any object with the few workspace operations they use
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -79,6 +78,12 @@ class SnapshotPools(Protocol):
     def remove(self, refs: Sequence[str]) -> list[Snapshot]: ...
 
     def relabel(self, ref: str, label: str | None, type: str | None = None) -> Snapshot: ...
+
+    def tool_call_refs(self) -> dict[str, tuple[str, str]]:
+        """The workspace snapshots recorded tool calls and turns start from, by snapshot id:
+        (agent session, tool call). A :class:`ctrlz.Workspace` asks the tool-call store,
+        which sits above this layer and so is not imported here."""
+        ...
 
 
 def check_name(name: str) -> str:
@@ -166,7 +171,7 @@ def check_deletable(ws: SnapshotPools, snaps: Sequence[Snapshot]) -> None:
     if not snaps:
         return
     undo = ws.oplog.referenced() | ws.oplog.needed_next()
-    calls = _tool_call_refs(ws)
+    calls = ws.tool_call_refs()
     mine = ws.session_db.agent_made()
     for s in snaps:
         why = _why_kept(s, undo, calls, mine)
@@ -190,18 +195,6 @@ def _why_kept(s: Snapshot, undo: set[str], calls: dict[str, tuple[str, str]],
     if (s.type == "manual" and s.id in mine) or s.type in AUTOMATIC:
         return None
     return PERSONS.get(s.type, f"a {s.type} snapshot, which only a person may remove")
-
-
-def _tool_call_refs(ws: SnapshotPools) -> dict[str, tuple[str, str]]:
-    """The workspace snapshots recorded tool calls and turns start from (none when no agent
-    was ever recorded here: the tool-call store is not made just to look)."""
-    if not os.path.isdir(ws.store_path / "toolcalls"):
-        return {}
-    from ..toolcalls import records
-    from ..toolcalls.core import opened
-
-    with opened(ws) as place:  # captures hooks left in the inbox are indexed first
-        return records.workspace_snapshot_refs(place.db)
 
 
 def delete(ws: SnapshotPools, snap: Snapshot) -> Snapshot:
