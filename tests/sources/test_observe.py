@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,36 +17,24 @@ import pytest
 from ctrlz.sources.changes import FileEvent
 from ctrlz.sources.observe import COOKIE, ObserverWatcher
 
-from .test_watch import Recorder, never_excluded, wait_for
+from .conftest import Recorder, Watching, never_excluded, wait_for
 
 BACKENDS = ["polling", "inotify"]
 
 
 @pytest.fixture(params=BACKENDS)
-def start(request: pytest.FixtureRequest, tmp_path: Path
-          ) -> Iterator[Callable[..., tuple[ObserverWatcher, Recorder, Path]]]:
-    watchers: list[ObserverWatcher] = []
-
+def start(request: pytest.FixtureRequest, watching: Watching
+          ) -> Callable[..., tuple[ObserverWatcher, Recorder, Path]]:
     def make(is_excluded: Callable[[bytes, bool], bool] = never_excluded,
              setup: Callable[[Path], None] | None = None,
              on_events: Callable[[list[FileEvent]], None] | None = None,
              rules: list[bytes] | None = None) -> tuple[ObserverWatcher, Recorder, Path]:
-        root = tmp_path / "ws"
-        root.mkdir(exist_ok=True)
-        if setup:
-            setup(root)
-        rec = Recorder()
-        w = ObserverWatcher(root, is_excluded, on_events or rec.on_events,
-                            backend=request.param, coalesce_seconds=60,
-                            on_overflow=rec.on_overflow, on_git_change=rec.on_git_change,
-                            on_rules_change=rules.append if rules is not None else None)
-        w.start()
-        watchers.append(w)
-        return w, rec, root
+        return watching(lambda root, rec: ObserverWatcher(
+            root, is_excluded, on_events or rec.on_events, backend=request.param,
+            coalesce_seconds=60, on_overflow=rec.on_overflow, on_git_change=rec.on_git_change,
+            on_rules_change=rules.append if rules is not None else None), setup)
 
-    yield make
-    for w in watchers:
-        w.stop()
+    return make
 
 
 def test_create_modify_delete_and_the_dirty_set(start) -> None:

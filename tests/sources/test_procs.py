@@ -14,7 +14,7 @@ import pytest
 
 from ctrlz.sources.trace import ExecEvent, ProcessSampler, Tracer
 
-from .test_watch import wait_for
+from .conftest import wait_for
 
 psutil = pytest.importorskip("psutil")
 

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,79 +20,23 @@ import pytest
 from ctrlz.sources.changes import NAMES_MAX, FileEvent, combine, git_paths
 from ctrlz.sources.watch import Watcher
 
+from .conftest import Recorder, Watching, never_excluded, wait_for
+
 MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
 AT_FDCWD = -100
 
 
-class Recorder:
-    """Collects what the watcher delivers (from its thread)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.events: list[FileEvent] = []
-        self.overflows: list[str] = []
-        self.git: list[bytes] = []
-
-    def on_events(self, events: list[FileEvent]) -> None:
-        with self.lock:
-            self.events.extend(events)
-
-    def on_overflow(self, reason: str) -> None:
-        with self.lock:
-            self.overflows.append(reason)
-
-    def on_git_change(self, rel: bytes) -> None:
-        with self.lock:
-            self.git.append(rel)
-
-    def actions(self) -> dict[bytes, list[str]]:
-        out: dict[bytes, list[str]] = {}
-        with self.lock:
-            for e in self.events:
-                out.setdefault(e.path, []).append(e.action)
-        return out
-
-    def last(self, path: bytes) -> FileEvent:
-        with self.lock:
-            return [e for e in self.events if e.path == path][-1]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return cond()
-
-
-def never_excluded(rel: bytes, is_dir: bool) -> bool:
-    return False
-
-
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., tuple[Watcher, Recorder, Path]]]:
-    watchers: list[Watcher] = []
-
+def start(watching: Watching) -> Callable[..., tuple[Watcher, Recorder, Path]]:
     def make(is_excluded: Callable[[bytes, bool], bool] = never_excluded,
              coalesce_seconds: float = 60, setup: Callable[[Path], None] | None = None,
              on_events: Callable[[list[FileEvent]], None] | None = None,
              ) -> tuple[Watcher, Recorder, Path]:
-        root = tmp_path / "ws"
-        root.mkdir(exist_ok=True)
-        if setup:
-            setup(root)
-        rec = Recorder()
-        w = Watcher(root, is_excluded, on_events or rec.on_events,
-                    coalesce_seconds=coalesce_seconds, on_overflow=rec.on_overflow,
-                    on_git_change=rec.on_git_change)
-        w.start()
-        watchers.append(w)
-        return w, rec, root
+        return watching(lambda root, rec: Watcher(
+            root, is_excluded, on_events or rec.on_events, coalesce_seconds=coalesce_seconds,
+            on_overflow=rec.on_overflow, on_git_change=rec.on_git_change), setup)
 
-    yield make
-    for w in watchers:
-        w.stop()
+    return make
 
 
 def test_coalescing_rules() -> None:

@@ -50,19 +50,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .changes import Action, DirtyBook, DirtySet, FileEvent, Pending, call_back, deliver
+from .changes import DirtySet, FileEvent, deliver
+from .watcher_base import WatcherBase, is_rules_file
 
 log = logging.getLogger(__name__)
 
 #: the observers ctrlz picks by name (:func:`ctrlz.platform.watcher` says which one)
 BACKENDS = ("polling", "fsevents", "kqueue", "inotify")
 COOKIE = ".ctrlz-sync-"
-_GITIGNORE = b".gitignore"
-_GIT_INFO_EXCLUDE = b".git/info/exclude"
 _cookies = itertools.count()
 
 
-class ObserverWatcher:
+class ObserverWatcher(WatcherBase):
     """Watches every non-excluded path under ``root`` with a watchdog observer (the module
     docstring). The arguments are :class:`~ctrlz.sources.watch.Watcher`'s, plus ``backend``
     (one of :data:`BACKENDS`) and ``poll_seconds`` (the polling observer's interval between
@@ -87,31 +86,18 @@ class ObserverWatcher:
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown watchdog observer {backend!r}")
-        self.root = Path(root)
+        super().__init__(root, is_excluded, on_events, coalesce_seconds=coalesce_seconds,
+                         on_overflow=on_overflow, on_git_change=on_git_change,
+                         on_rules_change=on_rules_change)
         self.backend = backend
         self.poll_seconds = poll_seconds
         self._root_s = os.fspath(self.root)
-        self._root_b = os.fsencode(self.root)
-        self._is_excluded = is_excluded
-        self._on_events = on_events
-        self._on_overflow = on_overflow
-        self._on_git_change = on_git_change
-        self._on_rules_change = on_rules_change
-        self.coalesce_seconds = coalesce_seconds
-        #: times events were lost (each raised ``rescan_all``)
-        self.overflowed = 0
         self.watched_dirs = 0  # folders found at start (watchdog does not say how many it holds)
         self.unwatched: frozenset[bytes] = frozenset()  # watchdog watches all or fails loudly
 
-        self._book = DirtyBook()
-        self._pending = Pending(coalesce_seconds, max(1.0, 10 * coalesce_seconds))
         self._inbox: queue.Queue[Any] = queue.Queue()  # watchdog events, syncs, the stop
-        self._lock = threading.Lock()
-        self._cookies: dict[bytes, threading.Event] = {}  # cookie path -> its waiter
-        self._failed = False
+        self._cookies: dict[bytes, threading.Event] = {}  # cookie path -> its waiter (_lock)
         self._observer: Any = None
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
 
     # -- public API (Watcher's) -------------------------------------------------------------
 
@@ -178,13 +164,6 @@ class ObserverWatcher:
         blind = self._failed or not synced
         return self._book.take(rescan_all=blind)
 
-    def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """A change found by another way than an event (``session/daemon/watch_audit.py``)."""
-        self._book.mark(d, name)
-
-    def is_dirty(self, d: bytes) -> bool:
-        return self._book.covers(d)
-
     def renew(self, reason: str) -> None:
         """A change raised no event: ask for one full scan, and watch the tree afresh."""
         self.lose(reason)
@@ -200,13 +179,6 @@ class ObserverWatcher:
         self.overflowed += 1
         self._book.rescan()
         self._inbox.put(("lost", reason))
-
-    def __enter__(self) -> ObserverWatcher:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the observer -----------------------------------------------------------------------
 
@@ -358,7 +330,7 @@ class ObserverWatcher:
         if not rel:
             return None
         d, _, name = rel.rpartition(b"/")
-        if name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE:
+        if is_rules_file(name, rel):
             self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
             return None
@@ -389,44 +361,14 @@ class ObserverWatcher:
             d = stack.pop()
             yield d
             try:
-                with os.scandir(self._abs(d)) as it:
-                    for entry in it:
-                        rel = d + b"/" + os.fsencode(entry.name) if d else \
-                            os.fsencode(entry.name)
-                        try:
-                            is_dir = entry.is_dir(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if report and (entry.name == ".gitignore"
-                                       or rel == _GIT_INFO_EXCLUDE):
-                            self._rules_changed(rel)
-                        if self._is_excluded(rel, is_dir):
-                            continue
-                        if report:
-                            self._record(rel, "created", is_dir)
-                        if is_dir:
-                            stack.append(rel)
+                for sub in self._subfolders(d, report=report, rules=self._rules_changed):
+                    stack.append(sub)
             except OSError:
                 continue  # gone meanwhile, or unreadable: its parent's listing says so
-
-    def _rules_changed(self, rel: bytes) -> None:
-        if rel != _GIT_INFO_EXCLUDE and (rel.startswith(b".git/") or b"/.git/" in rel):
-            return  # a file inside a .git directory is not an ignore file
-        log.info("file watcher: %s changed; the next snapshot scans everything", os.fsdecode(rel))
-        self._book.rescan()
-        self._call(self._on_rules_change, rel)
-
-    def _record(self, rel: bytes, action: Action, is_dir: bool) -> None:
-        self._pending.add(rel, action, is_dir)
 
     def _flush(self) -> None:
         if not deliver(self._pending, self._root_b, self._on_events, self._on_git_change):
             self.lose("on_events callback failed")  # the consumer lost these events
-
-    _call = staticmethod(call_back)
-
-    def _abs(self, rel: bytes) -> bytes:
-        return self._root_b + b"/" + rel if rel else self._root_b
 
     def _rel(self, path: bytes) -> bytes:
         if path == self._root_b:

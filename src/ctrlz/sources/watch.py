@@ -49,20 +49,10 @@ from pathlib import Path
 from inotify_simple import INotify
 from inotify_simple import flags as F
 
-from .changes import (
-    NAMES_MAX,
-    Action,
-    DirtyBook,
-    DirtySet,
-    FileEvent,
-    Pending,
-    call_back,
-    combine,
-    deliver,
-    git_paths,
-)
+from .changes import NAMES_MAX, Action, DirtySet, FileEvent, combine, deliver, git_paths
 from .wake import WakePipe
 from .watch_map import WatchMap
+from .watcher_base import GIT_INFO_EXCLUDE, WatcherBase, is_rules_file
 
 __all__ = ["NAMES_MAX", "WATCH_MASK", "Action", "DirtySet", "FileEvent", "Watcher", "combine",
            "git_paths"]
@@ -79,9 +69,6 @@ WATCH_MASK = (F.CREATE | F.DELETE | F.CLOSE_WRITE | F.MODIFY | F.MOVED_FROM | F.
 _CREATED = F.CREATE | F.MOVED_TO
 _DELETED = F.DELETE | F.MOVED_FROM
 _MODIFIED = F.MODIFY | F.CLOSE_WRITE | F.ATTRIB
-_GIT = b".git"
-_GITIGNORE = b".gitignore"
-_GIT_INFO_EXCLUDE = b".git/info/exclude"
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
@@ -89,7 +76,7 @@ _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
 _BATCH_DELAY = 0.01
 
 
-class Watcher:
+class Watcher(WatcherBase):
     """Watches every non-excluded directory under ``root`` (see the module docstring).
 
     ``is_excluded(rel_path, is_dir)`` decides what is neither watched nor reported; it is called
@@ -110,37 +97,23 @@ class Watcher:
         on_rules_change: Callable[[bytes], None] | None = None,
         max_watches: int = 0,
     ) -> None:
-        self.root = Path(root)
+        super().__init__(root, is_excluded, on_events, coalesce_seconds=coalesce_seconds,
+                         on_overflow=on_overflow, on_git_change=on_git_change,
+                         on_rules_change=on_rules_change)
         #: at most this many watches (0: as many as the kernel gives); past it, folders are
         #: unwatched as when ``fs.inotify.max_user_watches`` runs out
         self.max_watches = max_watches
-        self._root_b = os.fsencode(self.root)
-        self._is_excluded = is_excluded
-        self._on_events = on_events
-        self._on_overflow = on_overflow
-        self._on_git_change = on_git_change
-        self._on_rules_change = on_rules_change
-        self.coalesce_seconds = coalesce_seconds
-        #: Times the kernel queue overflowed (each one raised ``rescan_all``).
-        self.overflowed = 0
 
         # Owned by the watcher thread (and by start() before the thread runs).
         self._inotify: INotify | None = None
         self._watches = WatchMap()  # which folder each watch descriptor stands for
-        self._pending = Pending(coalesce_seconds, max(1.0, 10 * coalesce_seconds))
         self._reasons: list[str] = []  # overflow reasons waiting to be delivered
         self._moved: set[bytes] = set()  # folders the batch being read moved (from or to)
 
-        # Shared, under _lock.
-        self._lock = threading.Lock()
-        self._book = DirtyBook()  # the dirty set (its own lock)
+        # Shared, under _lock (and _failed, _thread, _stopping: WatcherBase's).
         self._unwatched: set[bytes] = set()  # dirs whose watch failed (see ``unwatched``)
         self._sync_waiters: list[threading.Event] = []
-        self._failed = False
         self._renew_reason: str | None = None
-
-        self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
         self._pipe: WakePipe | None = None
 
     # -- public API -------------------------------------------------------------------------
@@ -215,14 +188,6 @@ class Watcher:
             unwatched = frozenset(self._unwatched)
         return self._book.take(rescan_all=blind, unwatched=unwatched)
 
-    def mark_dirty(self, d: bytes, name: bytes | None = None) -> None:
-        """A change found by another way than an event (``session/daemon/watch_audit.py``)."""
-        self._book.mark(d, name)
-
-    def is_dirty(self, d: bytes) -> bool:
-        """Whether a change since the last take covers folder ``d`` (:meth:`DirtyBook.covers`)."""
-        return self._book.covers(d)
-
     def renew(self, reason: str) -> None:
         """Walk the tree again and put back every watch that should be there, as after a queue
         overflow, and ask for one full rescan: a change was found that no event reported."""
@@ -242,13 +207,6 @@ class Watcher:
         """How many directories currently hold a watch (each costs one of the user's
         ``fs.inotify.max_user_watches``)."""
         return len(self._watches)
-
-    def __enter__(self) -> Watcher:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the thread -------------------------------------------------------------------------
 
@@ -327,7 +285,7 @@ class Watcher:
             return
         rel = d + b"/" + name if d else name
         is_dir = bool(mask & F.ISDIR)
-        if name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE:
+        if is_rules_file(name, rel):
             self._rules_changed(rel)
         if self._is_excluded(rel, is_dir):
             return
@@ -346,9 +304,6 @@ class Watcher:
             self._record(rel, "modified", is_dir)
 
     # -- watches ----------------------------------------------------------------------------
-
-    def _abs(self, rel: bytes) -> bytes:
-        return self._root_b + b"/" + rel if rel else self._root_b
 
     def _add_tree(self, top: bytes, *, emit: bool, report: bool = True,
                   mark: bool = False) -> None:
@@ -376,21 +331,8 @@ class Watcher:
             if emit or mark:
                 self._book.mark(d)
             try:
-                with os.scandir(self._abs(d)) as it:
-                    for entry in it:
-                        rel = d + b"/" + entry.name if d else entry.name
-                        try:
-                            is_dir = entry.is_dir(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if emit and (entry.name == _GITIGNORE or rel == _GIT_INFO_EXCLUDE):
-                            rules_changed.append(rel)  # a new directory brought its own rules
-                        if self._is_excluded(rel, is_dir):
-                            continue
-                        if emit:
-                            self._record(rel, "created", is_dir)
-                        if is_dir:
-                            stack.append(rel)
+                for sub in self._subfolders(d, report=emit, rules=rules_changed.append):
+                    stack.append(sub)
             except OSError:
                 continue
         for rel in rules_changed:
@@ -403,15 +345,9 @@ class Watcher:
                 self._lose(f"cannot add watches ({len(lost)} directories): "
                            "fs.inotify.max_user_watches exhausted?")
 
-    def _rules_changed(self, rel: bytes) -> None:
-        """An ignore file changed: nothing captured below it can be trusted from the cache, and
-        directories it used to exclude may now need watches."""
-        if rel != _GIT_INFO_EXCLUDE and (rel.startswith(_GIT + b"/") or b"/.git/" in rel):
-            return  # a file inside a .git directory is not an ignore file
-        log.info("file watcher: %s changed; the next snapshot scans everything", os.fsdecode(rel))
-        self._book.rescan()
-        self._call(self._on_rules_change, rel)
-        self._add_tree(b"" if rel == _GIT_INFO_EXCLUDE else rel.rpartition(b"/")[0], emit=False)
+    def _rules_widened(self, rel: bytes) -> None:
+        """Directories the changed ignore file used to exclude may now need watches."""
+        self._add_tree(b"" if rel == GIT_INFO_EXCLUDE else rel.rpartition(b"/")[0], emit=False)
 
     def _retry_unwatched(self) -> None:
         """Try again to watch directories whose watch failed (someone may have freed watches).
@@ -477,9 +413,6 @@ class Watcher:
         self._book.rescan()
         self._reasons.append(reason)
 
-    def _record(self, rel: bytes, action: Action, is_dir: bool) -> None:
-        self._pending.add(rel, action, is_dir)
-
     def _flush(self) -> None:
         if not self._pending:
             return
@@ -491,8 +424,6 @@ class Watcher:
         reasons, self._reasons = self._reasons, []
         for reason in reasons:
             self._call(self._on_overflow, reason)
-
-    _call = staticmethod(call_back)
 
     # -- plumbing ---------------------------------------------------------------------------
 
