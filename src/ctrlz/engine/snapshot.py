@@ -412,7 +412,9 @@ def changes_from_scan(repo: Repository, parent: Snapshot, cache: StatCache,
     """
     if cache.snapshot_id != parent.id:
         return None
-    top = {e.name: e.oid for e in repo.tree(parent.root)}
+    # the same id is the same tree: a no-change scan just built the parent's top tree, so it
+    # is read from memory, not decompressed from the store (which would load zstd)
+    top = {e.name: e.oid for e in overlay_reader(repo, state.trees, state.patched)(parent.root)}
     if len(top) != len(state.scans):
         return None
     created = modified = deleted = 0

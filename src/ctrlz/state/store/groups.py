@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 #: the ``objects.codec`` of a member of a group
 GROUP = 3
 GROUP_MAGIC = b"CZGR"
+#: a group whose members' bytes are stored as they are, because zstd saved less than 5% of
+#: them (a few small trees, say): reading it needs no zstd, so a command that reads only such
+#: groups (a no-change snapshot of a small tree) does not load zstandard (tests/cli,
+#: test_a_no_change_snapshot_and_a_rollback_load_nothing_heavy)
+STORED_MAGIC = b"CZGS"
 GROUP_HEAD = struct.Struct(">4sIQ")  # magic, member count, frame length
 GROUP_ENTRY = struct.Struct(">32sI")  # member id, raw size
 #: a group is sealed once its members hold this many raw bytes: about the most a read of one
@@ -79,8 +84,12 @@ def _decompressor() -> Any:
 
 def encode_group(oids: list[bytes], items: list[bytes]) -> bytes:
     """The group record of these objects (any thread: zstd lets the GIL go)."""
-    frame = _compressor().compress(b"".join(items))
-    return b"".join([GROUP_HEAD.pack(GROUP_MAGIC, len(oids), len(frame)),
+    raw = b"".join(items)
+    frame = _compressor().compress(raw)
+    magic = GROUP_MAGIC
+    if len(frame) >= len(raw) * 0.95:
+        frame, magic = raw, STORED_MAGIC
+    return b"".join([GROUP_HEAD.pack(magic, len(oids), len(frame)),
                      *(GROUP_ENTRY.pack(o, len(d)) for o, d in zip(oids, items, strict=True)),
                      frame])
 
@@ -127,7 +136,8 @@ def parse_index(head: bytes) -> tuple[dict[bytes, tuple[int, int]], int, int]:
     if len(head) < GROUP_HEAD.size:
         raise CorruptObject("a group record is truncated; run `ctrlz verify`")
     magic, count, frame_len = GROUP_HEAD.unpack_from(head)
-    if magic != GROUP_MAGIC or len(head) < GROUP_HEAD.size + count * GROUP_ENTRY.size:
+    if magic not in (GROUP_MAGIC, STORED_MAGIC) \
+            or len(head) < GROUP_HEAD.size + count * GROUP_ENTRY.size:
         raise CorruptObject("a group record is damaged; run `ctrlz verify`")
     entries = GROUP_ENTRY.iter_unpack(
         memoryview(head)[GROUP_HEAD.size:GROUP_HEAD.size + count * GROUP_ENTRY.size])
@@ -141,8 +151,6 @@ def decode_group(record: bytes | memoryview, upto: bytes | None = None) -> Group
     """A whole group record, decoded and length-checked; or, given the member ``upto``, its
     front as far as that member's end (a read of one object decodes half a group, on
     average: zstd stops there)."""
-    import zstandard
-
     members, total, frame_len = parse_index(bytes(record[:GROUP_HEAD.size + _count(record)
                                                          * GROUP_ENTRY.size]))
     body = GROUP_HEAD.size + len(members) * GROUP_ENTRY.size
@@ -151,6 +159,12 @@ def decode_group(record: bytes | memoryview, upto: bytes | None = None) -> Group
         raise CorruptObject("a group record is truncated; run `ctrlz verify`")
     where = members.get(upto) if upto is not None else None
     want = total if where is None else where[0] + where[1]
+    if bytes(record[:4]) == STORED_MAGIC:
+        if frame_len != total:
+            raise CorruptObject("a group has the wrong length; run `ctrlz verify`")
+        return Group(members, bytes(frame[:want]))
+    import zstandard
+
     try:
         reader = _decompressor().stream_reader(bytes(frame))
         raw = reader.read(want + 1) if want == total else _read_exactly(reader, want)
@@ -223,7 +237,7 @@ def pack_records(data: bytes, record: struct.Struct, record_magic: bytes,
             _, codec, oid, size, length = record.unpack_from(data, pos)
             yield oid, pos + record.size, length, size, codec
             pos += record.size + length
-        elif magic == GROUP_MAGIC:
+        elif magic in (GROUP_MAGIC, STORED_MAGIC):
             count = _count(data[pos:pos + GROUP_HEAD.size])
             members, _, frame_len = parse_index(
                 data[pos:pos + GROUP_HEAD.size + count * GROUP_ENTRY.size])
