@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ctrlz.errors import StoreError
-from ctrlz.state.db.catalog import MIGRATIONS, Catalog
+from ctrlz.state.db.catalog import Catalog
+from ctrlz.state.db.migrations import MIGRATIONS
 from ctrlz.state.store.packs import CLONE, RAW, ZSTD
 from ctrlz.types import Skipped, Snapshot
 

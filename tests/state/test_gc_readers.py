@@ -19,7 +19,8 @@ import pytest
 
 from ctrlz import Workspace
 from ctrlz.engine.verify import verify_store
-from ctrlz.state.db.catalog import MIGRATIONS, Catalog
+from ctrlz.state.db.catalog import Catalog
+from ctrlz.state.db.migrations import MIGRATIONS
 from ctrlz.state.store.repository import Repository
 from ctrlz.state.trees import FILE, decode_tree
 from ctrlz.toolcalls.store import ToolcallStore
