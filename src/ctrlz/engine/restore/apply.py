@@ -1,10 +1,11 @@
 """Carrying out a restore plan, then checking the result against the snapshot.
 
 Every write goes to a temp file in the target's own directory, gets its mode and mtime, is made
-durable, and only then takes the target's name: with ``RENAME_NOREPLACE`` when nothing was
-captured there (so a file that appeared in the meantime is never clobbered), with
-``RENAME_EXCHANGE`` when something was (so the replaced inode stays reachable under the temp name
-and is checked *after* the swap; if someone changed it, the swap is undone and their bytes stay).
+durable, and only then takes the target's name (:mod:`ctrlz.engine.restore.place`): with
+``RENAME_NOREPLACE`` when nothing was captured there (so a file that appeared in the meantime is
+never clobbered), with ``RENAME_EXCHANGE`` when something was (so the replaced inode stays
+reachable under the temp name and is checked *after* the swap; if someone changed it, the swap
+is undone and their bytes stay).
 Directories are reached through ``O_NOFOLLOW`` file descriptors from the root down.
 
 "Unchanged since the capture" means the same (mode, size, mtime, ctime, inode) as the capture's
@@ -43,17 +44,7 @@ from ...state import failpoints, meter
 from ...state.store.objects import LOOSE_MIN, ObjectStore
 from ...state.trees import DIR, SYMLINK, Entry
 from ...types import Skipped, quote_path
-from ..dirs import (
-    RENAME_EXCHANGE,
-    RENAME_NOREPLACE,
-    DirHandles,
-    Unsupported,
-    has_syncfs,
-    kind_of,
-    matches_at,
-    renameat2,
-    syncfs,
-)
+from ..dirs import DirHandles, has_syncfs, kind_of, matches_at, syncfs
 from . import aside as aside_
 from .actions import (
     ANCESTOR,
@@ -69,6 +60,7 @@ from .actions import (
 from .aside import CHANGED
 from .durable import JOBS_MAX, LargeWrites, fsync_fds, let_go
 from .journal import temp_prefix
+from .place import APPEARED, place_new, place_over, same_inode
 
 _BATCH = 512
 #: a batch when each file is fsynced (no syncfs): each stays open until the batch's fsync, and
@@ -80,7 +72,6 @@ StatKey = tuple[int, int, int, int, int]  # st_mode, size, mtime_ns, ctime_ns, i
 #: what the capture saw at a virtual path: its stat key and object id, when it trusted them
 Identity = Callable[[bytes], tuple[StatKey, bytes] | None]
 
-APPEARED = "left alone: something appeared there during the restore"
 KEPT_NOT_EMPTY = ("kept: it holds files the restore leaves alone (not covered, or new since "
                   "the capture)")
 #: the snapshot has a file where a directory stands that could not be removed (it holds files
@@ -234,12 +225,6 @@ class Applier:
             return self.objects.digest(os.fsencode(os.readlink(name, dir_fd=fd))) == expect.oid
         return s.st_size == expect.size and matches_at(self.objects, fd, name, expect.oid)
 
-    def _same_inode(self, before: os.stat_result, after: os.stat_result) -> bool:
-        """Did nothing write to the inode between two stats? (A rename changes its ctime, so
-        ctime cannot be compared across the swap.)"""
-        return (before.st_ino, before.st_mode, before.st_size, before.st_mtime_ns) == (
-            after.st_ino, after.st_mode, after.st_size, after.st_mtime_ns)
-
     # -- phase 1: removals -------------------------------------------------------------------
 
     def _remove(self, a: Action) -> None:
@@ -272,8 +257,7 @@ class Applier:
             aside = self._temp(aside=True)
             os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
             gone = os.stat(aside, dir_fd=fd, follow_symlinks=False)
-            if not self._same_inode(s, gone) and not self._unchanged(fd, aside, a.path,
-                                                                     a.expect, gone):
+            if not same_inode(s, gone) and not self._unchanged(fd, aside, a.path, a.expect, gone):
                 self.result.conflicts.append(
                     Skipped(a.path, aside_.put_back(fd, aside, name, self._prefix)))
                 return
@@ -422,87 +406,18 @@ class Applier:
         fd = self.dirs.get(parent)
         _, name = self._split(a.path)
         if a.expect is None:
-            self._place_new(a, fd, tmp, name)
-            return
-        try:
-            before = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            before = None
-        if before is None or not self._unchanged(fd, name, a.path, a.expect, before):
-            os.unlink(tmp, dir_fd=fd)
-            self.result.conflicts.append(Skipped(a.path, CHANGED))
-            return
-        # the swap leaves the replaced inode under our name: give that name the "taken aside"
-        # mark first, so that after a crash it is deleted only if the store holds its bytes
-        aside = self._prefix + b"a" + tmp[len(self._prefix):]
-        os.rename(tmp, aside, src_dir_fd=fd, dst_dir_fd=fd)
-        ours = os.stat(aside, dir_fd=fd, follow_symlinks=False)
-        try:
-            renameat2(fd, aside, fd, name, RENAME_EXCHANGE)
-        except Unsupported:
-            self._place_by_rename(a, fd, aside, name, before, ours)
-            return
-        except FileNotFoundError:  # it went away after the check
-            os.unlink(aside, dir_fd=fd)
-            self.result.conflicts.append(Skipped(a.path, CHANGED))
-            return
-        # was the replaced inode written after the check?
-        failpoints.hit("restore-exchanged")
-        after = os.stat(aside, dir_fd=fd, follow_symlinks=False)
-        if not self._same_inode(before, after) and not self._unchanged(fd, aside, a.path,
-                                                                       a.expect, after):
-            self.result.conflicts.append(
-                Skipped(a.path, aside_.swap_back(fd, aside, name, ours, self._prefix)))
-            return
-        let_go(fd, aside, after)
-        self.result.applied.append(a)
+            reason = place_new(fd, tmp, name)
+        else:
+            expect = a.expect
 
-    def _place_by_rename(self, a: Action, fd: int, aside: bytes, name: bytes,
-                         before: os.stat_result, ours: os.stat_result) -> None:
-        """No atomic exchange here (:mod:`ctrlz.platform`): :func:`.aside.replace_by_rename`."""
-        assert a.expect is not None
-        expect = a.expect
+            def unchanged(kept: bytes, s: os.stat_result) -> bool:
+                return self._unchanged(fd, kept, a.path, expect, s)
 
-        def written(kept: bytes, after: os.stat_result) -> bool:
-            return not self._same_inode(before, after) and not self._unchanged(
-                fd, kept, a.path, expect, after)
-
-        reason = aside_.replace_by_rename(fd, aside, name, ours, self._prefix, written)
+            reason = place_over(fd, tmp, name, self._prefix, unchanged)
         if reason is None:
             self.result.applied.append(a)
         else:
             self.result.conflicts.append(Skipped(a.path, reason))
-
-    def _place_new(self, a: Action, fd: int, tmp: bytes, name: bytes) -> None:
-        """Nothing was captured here: place the file only if the name is still free."""
-        try:
-            renameat2(fd, tmp, fd, name, RENAME_NOREPLACE)
-        except FileExistsError:
-            os.unlink(tmp, dir_fd=fd)
-            self.result.conflicts.append(Skipped(a.path, APPEARED))
-            return
-        except Unsupported:
-            try:
-                os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            except FileExistsError:
-                os.unlink(tmp, dir_fd=fd)
-                self.result.conflicts.append(Skipped(a.path, APPEARED))
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
-                    raise
-                # no hard links here either: check, then rename (a narrower guarantee)
-                try:
-                    os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-                    self.result.applied.append(a)
-                    return
-                os.unlink(tmp, dir_fd=fd)
-                self.result.conflicts.append(Skipped(a.path, APPEARED))
-                return
-            os.unlink(tmp, dir_fd=fd)
-        self.result.applied.append(a)
 
     # -- phase 3: directory modes ------------------------------------------------------------
 
