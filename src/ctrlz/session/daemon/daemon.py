@@ -487,4 +487,5 @@ class Daemon:
                     repo.flush_statcache()
             except CtrlzError as exc:
                 log.info("stat cache not written: %s", exc)
+        hold_released(False)  # on since __init__: a closed daemon leaves the process as it was
         self.ws.close()
