@@ -15,7 +15,7 @@ import stat
 
 from ..errors import CtrlzError
 from ..paths import plain_relative
-from ..state.fsio.atomic import fsync_dir, temp_name
+from ..state.fsio.atomic import fsync_dir, temp_name, write_new
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -199,18 +199,7 @@ def write_bytes(root: bytes, rel: bytes, data: bytes, mode: int | None) -> None:
         except FileNotFoundError:
             mode = 0o644
     tmp = os.path.join(parent, os.fsencode(temp_name(os.path.basename(full))))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
+    write_new(tmp, data, chmod=mode)
     os.replace(tmp, full)
     fsync_dir(parent)
 

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 
 from ...errors import CtrlzError, RestoreError
-from ...state.fsio.atomic import TEMP_PREFIX, atomic_write_bytes
+from ...state.fsio.atomic import TEMP_PREFIX, atomic_write_bytes, fsync_dir, write_new
 from ...types import quote_path
 
 TYPE_CHECKING = False
@@ -113,19 +113,7 @@ def write_incomplete(dest: str | os.PathLike[str] | bytes, intent: Intent) -> No
     writing it is the destination's (a full disk there), so it is raised as an ``OSError``,
     as the extract's own writes are."""
     name = os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE))
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        data = memoryview(intent.to_bytes())
-        while data:
-            data = data[os.write(fd, data):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(name)
-        raise
-    os.close(fd)
-    from ...state.fsio.atomic import fsync_dir
-
+    write_new(name, intent.to_bytes())
     fsync_dir(os.fsdecode(dest))
 
 
@@ -135,8 +123,6 @@ def clear_incomplete(dest: str | os.PathLike[str] | bytes, strict: bool = True) 
     for a failure that is being reported already."""
     try:
         os.unlink(os.path.join(os.fsencode(dest), os.fsencode(INCOMPLETE)))
-        from ...state.fsio.atomic import fsync_dir
-
         fsync_dir(os.fsdecode(dest))
     except OSError:
         if strict:
@@ -164,8 +150,6 @@ def clear(store: str | os.PathLike[str]) -> None:
         os.unlink(path(store))
     except FileNotFoundError:
         return
-    from ...state.fsio.atomic import fsync_dir
-
     fsync_dir(os.fspath(store))
 
 

@@ -29,6 +29,31 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def write_new(path: str | bytes | os.PathLike[str], data: bytes, mode: int = 0o600,
+              durable: bool = True, chmod: int | None = None) -> None:
+    """Create ``path`` (which must not exist) holding ``data``, fsync'd unless not
+    ``durable``. On any failure, an interrupt included, the half-written file is removed, so
+    a caller never leaves a torn temp file or record behind. ``mode`` is the creation mode
+    (the umask applies); ``chmod`` sets an exact one, as a restored file's. The one loop
+    every durable writer needs: a short write (a nearly full disk) goes on where it
+    stopped."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if chmod is not None:
+            os.fchmod(fd, chmod)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o600,
                        durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically. ``durable=False`` skips the fsyncs, for
@@ -38,16 +63,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int = 0o
     path = Path(path)
     tmp = path.parent / temp_name(path.name)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new(tmp, data, mode, durable)
         os.replace(tmp, path)
     except OSError as exc:
         try:
