@@ -78,11 +78,15 @@ def zstd() -> Any:
     return zstandard
 
 
-def compressor() -> Any:
-    """This thread's compressor (contexts are not thread-safe, and costly to make per object)."""
-    c = getattr(_local, "cctx", None)
+def compressor(level: int = ZSTD_LEVEL) -> Any:
+    """This thread's compressor at ``level`` (contexts are not thread-safe, and costly to make
+    per object)."""
+    made = getattr(_local, "cctx", None)
+    if made is None:
+        made = _local.cctx = {}
+    c = made.get(level)
     if c is None:
-        c = _local.cctx = zstd().ZstdCompressor(level=ZSTD_LEVEL)
+        c = made[level] = zstd().ZstdCompressor(level=level)
     return c
 
 
@@ -96,11 +100,11 @@ def decompressor() -> Any:
 _COMPRESS_FROM = 128  # bytes: smaller objects are stored raw
 
 
-def encode_small(data: bytes) -> tuple[int, bytes]:
+def encode_small(data: bytes, level: int = ZSTD_LEVEL) -> tuple[int, bytes]:
     """Compress when it pays (at least 5% smaller), else store raw."""
     if len(data) < _COMPRESS_FROM:
         return RAW, data
-    return _pick(data, compressor().compress(data))
+    return _pick(data, compressor(level).compress(data))
 
 
 def encode_many(items: list[bytes]) -> list[tuple[int, bytes]]:
