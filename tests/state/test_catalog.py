@@ -7,6 +7,7 @@ the retired clone ids, the record of drops.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctrlz.errors import StoreError
-from ctrlz.state.db.catalog import Catalog
+from ctrlz.state.db.catalog import BUSY_MS, WAL_KEEP, Catalog
 from ctrlz.state.db.migrations import MIGRATIONS
 from ctrlz.state.store.packs import CLONE, RAW, ZSTD
 from ctrlz.types import Skipped, Snapshot
@@ -153,3 +154,51 @@ def test_meta_values_persist(cat: Catalog, tmp_path: Path) -> None:
         assert again.get_meta("k") == "v" and again.get_meta("missing") is None
     finally:
         again.close()
+
+
+def _wal_bytes(cat: Catalog) -> int:
+    return os.stat(f"{cat.path}-wal").st_size
+
+
+def _fill_log(cat: Catalog, rows: int) -> None:
+    with cat.transaction():
+        pack = cat.add_pack(f"pack-{rows}", 1)
+        cat.add_objects([(os.urandom(32), pack, i, 1, 1, RAW) for i in range(rows)])
+
+
+def test_trim_wal_cuts_a_long_log_and_leaves_a_short_one(cat: Catalog, tmp_path: Path) -> None:
+    cat.trim_wal()  # creating the schema logged more than WAL_KEEP
+    assert _wal_bytes(cat) == 0
+    _fill_log(cat, 10)
+    short = _wal_bytes(cat)
+    assert 0 < short <= WAL_KEEP
+    cat.trim_wal()
+    assert _wal_bytes(cat) == short  # not worth a checkpoint's fsync yet
+    _fill_log(cat, 5000)
+    assert _wal_bytes(cat) > WAL_KEEP
+    cat.trim_wal()
+    assert _wal_bytes(cat) == 0
+    # what the log held is in the catalog: a fresh connection sees every row
+    other = sqlite3.connect(tmp_path / "catalog.db")
+    try:
+        assert other.execute("SELECT count(*) FROM objects").fetchone()[0] == 5010
+    finally:
+        other.close()
+    assert cat.db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_MS
+
+
+def test_trim_wal_waits_for_no_reader_and_keeps_the_log_it_cannot_cut(
+        cat: Catalog, tmp_path: Path) -> None:
+    _fill_log(cat, 5000)
+    reader = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM objects").fetchone()[0] == 5000
+        cat.trim_wal()  # busy: returns at once, nothing lost, no error
+        assert _wal_bytes(cat) > WAL_KEEP
+        assert cat.db.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_MS
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    cat.trim_wal()
+    assert _wal_bytes(cat) == 0 and cat.object_count() == 5000

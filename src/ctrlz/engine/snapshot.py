@@ -93,11 +93,14 @@ def writing(repo: Repository) -> Iterator[None]:
 
     The operation's owner enters it once; :func:`take_snapshot` and
     :func:`~ctrlz.engine.restore.restore.restore_in_place` run inside it and take neither the lock
-    nor the clean-up again. The garbage collector waits meanwhile (:func:`gc_paused`)."""
+    nor the clean-up again. The garbage collector waits meanwhile (:func:`gc_paused`). An
+    operation that ends without an error leaves the catalog's write-ahead log trimmed
+    (:meth:`~ctrlz.state.db.catalog.Catalog.trim_wal`)."""
     with gc_paused(), repo.lock:
         journal.recover(repo)
         repo.recover()
         yield
+        repo.catalog.trim_wal()  # the operation committed: its log need not stay on disk
 
 
 def new_snapshot_id() -> str:

@@ -31,6 +31,16 @@ ObjectRow = tuple[bytes, int | None, int, int, int, int]  # oid, pack, offset, l
 #: the codec of a clone (``packs.CLONE``; not imported: packs imports this module)
 _CLONE = 2
 
+#: how long a statement waits for another process's lock
+BUSY_MS = 30_000
+
+#: a write-ahead log past this many bytes at the end of a write operation is checkpointed
+#: into the catalog and truncated (:meth:`Catalog.trim_wal`). SQLite never shrinks its WAL by
+#: itself: after three snapshots of git's source it held 0.21 MB beside a catalog of 0.32 MB
+#: (1.3% of what git stores for them); below this, a checkpoint's extra fsync per snapshot
+#: would buy almost nothing
+WAL_KEEP = 64 << 10
+
 #: how many drops the catalog remembers (the oldest are forgotten first)
 DROPS_KEPT = 500
 
@@ -100,7 +110,7 @@ class Catalog:
         else:
             self.db = sqlite3.connect(path, isolation_level=None, timeout=30,
                                       check_same_thread=False)
-        self.db.execute("PRAGMA busy_timeout = 30000")
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
         if not readonly:
             _retry_locked(lambda: self.db.execute("PRAGMA journal_mode = WAL"))
             self.db.execute("PRAGMA synchronous = FULL")
@@ -116,6 +126,29 @@ class Catalog:
 
             shutil.rmtree(self._frozen_copy, ignore_errors=True)
             self._frozen_copy = None
+
+    def trim_wal(self) -> None:
+        """Copy the WAL into the catalog and truncate it, once it holds over :data:`WAL_KEEP`
+        bytes: called at the end of each write operation, outside its transaction, so what
+        lies on disk between operations is the catalog, not its journal as well. SQLite's own
+        checkpoint (TRUNCATE): the catalog file is fsynced before the log is cut, so nothing
+        committed depends on this succeeding. It waits for nobody: while another process
+        reads or writes, the log stays as it is and a later operation trims it."""
+        if self.frozen is not None:
+            return
+        try:
+            if os.stat(f"{os.fspath(self.path)}-wal").st_size <= WAL_KEEP:
+                return
+        except FileNotFoundError:
+            return
+        self.db.execute("PRAGMA busy_timeout = 0")
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise StoreError(f"could not checkpoint the catalog: {exc}") from exc
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
 
     def _migrate(self) -> None:
         """Bring the schema up to date. Two processes may open a new store at the same moment
