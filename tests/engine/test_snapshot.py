@@ -10,6 +10,7 @@ import pytest
 
 from ctrlz import LimitExceeded, Workspace
 from ctrlz.session.config import Config
+from ctrlz.state.db.catalog import WAL_KEEP
 from ctrlz.state.trees import DIR, FILE, SYMLINK
 from tests.conftest import Link, make_tree
 
@@ -51,6 +52,16 @@ def test_no_change_snapshot_reuses_every_tree(ws_dir: Path) -> None:
     assert (second.created, second.modified, second.deleted) == (0, 0, 0)
     assert second.added_bytes == 0
     assert second.parent == first.id
+
+
+def test_a_snapshot_leaves_no_long_catalog_log_behind(ws_dir: Path) -> None:
+    """SQLite keeps its WAL while a connection is open (a library user's, the daemon's):
+    the store's bytes on disk are the catalog's, not a journal's copy of them as well."""
+    make_tree(ws_dir, {f"f{i}.txt": f"file {i}\n" * 20 for i in range(400)})
+    ws = Workspace.init(ws_dir)
+    ws.snapshot()
+    assert os.stat(f"{ws.repo.catalog.path}-wal").st_size <= WAL_KEEP
+    assert ws.repo.catalog.object_count() >= 400
 
 
 def test_stat_cache_skips_reading_unchanged_files(ws_dir: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from ctrlz.session.daemon.daemon import Daemon
 from ctrlz.state import failpoints
+from ctrlz.state.db.catalog import WAL_KEEP
 from ctrlz.workspace import Workspace
 
 
@@ -69,3 +70,14 @@ def test_pools_never_wait_for_a_busy_store_lock(daemon: Daemon) -> None:
         assert tool_labels(daemon) == ["t0", "t1", "t2"]
     daemon.tick()
     assert tool_labels(daemon) == ["t1", "t2"]
+
+
+def test_the_catalogs_log_is_trimmed_after_the_answer_not_before(daemon: Daemon) -> None:
+    for i in range(400):  # rows enough for a log past WAL_KEEP
+        (daemon.ws.root / f"f{i}.txt").write_text(f"file {i}\n" * 20)
+    wal = Path(f"{daemon.ws.repo.catalog.path}-wal")
+    take(daemon, 0)
+    assert wal.stat().st_size > WAL_KEEP  # the answer waited for no checkpoint
+    daemon.after_reply()
+    assert wal.stat().st_size == 0
+    assert tool_labels(daemon) == ["t0"]

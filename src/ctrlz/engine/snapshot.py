@@ -95,12 +95,13 @@ def writing(repo: Repository) -> Iterator[None]:
     :func:`~ctrlz.engine.restore.restore.restore_in_place` run inside it and take neither the lock
     nor the clean-up again. The garbage collector waits meanwhile (:func:`gc_paused`). An
     operation that ends without an error leaves the catalog's write-ahead log trimmed
-    (:meth:`~ctrlz.state.db.catalog.Catalog.trim_wal`)."""
+    (:meth:`~ctrlz.state.db.catalog.Catalog.trim_wal`), unless the process does it later."""
     with gc_paused(), repo.lock:
         journal.recover(repo)
         repo.recover()
         yield
-        repo.catalog.trim_wal()  # the operation committed: its log need not stay on disk
+        if not repo.catalog.trim_wal_later:  # committed: its log need not stay on disk
+            repo.catalog.trim_wal()
 
 
 def new_snapshot_id() -> str:

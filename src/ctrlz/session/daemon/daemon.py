@@ -107,6 +107,7 @@ class Daemon:
         self.serial = Serial()
         ws.use_daemon = False  # we are the daemon
         ws.housekeep_later = True  # see after_reply
+        ws.repo.catalog.trim_wal_later = True  # likewise
         hold_released()
         self.config_json = ws.config.to_json()
         #: the supervising service; None for a daemon a hook started
@@ -425,11 +426,12 @@ class Daemon:
 
     def after_reply(self) -> None:
         """What the caller need not wait for, once it has its answer: the filesystem frees
-        the inodes a restore replaced or removed (``engine.restore.durable.let_go``), and the pools
-        drop what the rings and caps no longer keep. The pools never wait for the store
-        lock (another process writing holds it); they stay due, and the next request or
-        :meth:`tick` tries again, as after a failure, which is logged. Nothing while
-        starting: the start-up owns the workspace until it is ready."""
+        the inodes a restore replaced or removed (``engine.restore.durable.let_go``), the
+        pools drop what the rings and caps no longer keep, and the catalog's WAL is trimmed.
+        The pools never wait for the store lock (another process writing holds it); they
+        stay due, and the next request or :meth:`tick` tries again, as after a failure,
+        which is logged. Nothing while starting: the start-up owns the workspace until it
+        is ready."""
         if not self.startup.ready.is_set():
             return
         try:
@@ -440,6 +442,7 @@ class Daemon:
         timeout, repo.lock.timeout = repo.lock.timeout, 0.0
         try:
             self.ws.housekeep()
+            repo.catalog.trim_wal()  # what the request and the pools wrote; waits for nobody
         except CtrlzError as exc:  # the lock is busy, or the store refused: later
             log.info("pools not applied yet: %s", exc)
         except Exception:  # noqa: BLE001 - the request was answered; the next one retries

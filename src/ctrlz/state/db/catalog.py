@@ -72,6 +72,10 @@ def _row_to_snapshot(row: Sequence[Any]) -> Snapshot:
 
 
 class Catalog:
+    #: whether the process trims the WAL itself once it has answered (the daemon: see
+    #: :meth:`trim_wal`), rather than at the end of each write operation
+    trim_wal_later = False
+
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
         self.path = path
         #: run with True once the current transaction has committed, with False if it did not
@@ -129,8 +133,11 @@ class Catalog:
 
     def trim_wal(self) -> None:
         """Copy the WAL into the catalog and truncate it, once it holds over :data:`WAL_KEEP`
-        bytes: called at the end of each write operation, outside its transaction, so what
-        lies on disk between operations is the catalog, not its journal as well. SQLite's own
+        bytes: called at the end of each write operation, outside its transaction (the daemon
+        calls it once it has answered, :attr:`trim_wal_later`: a checkpoint's fsync costs a
+        few ms), so what lies on disk between operations is the catalog, not its journal as
+        well. A short-lived process needs it too: SQLite removes the WAL when the last
+        connection closes, and the daemon's stays open. SQLite's own
         checkpoint (TRUNCATE): the catalog file is fsynced before the log is cut, so nothing
         committed depends on this succeeding. It waits for nobody: while another process
         reads or writes, the log stays as it is and a later operation trims it."""
