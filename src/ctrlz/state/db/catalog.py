@@ -133,14 +133,14 @@ class Catalog:
 
     def trim_wal(self) -> None:
         """Copy the WAL into the catalog and truncate it, once it holds over :data:`WAL_KEEP`
-        bytes: called at the end of each write operation, outside its transaction (the daemon
-        calls it once it has answered, :attr:`trim_wal_later`: a checkpoint's fsync costs a
-        few ms), so what lies on disk between operations is the catalog, not its journal as
-        well. A short-lived process needs it too: SQLite removes the WAL when the last
-        connection closes, and the daemon's stays open. SQLite's own
-        checkpoint (TRUNCATE): the catalog file is fsynced before the log is cut, so nothing
-        committed depends on this succeeding. It waits for nobody: while another process
-        reads or writes, the log stays as it is and a later operation trims it."""
+        bytes, so that what lies on disk between operations is the catalog and not a journal's
+        copy of it as well. SQLite removes its WAL only when the last connection closes, and
+        the daemon's stays open. Called at the end of each write operation, outside its
+        transaction; the daemon calls it once it has answered (:attr:`trim_wal_later`: a
+        checkpoint's fsync costs a few ms). SQLite's own checkpoint (TRUNCATE) fsyncs the
+        catalog before it cuts the log, so nothing committed depends on this succeeding. It
+        waits for nobody: while another process reads or writes, the log stays as it is and a
+        later operation trims it."""
         if self.frozen is not None:
             return
         try:
@@ -152,7 +152,10 @@ class Catalog:
         try:
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            # busy, or a full disk that the catalog cannot grow on: the log stays whole and
+            # valid, and a later operation trims it (a snapshot that committed is not failed
+            # for a journal it could not shorten)
+            if not any(word in str(exc) for word in ("locked", "busy", "full")):
                 raise StoreError(f"could not checkpoint the catalog: {exc}") from exc
         finally:
             self.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
