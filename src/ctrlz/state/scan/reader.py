@@ -1,4 +1,5 @@
-"""Reading and hashing the files a scan could not trust, small ones inline, large ones on a pool.
+"""Reading and hashing the files a scan could not trust: the first few small ones inline, the
+rest in batches on a pool.
 
 A read is consistent or it is not recorded: the file is opened with ``O_NOFOLLOW``, its stat
 taken before and after, and a file that keeps changing while it is read (``_READ_ATTEMPTS``
@@ -40,6 +41,16 @@ _MAX_INFLIGHT = 256
 _READ_ATTEMPTS = 3
 _BATCH_FILES = 8
 _BATCH_BYTES = 16 << 20
+#: small files a scan reads on its own thread before it hands them to the pool: a snapshot
+#: that reads a few (the usual one) never wakes a thread for them
+INLINE_FIRST = 512
+#: small files in one batch for the pool: enough that a batch costs a worker far more than
+#: the hand-off, few enough that the walk keeps every worker fed
+_SMALL_BATCH = 64
+#: bytes of files under ``LOOSE_MIN`` read (so held in memory until :meth:`FileReader.drain`
+#: hands them to the sink) but not yet drained, at most: a first snapshot's memory stays flat
+#: however many files it reads (large files go to temp files, not memory)
+MAX_INFLIGHT_BYTES = 64 << 20
 
 
 class FileReader:
@@ -55,33 +66,52 @@ class FileReader:
         self.stats = stats
         self.meter = meter.current()  # a progress bar's counters, when a face installed one
         self.skipped = skipped
-        self._pending: deque[tuple[list[tuple[DirNode, list[Any]]], Future[Any]]] = deque()
+        #: batches in flight: their (node, entry) pairs, bytes held in memory, future
+        self._pending: deque[tuple[list[tuple[DirNode, list[Any]]], int, Future[Any]]] = \
+            deque()
+        self._inflight_bytes = 0
         self._batch: list[tuple[DirNode, list[Any], bytes, int]] = []
         self._batch_bytes = 0
+        self._small = 0  # small files queued so far
+        self._small_batch = 0  # of the batch being filled
 
     def queue(self, node: DirNode, entry: list[Any], path: bytes, size: int) -> None:
-        """Small files are read right here: measured on 100,000 files, handing them to threads
-        costs more in GIL hand-offs than it saves. So are large files the sink clones rather
-        than reads (a store on XFS or btrfs): a clone is one ioctl, and starting the pool's
-        threads for them cost a first snapshot of 20 such files more than the clones. Other
-        large files go to the pool in batches, where reading, hashing and compressing run in
-        parallel without the GIL."""
-        if size < INLINE_MAX or (size >= LOOSE_MIN and self.sink.clones()):
+        """The first :data:`INLINE_FIRST` small files are read right here: a snapshot that
+        reads a handful should not start threads for them. Past those (a first snapshot),
+        small files go to the pool in batches of :data:`_SMALL_BATCH`, so that reading and
+        hashing them overlap the walk: measured on 100,000 small files (docs/benchmarks.md),
+        the first snapshot took a quarter less time for the same CPU; handing them over one
+        by one had cost more in GIL hand-offs than it saved. Large files the sink clones
+        rather than reads (a store on XFS or btrfs) are cloned here: a clone is one ioctl,
+        and starting the pool's threads for them cost a first snapshot of 20 such files more
+        than the clones. Other large files go to the pool in batches of their own size, where
+        reading, hashing and compressing run in parallel without the GIL."""
+        if size < INLINE_MAX:
+            self._small += 1
+            if self._small <= INLINE_FIRST:
+                self.apply(node, entry, self.read(path, size))
+                return
+            self._small_batch += 1
+        elif size >= LOOSE_MIN and self.sink.clones():
             self.apply(node, entry, self.read(path, size))
             return
         self._batch.append((node, entry, path, size))
         self._batch_bytes += size
-        if len(self._batch) >= _BATCH_FILES or self._batch_bytes >= _BATCH_BYTES:
+        if self._small_batch >= _SMALL_BATCH or len(self._batch) - self._small_batch \
+                >= _BATCH_FILES or self._batch_bytes >= _BATCH_BYTES:
             self.submit_batch()
 
     def submit_batch(self) -> None:
-        """Hand the files queued so far to the pool."""
+        """Hand the files queued so far to the pool; past :data:`_MAX_INFLIGHT` batches or
+        :data:`MAX_INFLIGHT_BYTES` held, wait for the oldest ones."""
         if not self._batch:
             return
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        batch, self._batch, self._batch_bytes, self._small_batch = self._batch, [], 0, 0
+        held = sum(n for _, _, _, n in batch if n < LOOSE_MIN)
         fut = self.pool.submit(self._read_batch, [(p, n) for _, _, p, n in batch])
-        self._pending.append(([(node, entry) for node, entry, _, _ in batch], fut))
-        if len(self._pending) > _MAX_INFLIGHT:
+        self._pending.append(([(node, entry) for node, entry, _, _ in batch], held, fut))
+        self._inflight_bytes += held
+        if len(self._pending) > _MAX_INFLIGHT or self._inflight_bytes > MAX_INFLIGHT_BYTES:
             self.drain(block=False, limit=_MAX_INFLIGHT // 2)
 
     def _read_batch(self, items: list[tuple[bytes, int]]) -> list[ReadResult]:
@@ -129,12 +159,16 @@ class FileReader:
 
     def drain(self, block: bool, limit: int = 0) -> None:
         """Consume finished reads. ``block``: all of them; ``limit``: wait until at most
-        ``limit`` batches are in flight; otherwise only those already done, oldest first."""
+        ``limit`` batches are in flight and at most :data:`MAX_INFLIGHT_BYTES` held;
+        otherwise only those already done, oldest first."""
         pending = self._pending
         while pending:
-            if not block and not (limit and len(pending) > limit) and not pending[0][1].done():
+            if not block and not (limit and (len(pending) > limit or self._inflight_bytes
+                                             > MAX_INFLIGHT_BYTES)) \
+                    and not pending[0][2].done():
                 break
-            items, fut = pending.popleft()
+            items, held, fut = pending.popleft()
+            self._inflight_bytes -= held
             for (node, entry), result in zip(items, fut.result(), strict=True):
                 self.apply(node, entry, result)
 
