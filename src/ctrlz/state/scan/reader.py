@@ -17,6 +17,7 @@ from collections.abc import Callable
 from ...errors import exhausted
 from ...types import Skipped
 from .. import meter
+from ..fsio.pools import shared_pool
 from ..store.packs import LOOSE_MIN
 from .model import KEY, MTIME, NAME, OID, PERM, SIZE, DirNode, ScanStats
 from .sinks import INLINE_MAX, Sink
@@ -47,10 +48,14 @@ INLINE_FIRST = 512
 #: small files in one batch for the pool: enough that a batch costs a worker far more than
 #: the hand-off, few enough that the walk keeps every worker fed
 _SMALL_BATCH = 64
+#: threads that read small files, a pool of their own rather than the large files' (4-8
+#: threads): one, two and three measured alike on two cores, and every thread that allocates
+#: file contents may add a malloc arena to the process's RSS
+SMALL_READERS = 2
 #: bytes of files under ``LOOSE_MIN`` read (so held in memory until :meth:`FileReader.drain`
 #: hands them to the sink) but not yet drained, at most: a first snapshot's memory stays flat
 #: however many files it reads (large files go to temp files, not memory)
-MAX_INFLIGHT_BYTES = 64 << 20
+MAX_INFLIGHT_BYTES = 8 << 20
 
 
 class FileReader:
@@ -70,45 +75,58 @@ class FileReader:
         self._pending: deque[tuple[list[tuple[DirNode, list[Any]]], int, Future[Any]]] = \
             deque()
         self._inflight_bytes = 0
-        self._batch: list[tuple[DirNode, list[Any], bytes, int]] = []
+        self._batch: list[tuple[DirNode, list[Any], bytes, int]] = []  # large files
         self._batch_bytes = 0
+        self._smalls: list[tuple[DirNode, list[Any], bytes, int]] = []
         self._small = 0  # small files queued so far
-        self._small_batch = 0  # of the batch being filled
 
     def queue(self, node: DirNode, entry: list[Any], path: bytes, size: int) -> None:
         """The first :data:`INLINE_FIRST` small files are read right here: a snapshot that
         reads a handful should not start threads for them. Past those (a first snapshot),
-        small files go to the pool in batches of :data:`_SMALL_BATCH`, so that reading and
-        hashing them overlap the walk: measured on 100,000 small files (docs/benchmarks.md),
-        the first snapshot took a quarter less time for the same CPU; handing them over one
-        by one had cost more in GIL hand-offs than it saved. Large files the sink clones
-        rather than reads (a store on XFS or btrfs) are cloned here: a clone is one ioctl,
-        and starting the pool's threads for them cost a first snapshot of 20 such files more
-        than the clones. Other large files go to the pool in batches of their own size, where
-        reading, hashing and compressing run in parallel without the GIL."""
+        small files go to :data:`SMALL_READERS` threads in batches of :data:`_SMALL_BATCH`,
+        so that reading and hashing them overlap the walk: measured on 100,000 small files
+        (docs/benchmarks.md), the first snapshot took a quarter less time for the same CPU;
+        handing them over one by one had cost more in GIL hand-offs than it saved. Large
+        files the sink clones rather than reads (a store on XFS or btrfs) are cloned here: a
+        clone is one ioctl, and starting the pool's threads for them cost a first snapshot
+        of 20 such files more than the clones. Other large files go to the pool in batches
+        of their own, where reading, hashing and compressing run in parallel without the
+        GIL."""
         if size < INLINE_MAX:
             self._small += 1
             if self._small <= INLINE_FIRST:
                 self.apply(node, entry, self.read(path, size))
                 return
-            self._small_batch += 1
-        elif size >= LOOSE_MIN and self.sink.clones():
+            self._smalls.append((node, entry, path, size))
+            if len(self._smalls) >= _SMALL_BATCH:
+                self._submit(self._smalls, True)
+                self._smalls = []
+            return
+        if size >= LOOSE_MIN and self.sink.clones():
             self.apply(node, entry, self.read(path, size))
             return
         self._batch.append((node, entry, path, size))
         self._batch_bytes += size
-        if self._small_batch >= _SMALL_BATCH or len(self._batch) - self._small_batch \
-                >= _BATCH_FILES or self._batch_bytes >= _BATCH_BYTES:
-            self.submit_batch()
+        if len(self._batch) >= _BATCH_FILES or self._batch_bytes >= _BATCH_BYTES:
+            self._submit(self._batch, False)
+            self._batch, self._batch_bytes = [], 0
 
     def submit_batch(self) -> None:
-        """Hand the files queued so far to the pool; past :data:`_MAX_INFLIGHT` batches or
+        """Hand the files queued so far to the readers."""
+        if self._smalls:
+            self._submit(self._smalls, True)
+            self._smalls = []
+        if self._batch:
+            self._submit(self._batch, False)
+            self._batch, self._batch_bytes = [], 0
+
+    def _submit(self, batch: list[tuple[DirNode, list[Any], bytes, int]], small: bool) -> None:
+        """Hand one batch over; past :data:`_MAX_INFLIGHT` batches or
         :data:`MAX_INFLIGHT_BYTES` held, wait for the oldest ones."""
-        if not self._batch:
-            return
-        batch, self._batch, self._batch_bytes, self._small_batch = self._batch, [], 0, 0
         held = sum(n for _, _, _, n in batch if n < LOOSE_MIN)
-        fut = self.pool.submit(self._read_batch, [(p, n) for _, _, p, n in batch])
+        items = [(p, n) for _, _, p, n in batch]
+        pool = shared_pool("read", SMALL_READERS) if small else self.pool
+        fut = pool.submit(self._read_batch, items)
         self._pending.append(([(node, entry) for node, entry, _, _ in batch], held, fut))
         self._inflight_bytes += held
         if len(self._pending) > _MAX_INFLIGHT or self._inflight_bytes > MAX_INFLIGHT_BYTES:

@@ -208,7 +208,7 @@ class ObjectWriter:
         if len(self._buffer) >= WRITE_BUFFER:
             self._flush(pack)
         offset = pack.size + len(header)
-        pack.rows.append((oid, None, offset, len(stored), size, codec))
+        pack.add_row(oid, offset, len(stored), size, codec)
         pack.size = offset + len(stored)
         self.stored_bytes += len(stored) + len(header)
         failpoints.hit("pack-append")
@@ -223,8 +223,8 @@ class ObjectWriter:
         if len(self._buffer) >= WRITE_BUFFER:
             self._flush(pack)
         offset = pack.size
-        pack.rows.extend((oid, None, offset, share, size, GROUP) for oid, size, share in
-                         zip(oids, sizes, shares(len(record), sizes), strict=True))
+        for oid, size, share in zip(oids, sizes, shares(len(record), sizes), strict=True):
+            pack.add_row(oid, offset, share, size, GROUP)
         pack.size = offset + len(record)
         self.stored_bytes += len(record)
         failpoints.hit("pack-append")
@@ -416,7 +416,7 @@ class ObjectWriter:
         failpoints.hit("before-index-commit")
         for pack in self._done_packs:
             pack_id = catalog.add_pack(pack.name, pack.size)
-            catalog.add_objects((o, pack_id, off, ln, sz, c) for o, _, off, ln, sz, c in pack.rows)
+            catalog.add_objects(pack.rows(pack_id))
         catalog.add_objects(self._loose_rows)
         catalog.add_cuts(self._cut_rows)
         self._done_packs.clear()
