@@ -85,7 +85,7 @@ class FileReader:
         reads a handful should not start threads for them. Past those (a first snapshot),
         small files go to :data:`SMALL_READERS` threads in batches of :data:`_SMALL_BATCH`,
         so that reading and hashing them overlap the walk: measured on 100,000 small files
-        (docs/benchmarks.md), the first snapshot took a quarter less time for the same CPU;
+        (docs/benchmarks.md), the first snapshot took 0.7-0.9x the time for the same CPU;
         handing them over one by one had cost more in GIL hand-offs than it saved. Large
         files the sink clones rather than reads (a store on XFS or btrfs) are cloned here: a
         clone is one ioctl, and starting the pool's threads for them cost a first snapshot

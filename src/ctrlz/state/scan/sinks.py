@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 
 #: the writer's lane for trees and link targets: groups of their own (see ObjectWriter.put_small)
 TREES_LANE = 1
-#: files below this are read by the walking thread itself (:mod:`.reader`), larger ones on its
-#: pool: a sink compresses those where it reads them, and leaves the others to the writer
+#: files below this are small to the reader (:mod:`.reader`): read by the walking thread, or
+#: in batches on the small files' threads, and their compressing left to the writer (which
+#: groups them); larger ones are read on the reader's pool and compressed where they are read
 INLINE_MAX = 1 << 20
 
 
@@ -82,9 +83,9 @@ class StoreSink(Sink):
         oid = self.digest(data)
         if self.writer.contains(oid):
             return oid, len(data), None
-        if size < INLINE_MAX:  # the walking thread: the writer compresses, maybe behind it
+        if size < INLINE_MAX:  # the writer groups and compresses it, on its helper thread
             return oid, len(data), ("small", data)
-        # a pool thread: right here
+        # a large file's pool thread: right here
         return oid, len(data), ("encoded", len(data), *encode_small(data))
 
     def accept(self, oid: bytes, payload: Any) -> None:
