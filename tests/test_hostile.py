@@ -295,14 +295,22 @@ _EXHAUST = r"""
 import json, os, resource, sys
 from ctrlz import CtrlzError, LimitExceeded, Workspace
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-root = sys.argv[1]
+root, many = sys.argv[1], sys.argv[2] == "many"
 ws = Workspace.init(root)
-ws.snapshot(label="one")
-outcomes = []
-for spare in range(12):
+def touch(round):
+    if many:  # past INLINE_FIRST: most of them read in batches on the small files' threads
+        for i in range(800):
+            with open(f"{root}/a/f{i}.txt", "w") as f:
+                f.write(f"{round} {i}\n" * 20)
+        return
     for name in ("a/m0", "a/b/big0", "a/f0.txt"):  # something to read in every round
         with open(f"{root}/{name}", "ab") as f:
             f.write(b"more")
+touch(-1)
+ws.snapshot(label="one")  # (what it imports is imported before the descriptors run out)
+outcomes = []
+for spare in range(0, 12, 2) if many else range(12):
+    touch(spare)
     held = []
     try:
         while True:
@@ -340,20 +348,7 @@ def test_running_out_of_descriptors_fails_a_snapshot_and_never_skips_files(
     (ws_dir / "a" / "b").mkdir()
     for i in range(4):  # and files past 4 MiB become loose objects
         (ws_dir / "a" / "b" / f"big{i}").write_bytes(os.urandom(5_000_000))
-    proc = subprocess.run([sys.executable, "-c", _EXHAUST, str(ws_dir)], capture_output=True,
-                          text=True, env={**os.environ, "CTRLZ_DAEMON": "0"})
-    assert proc.returncode == 0, proc.stderr
-    import json
-
-    res = json.loads(proc.stdout)
-    for kind, detail in res["outcomes"]:
-        assert kind != "ok" or detail == [], detail  # a snapshot taken is complete
-        if kind == "limit":
-            assert "too many open files" in detail and "ulimit -n" in detail, detail
-        if kind in ("oserror", "other"):
-            pytest.fail(f"{detail} instead of the limit's message")
-    assert [k for k, _ in res["outcomes"]].count("limit") > 0  # the limit was really met
-    assert res["verify"] and res["last"] == []
+    _exhaust(ws_dir, "few")
 
 
 def test_a_path_past_path_max_that_is_there_is_not_refused_as_naming_nothing(
@@ -391,65 +386,29 @@ def test_a_path_through_a_loop_of_links_is_refused_as_naming_nothing(ws_dir: Pat
     assert os.readlink(ws_dir / "a") == "a"
 
 
-_EXHAUST_MANY = r"""
-import json, os, sys
-from ctrlz import CtrlzError, LimitExceeded, Workspace
-root = sys.argv[1]
-ws = Workspace.init(root)
-def write(round):
-    for i in range(800):  # past INLINE_FIRST: most of them read on the small files' threads
-        with open(f"{root}/a/f{i}.txt", "w") as f:
-            f.write(f"{round} {i}\n" * 20)
-write(-1)
-ws.snapshot(label="one")  # (what it imports is imported before the descriptors run out)
-outcomes = []
-for spare in range(0, 12, 2):
-    write(spare)
-    held = []
-    try:
-        while True:
-            held.append(os.open(os.devnull, os.O_RDONLY))
-    except OSError:
-        pass
-    for _ in range(spare):
-        os.close(held.pop())
-    try:
-        snap = ws.snapshot(type="auto")
-        outcome = ["ok", [k.reason for k in snap.skipped]]
-    except LimitExceeded as exc:
-        outcome = ["limit", str(exc)]
-    except CtrlzError as exc:
-        outcome = ["other", f"{type(exc).__name__}: {exc}"]
-    except OSError as exc:
-        outcome = ["oserror", exc.errno]
-    finally:
-        for fd in held:
-            os.close(fd)
-    outcomes.append(outcome)
-print(json.dumps({"outcomes": outcomes, "verify": ws.verify().ok,
-                  "last": [k.reason for k in ws.snapshot(type="auto").skipped]}))
-"""
-
-
 def test_running_out_of_descriptors_while_small_files_are_read_on_threads(
         ws_dir: Path) -> None:
     """The same with 800 changed small files per snapshot, most of them read in batches on
     the reader's threads (a first snapshot's way): a descriptor a thread could not get fails
     the snapshot with the limit's message, never skips the file."""
     (ws_dir / "a").mkdir()
-    proc = subprocess.run([sys.executable, "-c",
-                           "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, "
-                           "(64, 64))\n" + _EXHAUST_MANY, str(ws_dir)],
-                          capture_output=True, text=True, env={**os.environ, "CTRLZ_DAEMON": "0"})
-    assert proc.returncode == 0, proc.stderr
+    _exhaust(ws_dir, "many")
+
+
+def _exhaust(ws_dir: Path, files: str) -> None:
+    """Run :data:`_EXHAUST` on ``ws_dir``: every snapshot taken is complete, every one that
+    fails says which limit to raise, and at least one met the limit."""
     import json
 
+    proc = subprocess.run([sys.executable, "-c", _EXHAUST, str(ws_dir), files],
+                          capture_output=True, text=True, env={**os.environ, "CTRLZ_DAEMON": "0"})
+    assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
     for kind, detail in res["outcomes"]:
-        assert kind != "ok" or detail == [], detail
+        assert kind != "ok" or detail == [], detail  # a snapshot taken is complete
         if kind == "limit":
             assert "too many open files" in detail and "ulimit -n" in detail, detail
         if kind in ("oserror", "other"):
             pytest.fail(f"{detail} instead of the limit's message")
-    assert [k for k, _ in res["outcomes"]].count("limit") > 0
+    assert [k for k, _ in res["outcomes"]].count("limit") > 0  # the limit was really met
     assert res["verify"] and res["last"] == []
