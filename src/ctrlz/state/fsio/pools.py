@@ -1,7 +1,8 @@
 """Thread pools a process shares, each made on first use: the stage writers of large objects
 (:mod:`.direct_io`), the helpers that compress small objects behind a walk
-(:mod:`ctrlz.state.store.behind`)
-and the restore engine's fsync threads (:mod:`ctrlz.engine.restore.durable`).
+(:mod:`ctrlz.state.store.behind`), the threads that read a scan's small files past its first
+few hundred (:mod:`ctrlz.state.scan.reader`) and the restore engine's fsync threads
+(:mod:`ctrlz.engine.restore.durable`).
 
 Made on first use because most commands need none of them, and ``concurrent.futures`` is an
 import an agent hook should not pay for. Shared because the daemon runs many operations: a
