@@ -493,7 +493,13 @@ def test_kill_at_every_pass_of_every_point(op: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     passes = json.loads(proc.stdout.strip().splitlines()[-1])
     runs = [(point, n) for point, total in sorted(passes.items()) for n in range(total)]
-    assert len(runs) >= 40
+    # every instant of the restore is swept; the safety snapshot's own writes are few since
+    # small objects travel in groups (one pack append for all of them; none for an undo, whose
+    # safety snapshot holds only objects the store has), so count points, not passes
+    assert {"restore-journal-written", "restore-temp-written", "restore-exchanged",
+            "restore-place", "restore-before-sync", "restore-before-commit",
+            "before-commit", "after-commit"} <= passes.keys(), passes
+    assert len(runs) >= 20
     for i, (point, n) in enumerate(runs):
         case = prepare(op, tmp_path / f"run{i}")
         crash_at(case, point, n, "cli" if i % 7 == 0 else "api")
