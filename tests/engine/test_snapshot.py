@@ -108,7 +108,7 @@ def test_racily_clean_file_is_reread_even_when_its_stat_is_identical(ws_dir: Pat
     was. The cache entry of a file stamped that recently is not trusted, so the next scan
     reads the file: here the cache is made to hold the edited file's exact stat, as such an
     edit would, and the edit is still caught."""
-    from ctrlz.state.db.statcache import trusted
+    from ctrlz.state.db.statcache import Listing, trusted
 
     make_tree(ws_dir, {"same.txt": "aaaa"})
     ws = Workspace.init(ws_dir)
@@ -120,7 +120,10 @@ def test_racily_clean_file_is_reread_even_when_its_stat_is_identical(ws_dir: Pat
     cache = ws.repo.load_statcache()
     key, oid, trust = cache.root(0)[b""][1][b"same.txt"]
     assert not trust and not trusted(key, cache.scan_ns)
-    cache.root(0)[b""][1][b"same.txt"] = (_stat_key(ws_dir / "same.txt"), oid, trust)
+    tree_oid, listing, totals = cache.root(0)[b""]
+    rows = listing.decode()
+    rows[b"same.txt"] = (_stat_key(ws_dir / "same.txt"), oid, trust)
+    cache.root(0)[b""] = (tree_oid, Listing.pack(rows.items()), totals)
     ws.repo.save_statcache(cache)
     assert ws.snapshot().modified == 1
 

@@ -12,7 +12,7 @@ trees (which would cost the whole workspace).
 
 from __future__ import annotations
 
-from ..db.statcache import DirCache, trusted
+from ..db.statcache import DirCache, Listing, trusted
 from ..trees import DIR, FILE, Entry, encode_tree
 from .incremental import drop, drop_vanished, finish_patched
 from .model import (
@@ -56,12 +56,13 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
         sc.new_stamps[node.rel] = node.stamp  # nothing left out: the listing is whole
     cached = node.cached
     if not node.dirty and cached is not None and len(entries) + len(node.same) == len(cached[1]):
-        tree_oid, mapping, totals = cached
+        tree_oid, listing, totals = cached
         sc.stats.reused_trees += 1
         sc._changes[node.rel] = NO_CHANGES
     else:
         if node.same:
-            entries += same_entries(node.same)
+            assert cached is not None
+            entries += same_entries(cached[1], node.same)
         entries.sort(key=lambda e: e[NAME])
         tree = [Entry(e[NAME], e[KIND], e[PERM], e[SIZE], e[MTIME], e[OID])
                 for e in entries]
@@ -92,7 +93,8 @@ def finish(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCache]) -> 
                 sc._changes[node.rel] = changes
             if sc._copied and not node.from_cache:
                 drop_vanished(sc, node, mapping, new_cache)
-    done(node, (tree_oid, mapping, totals), new_cache)
+        listing = Listing.pack(mapping.items())
+    done(node, (tree_oid, listing, totals), new_cache)
 
 
 def done(node: DirNode, result: DirCache, new_cache: dict[bytes, DirCache]) -> None:
@@ -103,9 +105,9 @@ def done(node: DirNode, result: DirCache, new_cache: dict[bytes, DirCache]) -> N
         parent, entry = node.slot
         entry[OID] = tree_oid
         if not parent.dirty:
-            before = parent.cached[1].get(node.rel.rpartition(b"/")[2]) \
+            before = parent.cached[1].oid(node.rel.rpartition(b"/")[2]) \
                 if parent.cached is not None else None
-            if before is None or before[1] != tree_oid:
+            if before != tree_oid:
                 parent.dirty = True
 
 
@@ -119,7 +121,7 @@ def count(sc: ScanContext, node: DirNode, entries: list[list[Any]],
     its own subtree. Costs the directory's entries, never the subtree's; ``None`` when
     the cache lacks a directory it would need (the caller then diffs the trees)."""
     assert node.cached is not None
-    old = node.cached[1]
+    old = node.cached[1].decode()
     prefix = node.rel + b"/" if node.rel else b""
     created = modified = deleted = matched = 0
     for e in entries:

@@ -19,7 +19,7 @@ serves, and works on its state.
 
 from __future__ import annotations
 
-from ..db.statcache import CacheEntry, DirCache
+from ..db.statcache import CacheEntry, DirCache, Listing
 from ..trees import DIR, FILE, HEADER, SYMLINK
 from .model import IFDIR, IFMT, IFREG, NAME, NO_CHANGES, OID, DirNode
 
@@ -177,13 +177,13 @@ def finish_patched(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCac
     entered subdirectories into the cached tree, listing and totals (dropping those that
     became unreadable), and add up their changes. Returns the directory's new cache entry."""
     assert node.cached is not None and node.base is not None
-    tree_oid, mapping, totals = node.cached
+    tree_oid, listing, totals = node.cached
+    mapping = listing.decode()
     changed = [e for e in node.entries if e[OID] != mapping[e[NAME]][1]]
     if not changed:
         sc.stats.reused_trees += 1
         sc._changes[node.rel] = NO_CHANGES
         return node.cached
-    mapping = dict(mapping)
     files, dirs, links, nbytes = totals
     created = modified = deleted = 0
     counted = True
@@ -225,7 +225,7 @@ def finish_patched(sc: ScanContext, node: DirNode, new_cache: dict[bytes, DirCac
     sc.patched_trees[tree_oid] = data
     if counted:
         sc._changes[node.rel] = (created, modified, deleted)
-    return tree_oid, mapping, (files, dirs, links, nbytes)
+    return tree_oid, Listing.pack(mapping.items()), (files, dirs, links, nbytes)
 
 
 def drop_vanished(sc: ScanContext, node: DirNode, mapping: dict[bytes, Any],

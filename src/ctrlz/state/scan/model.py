@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
     from typing import Any
 
     from ...types import Skipped
-    from ..db.statcache import CacheEntry, DirCache, Stamp
+    from ..db.statcache import DirCache, Listing, Stamp
     from ..ignore.exclude import DirRules
 
 
@@ -133,10 +133,10 @@ class DirNode:
         self.path = path
         self.rules = rules  # the exclusion rules in force in this directory
         self.entries: list[list[Any]] = []
-        #: the files and links the walk found as the stat cache has them, as (name, cache
-        #: entry): most of a tree, so they become entries only if the directory is rebuilt
-        #: (:func:`same_entries`)
-        self.same: list[tuple[bytes, CacheEntry]] = []
+        #: the files and links the walk found as the stat cache has them, as their rows in
+        #: ``cached``'s listing: most of a tree, so they become entries only if the directory
+        #: is rebuilt (:func:`same_entries`), and are kept as small ints until then
+        self.same: list[int] = []
         self.cached = cached
         self.dirty = cached is None  # set as soon as anything differs from the cache
         self.slot = slot  # (parent node, parent's entry for us)
@@ -155,11 +155,13 @@ class DirNode:
         self.listed = -1
 
 
-def same_entries(same: list[tuple[bytes, CacheEntry]]) -> list[list[Any]]:
-    """The entries of files and links found unchanged (``DirNode.same``), as the walk would
-    have made them from their stat: the cached key is that stat."""
-    return [[name, FILE if key[0] & IFMT == IFREG else SYMLINK, key[0] & 0o7777, key[1],
-             key[2], key, oid] for name, (key, oid, _trusted) in same]
+def same_entries(listing: Listing, same: list[int]) -> list[list[Any]]:
+    """The entries of files and links found unchanged (``DirNode.same``: rows of
+    ``listing``), as the walk would have made them from their stat: the cached key is that
+    stat."""
+    names, rows = listing.names(), listing.rows()
+    return [[names[i], FILE if key[0] & IFMT == IFREG else SYMLINK, key[0] & 0o7777, key[1],
+             key[2], key, oid] for i in same for key, oid, _trusted in (rows[i],)]
 
 
 def kind_of(mode: int) -> str:

@@ -11,6 +11,7 @@ work to tuple comparisons and local names.
 from __future__ import annotations
 
 import os
+from itertools import count
 
 from ...errors import LimitExceeded, exhausted
 from ...types import Skipped
@@ -87,7 +88,8 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
         if now != node.stamp:
             node.stamp = now  # taken before the listing that follows: it may be kept
             return False
-        names = node.cached[1]
+        listing = node.cached[1]
+        names, keys, flags = listing.walk_parts()
         if _reads_ignore_file(sc, node) and GITIGNORE in names:
             _enter_ignore_file(sc, node)
         node.listed = len(names)
@@ -97,7 +99,9 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
         lstat = os.lstat
         same = node.same
         rest = []
-        for name, cached in names.items():
+        # the rows are unpacked as they are compared, and only the indices of those found
+        # unchanged are kept (:attr:`DirNode.same`)
+        for i, name, key, flag in zip(count(), names, keys, flags, strict=False):
             if check and (quick is None or name in lits or name.endswith(suffixes)
                           or name.startswith(prefixes)):
                 rest.append(_Named(node.path, name))  # a rule may exclude it: the full way
@@ -108,11 +112,11 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
                 rest.append(_Named(node.path, name))  # it raises again there, and is told
                 continue
             mode = s.st_mode
-            if cached[0] == (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino) \
-                    and cached[2] and s.st_nlink == 1:
-                same.append((name, cached))
-            elif mode == cached[0][0] and mode & IFMT == IFDIR:
-                _take_dir(sc, node, stack, name, node.path + b"/" + name, s, cached)
+            if key == (mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino) \
+                    and flag and s.st_nlink == 1:
+                same.append(i)
+            elif mode == key[0] and mode & IFMT == IFDIR:
+                _take_dir(sc, node, stack, name, node.path + b"/" + name, s, listing.row(i))
             else:
                 rest.append(_Named(node.path, name, s))
     finally:
@@ -197,7 +201,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
     matcher = sc.matcher
     limits = sc.limits
     rules = node.rules
-    cached_map = node.cached[1] if node.cached is not None else {}
+    cached_map = node.cached[1].indexed() if node.cached is not None else {}
     check, quick = screen if screen is not None else _screen(sc, node)
     prefix = node.rel + b"/" if node.rel else b""
     entries = node.entries
@@ -236,7 +240,7 @@ def take_listing(sc: ScanContext, node: DirNode, stack: list[DirNode],
         # stat's). It stays a cache entry in ``same``: build.finish makes it an entry only
         # if its directory is rebuilt. A file with another link is always noted below.
         if cached is not None and cached[0] == key and cached[2] and s.st_nlink == 1:
-            same.append((name, cached))  # counted by _tally
+            same.append(cached[3])  # its row; counted by _tally
             continue
         fmt = mode & IFMT
         if fmt == IFDIR:
@@ -324,12 +328,21 @@ def _tally(sc: ScanContext, node: DirNode, files: int, links: int, nbytes: int, 
     """Add what a listing of ``node`` found to the scan's counts, and refuse past the limits.
     ``files``, ``links`` and ``nbytes``: what it found apart from ``node.same``, counted here
     (a loop of its own keeps the listings' per-entry loops short)."""
-    for _name, (key, _oid, _trusted) in node.same:
-        if key[0] & IFMT == IFREG:
-            files += 1
-            nbytes += key[1]
+    if node.same:
+        assert node.cached is not None
+        listing = node.cached[1]
+        f, k, b = listing.counts()
+        if len(node.same) == f + k:  # every file and link unchanged: the usual case
+            files, links, nbytes = files + f, links + k, nbytes + b
         else:
-            links += 1
+            keys = listing.keys()
+            for i in node.same:
+                key = keys[i]
+                if key[0] & IFMT == IFREG:
+                    files += 1
+                    nbytes += key[1]
+                else:
+                    links += 1
     limits = sc.limits
     m = sc._reader.meter
     if m is not None:  # a progress bar: what was found, and what the stat cache settled
