@@ -79,6 +79,8 @@ KEY = struct.Struct("<QQqqQ")
 #: rows are files and links and the files' bytes (what a folder found unchanged adds up to)
 _HEAD = struct.Struct("<IIIIIQ")
 _EMPTY_HEAD = _HEAD.pack(0, 1, 0, 0, 0, 0) + b"\0"
+_LAYOUT = struct.Struct("<III")  # the header's first three fields
+_NO_COUNTS = 0xFFFF_FFFF  # the files' bytes overflow the header: count the rows instead
 _IFMT, _IFDIR, _IFREG = 0o170000, 0o040000, 0o100000
 
 
@@ -113,18 +115,22 @@ class Listing:
         flags = bytes([1 if r[1][2] else 0 for r in rows])
         files = [r[1][0][1] for r in rows if r[1][0][0] & _IFMT == _IFREG]
         links = sum(1 for r in rows if r[1][0][0] & _IFMT not in (_IFREG, _IFDIR))
-        return cls(b"".join((_HEAD.pack(len(rows), len(names), width, len(files), links,
-                                        sum(files)), names, keys, oids, flags)))
+        total = sum(files)
+        nfiles = len(files) if total < 1 << 64 else _NO_COUNTS  # absurd sparse files
+        return cls(b"".join((_HEAD.pack(len(rows), len(names), width, nfiles, links,
+                                        total if nfiles != _NO_COUNTS else 0),
+                             names, keys, oids, flags)))
 
     def _layout(self) -> tuple[int, int, int, int, int]:
         """(rows, oid width, where the names start, where the keys start, where the oids
         start); the flags follow the oids."""
-        n, names, width = _HEAD.unpack_from(self.data)[:3]
+        n, names, width = _LAYOUT.unpack_from(self.data)
         at = _HEAD.size
         return n, width, at, at + names, at + names + n * KEY.size
 
     def counts(self) -> tuple[int, int, int]:
-        """How many rows are files and links, and the files' bytes."""
+        """How many rows are files and links, and the files' bytes (files ``0xFFFFFFFF``:
+        unknown, the bytes would overflow; a caller then counts the rows)."""
         return _HEAD.unpack_from(self.data)[3:]  # type: ignore[return-value]
 
     def walk_parts(self) -> tuple[list[bytes], Iterator[tuple[int, int, int, int, int]],

@@ -99,6 +99,7 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
         lstat = os.lstat
         same = node.same
         rest = []
+        full = sc._needed is None  # not a dirty scan
         # the rows are unpacked as they are compared, and only the indices of those found
         # unchanged are kept (:attr:`DirNode.same`)
         for i, name, key, flag in zip(count(), names, keys, flags, strict=False):
@@ -116,7 +117,9 @@ def list_known(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bool:
                     and flag and s.st_nlink == 1:
                 same.append(i)
             elif mode == key[0] and mode & IFMT == IFDIR:
-                _take_dir(sc, node, stack, name, node.path + b"/" + name, s, listing.row(i))
+                # the row's tree id matters only to a dirty scan (:func:`_take_dir`)
+                _take_dir(sc, node, stack, name, node.path + b"/" + name, s,
+                          (key, b"", True) if full else listing.row(i))
             else:
                 rest.append(_Named(node.path, name, s))
     finally:
