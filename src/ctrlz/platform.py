@@ -146,6 +146,16 @@ def libc_function(name: str) -> Any:
     return getattr(libc, name, None) if libc is not None else None
 
 
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). A long-lived process that built and dropped a whole tree's worth of small
+    objects (the workspace daemon after a full scan) otherwise keeps their pages: ~13 MB of
+    its RSS on a 100,000-file tree. It costs a few milliseconds, so it runs when idle."""
+    trim = libc_function("malloc_trim")
+    if trim is not None:
+        trim(0)
+
+
 # -- renames ----------------------------------------------------------------------------------
 
 def rename_call() -> str | None:

@@ -174,6 +174,7 @@ class Daemon:
         """The prime wrote a deferred stat cache (:func:`.daemon_startup.prime`)."""
         self._flushed = False
         self.primed = True
+        platform.release_freed_memory()  # the prime's full scan is gone: give its pages back
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -464,6 +465,7 @@ class Daemon:
                 with repo.lock:
                     repo.flush_statcache()
                 self._flushed = True
+                platform.release_freed_memory()  # once per quiet spell: what the snapshots dropped
             except CtrlzError as exc:  # another writer holds the lock: try again later
                 log.info("stat cache not written yet: %s", exc)
             finally:

@@ -12,7 +12,7 @@ cache) after each snapshot commits; a long-lived process keeps it in memory betw
 Each folder's listing is one :class:`Listing`: a few packed byte strings (names, stat keys,
 object ids, trust flags), like a slice of git's index, not one Python object per file. Loading
 the file decodes no row; the walk unpacks a folder's rows only while it lists that folder, and
-a daemon holds about 100 bytes per file instead of about 600 (docs/decisions/0031).
+a daemon holds about 280 bytes per file instead of about 690 (docs/decisions/0019).
 It names the snapshot it was built with; it is only used while that snapshot still exists, so it
 never vouches for an object that gc has removed. Losing it costs speed, never correctness.
 
