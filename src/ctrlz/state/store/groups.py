@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 from ...errors import CorruptObject
+from .packs import zstd
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,9 +66,7 @@ _local = _thread._local()
 def _compressor() -> Any:
     c = getattr(_local, "gctx", None)
     if c is None:
-        import zstandard
-
-        c = _local.gctx = zstandard.ZstdCompressor(level=GROUP_LEVEL)
+        c = _local.gctx = zstd().ZstdCompressor(level=GROUP_LEVEL)
     return c
 
 
@@ -76,9 +75,7 @@ def _decompressor() -> Any:
     group takes to decode)."""
     d = getattr(_local, "gdctx", None)
     if d is None:
-        import zstandard
-
-        d = _local.gdctx = zstandard.ZstdDecompressor()
+        d = _local.gdctx = zstd().ZstdDecompressor()
     return d
 
 
@@ -163,12 +160,10 @@ def decode_group(record: bytes | memoryview, upto: bytes | None = None) -> Group
         if frame_len != total:
             raise CorruptObject("a group has the wrong length; run `ctrlz verify`")
         return Group(members, bytes(frame[:want]))
-    import zstandard
-
     try:
         reader = _decompressor().stream_reader(bytes(frame))
         raw = reader.read(want + 1) if want == total else _read_exactly(reader, want)
-    except zstandard.ZstdError as exc:
+    except zstd().ZstdError as exc:
         raise CorruptObject(f"a group cannot be decompressed: {exc}; run `ctrlz verify`"
                             ) from exc
     if len(raw) != want:

@@ -70,12 +70,46 @@ _local = _thread._local()
 
 
 def zstd() -> Any:
-    """The zstandard module, imported on first use: on Python 3.11 it brings ``typing`` and
-    ``platform`` with it, milliseconds that a command reading only the catalog (`ctrlz
-    list`) or writing a tiny pre-image should not pay."""
-    import zstandard
+    """The zstandard module's C backend, loaded on first use: the API ctrlz uses
+    (``ZstdCompressor``, ``ZstdDecompressor``, ``ZstdError``) is all there.
 
-    return zstandard
+    Not ``import zstandard``: its package ``__init__`` imports ``platform`` (nine regular
+    expressions compiled) and ``typing`` to pick a backend, ~7 ms of a ~0.1 s cold snapshot
+    or rollback, more than the compression itself. So the C backend is found and loaded as
+    the package would load it (under its own name, ``zstandard.backend_c``, where the
+    package's ``from .backend_c import *`` finds it again if a remote or an archive imports
+    the package later in the same process). Anything unexpected (no C backend, another
+    layout) falls back to the package."""
+    mod = _zstd
+    if mod is None:
+        mod = _load_zstd()
+    return mod
+
+
+_zstd: Any = None
+
+
+def _load_zstd() -> Any:
+    global _zstd
+    import sys
+
+    mod = sys.modules.get("zstandard.backend_c") or sys.modules.get("zstandard")
+    if mod is None:
+        try:
+            import _frozen_importlib as bootstrap
+            import _frozen_importlib_external as external
+
+            package = external.PathFinder.find_spec("zstandard")
+            spec = external.PathFinder.find_spec(
+                "zstandard.backend_c", package.submodule_search_locations)  # type: ignore[union-attr]
+            mod = bootstrap.module_from_spec(spec)
+            spec.loader.exec_module(mod)  # type: ignore[union-attr]
+            mod.ZstdCompressor, mod.ZstdDecompressor, mod.ZstdError  # noqa: B018 - the API
+            sys.modules["zstandard.backend_c"] = mod
+        except Exception:  # noqa: BLE001 - the package knows its own way
+            import zstandard as mod  # type: ignore[no-redef]
+    _zstd = mod
+    return mod
 
 
 def compressor(level: int = ZSTD_LEVEL) -> Any:
