@@ -29,7 +29,7 @@ import stat
 from collections.abc import Callable
 
 from ... import platform
-from ...state.fsio.pools import shared_pool
+from ...state.fsio.pools import each
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ def fsync_fds(fds: list[int]) -> None:
     if len(fds) == 1:
         sync(fds[0])
     elif fds:
-        for _ in shared_pool("fsync", FSYNC_THREADS).map(sync, fds):
-            pass
+        each("fsync", FSYNC_THREADS, sync, fds)
 
 
 def fill(write: Callable[[int], int], f: int, mode: int, mtime_ns: int) -> None:

@@ -11,8 +11,12 @@ pool per operation would start threads per operation.
 
 from __future__ import annotations
 
+import _thread
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
 _pools: dict[str, ThreadPoolExecutor] = {}
@@ -37,3 +41,51 @@ def forget(name: str) -> None:
     pool = _pools.pop(name, None)
     if pool is not None:
         pool.shutdown(wait=True)
+
+
+def each(name: str, workers: int, fn: Callable[[int], object], items: Sequence[int]) -> None:
+    """``fn(item)`` for every item, from up to ``workers`` threads at once; the first error
+    raised is raised here, once every call has returned.
+
+    From the pool ``name`` when this process has ``concurrent.futures`` already (a
+    long-lived one, the workspace daemon: its threads are started once); otherwise from
+    threads started for this call alone with ``_thread``, which a short command, one
+    rollback in a fresh process, pays ~0.1 ms a thread for instead of the ~20 ms that
+    ``concurrent.futures`` and the ``logging`` and ``threading`` it imports cost it."""
+    if name in _pools or "concurrent.futures" in sys.modules:
+        for _ in shared_pool(name, workers).map(fn, items):
+            pass
+        return
+    todo = list(reversed(items))
+    errors: list[BaseException] = []
+    done = [_thread.allocate_lock() for _ in range(min(workers, len(todo)))]
+
+    def work(finished: _thread.LockType) -> None:
+        try:
+            while todo:
+                try:
+                    item = todo.pop()
+                except IndexError:  # another thread took the last one
+                    break
+                try:
+                    fn(item)
+                except BaseException as exc:  # noqa: BLE001 - raised by the caller
+                    errors.append(exc)
+        finally:
+            finished.release()
+
+    started = []
+    try:
+        for lock in done:
+            lock.acquire()
+            try:
+                _thread.start_new_thread(work, (lock,))
+            except BaseException:
+                lock.release()
+                raise
+            started.append(lock)
+    finally:
+        for lock in started:  # every started thread is waited for, even if one failed to start
+            lock.acquire()
+    if errors:
+        raise errors[0]
