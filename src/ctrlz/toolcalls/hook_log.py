@@ -40,7 +40,9 @@ TOLD = "hook-errors.told"
 
 
 def _home() -> Path:
-    from .store import default_home
+    # from the locator itself, not .store: that one brings the whole object store with it,
+    # and every snapshot, rollback and listing asks this
+    from ..session.locator import default_home
 
     return default_home()
 
@@ -118,8 +120,6 @@ def untold(ws: Any) -> dict[str, Any] | None:
     day), summarised as :func:`hook_failures` does, or None; what is returned counts as told.
     Keeping that costs a small file in the store; where it cannot be written the next call
     tells again."""
-    import json
-
     store = ws.store_path
     told, now = _told(store), {}
     found: list[tuple[dict[str, Any], str]] = []
@@ -139,7 +139,7 @@ def untold(ws: Any) -> dict[str, Any] | None:
         os.makedirs(os.path.join(store, "toolcalls"), exist_ok=True)
         target = os.path.join(store, "toolcalls", TOLD)
         with open(target + ".tmp", "w", encoding="utf-8") as out:
-            json.dump({**told, **now}, out)
+            out.write(jsontext.dumps({**told, **now}))
         os.replace(target + ".tmp", target)
     except OSError:
         pass

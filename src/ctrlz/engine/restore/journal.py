@@ -79,15 +79,15 @@ class Intent(namedtuple("Intent", _FIELDS, defaults=(MappingProxyType({}), 0))):
         data["roots"] = [r.hex() for r in self.roots]
         data["dirs"] = [d.hex() for d in self.dirs]
         data["version"] = VERSION
-        import json  # a restore's work; opening a workspace only stats the journal
+        from ... import jsontext  # a restore's work; opening a workspace only stats the journal
 
-        return json.dumps(data, sort_keys=True).encode()
+        return jsontext.dumps(data, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Intent:
-        import json
+        from ... import jsontext
 
-        data = json.loads(raw)
+        data = jsontext.loads(raw)
         data.pop("version", None)
         data["roots"] = [bytes.fromhex(r) for r in data["roots"]]
         data["dirs"] = [bytes.fromhex(d) for d in data["dirs"]]

@@ -19,10 +19,10 @@ their own. The log lives in the catalog (table ``operations``, schema version 2)
 
 from __future__ import annotations
 
-import json
 import time
 from collections import namedtuple
 
+from ... import jsontext
 from ...types import show_path
 from .catalog import Catalog
 
@@ -55,7 +55,7 @@ _COLUMNS = "seq, kind, target, paths, before, after, undone, created_ns"
 
 
 def _data(paths: str) -> dict[str, Any]:
-    data = json.loads(paths)
+    data = jsontext.loads(paths)
     return {"paths": data} if isinstance(data, list) else data  # the first format: a list
 
 
@@ -79,7 +79,7 @@ def encode_paths(paths: list[bytes], explicit: list[bytes] = (),  # type: ignore
         data["status"] = status
     if session_id is not None:
         data["session_id"] = session_id
-    return json.dumps(data)
+    return jsontext.dumps(data)
 
 
 class OpLog:
@@ -125,7 +125,7 @@ class OpLog:
             data = _data(row[0]) if row else {}
             first = data.pop("undo_from", None)
             self.db.execute("UPDATE operations SET undone = 1, after = ?, paths = ? "
-                            "WHERE seq = ?", (first or after, json.dumps(data), seq))
+                            "WHERE seq = ?", (first or after, jsontext.dumps(data), seq))
 
     def note_undo_attempt(self, seq: int, safety: str | None) -> None:
         """An undo of ``seq`` stopped half-way; remember what it captured first."""
@@ -140,7 +140,7 @@ class OpLog:
             data = _data(row[0])
             data.setdefault(key, safety)
             self.db.execute("UPDATE operations SET paths = ? WHERE seq = ?",
-                            (json.dumps(data), seq))
+                            (jsontext.dumps(data), seq))
 
     def get(self, seq: int) -> Operation | None:
         row = self.db.execute(f"SELECT {_COLUMNS} FROM operations WHERE seq = ?",
@@ -159,7 +159,7 @@ class OpLog:
             first = data.pop("redo_from", None)
             self.db.execute("UPDATE operations SET undone = 0, before = ?, paths = ? "
                             "WHERE seq = ?",
-                            (first or before or (row[1] if row else None), json.dumps(data),
+                            (first or before or (row[1] if row else None), jsontext.dumps(data),
                              seq))
 
     def note_redo_attempt(self, seq: int, safety: str | None) -> None:

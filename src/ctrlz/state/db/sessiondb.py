@@ -22,13 +22,13 @@ the id range recorded on its row. Readers never block: WAL, and short write tran
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ... import jsontext
 from ...errors import StoreError
 
 TYPE_CHECKING = False
@@ -147,8 +147,8 @@ _SESSION_COLUMNS = ("id, started, ended, label, command, tracked_paths, exit_cod
 def _session(row: Sequence[Any]) -> SessionRow:
     (sid, started, ended, label, command, tracked, code, count, roots, traced, note, first,
      last) = row
-    return SessionRow(sid, started, ended, label, json.loads(command), json.loads(tracked),
-                      code, count, json.loads(roots), bool(traced), note, first, last)
+    return SessionRow(sid, started, ended, label, jsontext.loads(command), jsontext.loads(tracked),
+                      code, count, jsontext.loads(roots), bool(traced), note, first, last)
 
 
 class SessionDB:
@@ -288,7 +288,7 @@ class SessionDB:
                 "INSERT INTO exec_events (session_id, timestamp, pid, ppid, command, args, cwd, "
                 "exit_code, signal, duration) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(session_id, e["timestamp"], e["pid"], e.get("ppid"), e["command"],
-                  json.dumps(e.get("args", [])), e.get("cwd"), e.get("exit_code"),
+                  jsontext.dumps(e.get("args", [])), e.get("cwd"), e.get("exit_code"),
                   e.get("signal"), e.get("duration")) for e in events])
 
     def exec_events(self, session_id: str) -> list[dict[str, Any]]:
@@ -296,7 +296,7 @@ class SessionDB:
             "SELECT timestamp, pid, ppid, command, args, cwd, exit_code, signal, duration "
             "FROM exec_events WHERE session_id = ? ORDER BY timestamp, id", (session_id,))
         return [{"timestamp": r[0], "pid": r[1], "ppid": r[2], "command": r[3],
-                 "args": json.loads(r[4]), "cwd": r[5], "exit_code": r[6], "signal": r[7],
+                 "args": jsontext.loads(r[4]), "cwd": r[5], "exit_code": r[6], "signal": r[7],
                  "duration": r[8]} for r in rows]
 
     # -- what a sandbox refused ----------------------------------------------------------
@@ -334,9 +334,9 @@ class SessionDB:
                                   (session_id,)).fetchone()
             if row is None:
                 return
-            events = json.loads(row[0] or "[]") + decisions
+            events = jsontext.loads(row[0] or "[]") + decisions
             self.db.execute("UPDATE sessions SET network_events = ? WHERE id = ?",
-                            (json.dumps(events), session_id))
+                            (jsontext.dumps(events), session_id))
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -348,7 +348,7 @@ class SessionDB:
             self.db.execute(
                 "INSERT INTO sessions (id, started, label, command, tracked_paths, traced, "
                 "trace_note, first_fs_event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, started, label, json.dumps(command), json.dumps(tracked_paths),
+                (session_id, started, label, jsontext.dumps(command), jsontext.dumps(tracked_paths),
                  int(traced), trace_note, self.max_fs_event_id()))
 
     def add_merkle_root(self, session_id: str, root_hex: str) -> None:
@@ -356,10 +356,10 @@ class SessionDB:
             self.db.execute("BEGIN IMMEDIATE")
             row = self.db.execute("SELECT merkle_roots FROM sessions WHERE id = ?",
                                   (session_id,)).fetchone()
-            roots = json.loads(row[0]) if row else []
+            roots = jsontext.loads(row[0]) if row else []
             roots.append(root_hex)
             self.db.execute("UPDATE sessions SET merkle_roots = ?, snapshot_count = ? "
-                            "WHERE id = ?", (json.dumps(roots), len(roots), session_id))
+                            "WHERE id = ?", (jsontext.dumps(roots), len(roots), session_id))
 
     def end_session(self, session_id: str, ended: str, exit_code: int | None) -> None:
         with self.db:

@@ -30,12 +30,12 @@ coverage with the snapshot's own rules and the ignore files captured in it, neve
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import re
 from collections import namedtuple
 from collections.abc import Callable
 
+from ... import jsontext
 from ..fsio.atomic import TEMP_PREFIX
 from .wildmatch import IgnoreFile, NameRules, compile_ignore
 
@@ -75,7 +75,7 @@ class Rules(namedtuple("Rules", "use_gitignore exclude_patterns exclude_globs fo
         )
 
     def fingerprint(self) -> str:
-        raw = json.dumps(self.to_json(), sort_keys=True).encode()
+        raw = jsontext.dumps(self.to_json(), sort_keys=True).encode()
         import hashlib  # OpenSSL: only when a fingerprint is asked for
 
         return hashlib.sha256(raw).hexdigest()[:16]

@@ -26,13 +26,16 @@ that link, is seen by the next full scan, the daemon's background audit, or a sa
 from __future__ import annotations
 
 import os
-import random
 import stat
 from collections.abc import Sequence
 from itertools import islice
 
 from ..db.statcache import DirCache
 from .model import IFDIR, IFMT, DirtyDirs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import random
 
 MOUNTINFO = "/proc/self/mountinfo"
 
@@ -205,7 +208,10 @@ def sample_differs(root: bytes, cache: dict[bytes, DirCache], dirty: DirtyDirs, 
     Not a miss: a file at or below a change the watcher reported in ``dirty`` (a folder
     listed again, or renamed away), one changed at or after ``after_ns`` (its event may still
     be on its way), one of ``linked`` or under ``mounts`` (every dirty scan stats those)."""
-    rng = rng or random.Random()
+    if rng is None:  # only the daemon's audit samples: a snapshot need not import random
+        import random
+
+        rng = random.Random()
     dirs = list(cache)
     if not dirs:
         return None

@@ -20,11 +20,11 @@ hash algorithm, both fixed at creation.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
+from ... import jsontext
 from ...errors import StoreError, WorkspaceError
 from ..db import statcache
 from ..db.catalog import Catalog
@@ -50,7 +50,7 @@ class Repository:
         # contents (seed 002): no clones, whose ids name blocks
         self.objects.clones_allowed = catalog.get_meta("kind") != "session"
         self.lock = StoreLock(path / "lock")
-        self.roots: list[str] = json.loads(catalog.get_meta("roots") or "[]")
+        self.roots: list[str] = jsontext.loads(catalog.get_meta("roots") or "[]")
         self._trees: dict[bytes, list[Entry]] = {}
         self._tree_data: dict[bytes, bytes] = {}
         self._tree_data_bytes = 0
@@ -81,7 +81,7 @@ class Repository:
             if fresh:
                 catalog.set_meta("format", FORMAT)
                 catalog.set_meta("algorithm", algorithm)
-                catalog.set_meta("roots", json.dumps(roots))
+                catalog.set_meta("roots", jsontext.dumps(roots))
                 catalog.set_meta("kind", kind)
                 catalog.set_meta("created_ns", str(time.time_ns()))
                 # makes this store's clone names its own (see ObjectStore.clone_name)
