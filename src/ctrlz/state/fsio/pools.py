@@ -52,12 +52,16 @@ def each(name: str, workers: int, fn: Callable[[int], object], items: Sequence[i
     threads started for this call alone with ``_thread``, which a short command, one
     rollback in a fresh process, pays ~0.1 ms a thread for instead of the ~20 ms that
     ``concurrent.futures`` and the ``logging`` and ``threading`` it imports cost it."""
+    errors: list[BaseException] = []
     if name in _pools or "concurrent.futures" in sys.modules:
-        for _ in shared_pool(name, workers).map(fn, items):
-            pass
+        pool = shared_pool(name, workers)
+        for future in [pool.submit(fn, item) for item in items]:
+            if (exc := future.exception()) is not None:  # waits for it
+                errors.append(exc)
+        if errors:
+            raise errors[0]
         return
     todo = list(reversed(items))
-    errors: list[BaseException] = []
     done = [_thread.allocate_lock() for _ in range(min(workers, len(todo)))]
 
     def work(finished: _thread.LockType) -> None:
