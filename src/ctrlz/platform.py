@@ -404,3 +404,53 @@ def facts() -> list[Fact]:
         Fact("door", "native command door", "C" if native_door() else None,
              "the ctrlz command is the Python script (slower start)"),
     ]
+
+
+# -- compression ------------------------------------------------------------------------------
+
+_zstd: Any = None
+
+
+def zstandard() -> Any:
+    """The zstandard module for the store (``ZstdCompressor``, ``ZstdDecompressor``,
+    ``ZstdError``): its C backend, loaded on first use.
+
+    Not ``import zstandard`` where that can be helped: the package's ``__init__`` imports
+    ``platform`` (nine regular expressions compiled) and ``typing`` to pick a backend, ~7 ms
+    of a ~0.1 s cold snapshot or rollback, more than the compression itself. So the C
+    backend is found and loaded as the package would load it (under its own name,
+    ``zstandard.backend_c``, where the package's ``from .backend_c import *`` finds it
+    again if a remote or an archive imports the package later in the same process), and
+    says so as the package does (``backend`` is ``"cext"``). A backend chosen with
+    ``$PYTHON_ZSTANDARD_IMPORT_POLICY``, or anything unexpected (no C backend, another
+    layout), is the package's to load."""
+    global _zstd
+    mod = _zstd
+    if mod is None:
+        mod = sys.modules.get("zstandard")
+        if mod is None and os.environ.get("PYTHON_ZSTANDARD_IMPORT_POLICY",
+                                          "default").strip() in ("default", "cext"):
+            mod = sys.modules.get("zstandard.backend_c") or _zstandard_c()
+        if mod is None:
+            import zstandard as mod  # type: ignore[no-redef]
+        _zstd = mod
+    return mod
+
+
+def _zstandard_c() -> Any:
+    """zstandard's C backend loaded as its package would load it, or None."""
+    try:
+        import _frozen_importlib as bootstrap
+        import _frozen_importlib_external as external
+
+        package = external.PathFinder.find_spec("zstandard")
+        spec = external.PathFinder.find_spec(
+            "zstandard.backend_c", package.submodule_search_locations)  # type: ignore[union-attr]
+        mod = bootstrap.module_from_spec(spec)
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+        mod.ZstdCompressor, mod.ZstdDecompressor, mod.ZstdError  # noqa: B018 - the API
+    except Exception:  # noqa: BLE001 - the package knows its own way
+        return None
+    mod.backend = "cext"
+    sys.modules["zstandard.backend_c"] = mod
+    return mod

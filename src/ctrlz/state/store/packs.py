@@ -17,6 +17,7 @@ import os
 import struct
 from collections.abc import Iterator
 
+from ... import platform
 from ...errors import StoreError, StoreFull, exhausted
 from ..db.catalog import ObjectRow
 
@@ -70,61 +71,10 @@ _local = _thread._local()
 
 
 def zstd() -> Any:
-    """The zstandard module's C backend, loaded on first use: the API ctrlz uses
-    (``ZstdCompressor``, ``ZstdDecompressor``, ``ZstdError``) is all there.
-
-    Not ``import zstandard``: its package ``__init__`` imports ``platform`` (nine regular
-    expressions compiled) and ``typing`` to pick a backend, ~7 ms of a ~0.1 s cold snapshot
-    or rollback, more than the compression itself. So the C backend is found and loaded as
-    the package would load it (under its own name, ``zstandard.backend_c``, where the
-    package's ``from .backend_c import *`` finds it again if a remote or an archive imports
-    the package later in the same process), and says so as the package does (``backend``
-    is ``"cext"``). A backend chosen with ``$PYTHON_ZSTANDARD_IMPORT_POLICY``, or anything
-    unexpected (no C backend, another layout), is the package's to load."""
-    mod = _zstd
-    if mod is None:
-        mod = _load_zstd()
-    return mod
-
-
-_zstd: Any = None
-
-
-def _load_zstd() -> Any:
-    global _zstd
-    import sys
-
-    mod = sys.modules.get("zstandard")
-    if mod is None and os.environ.get("PYTHON_ZSTANDARD_IMPORT_POLICY", "default").strip() in (
-            "default", "cext"):
-        mod = sys.modules.get("zstandard.backend_c")
-        if mod is None:
-            mod = _backend_c()
-    if mod is None:
-        import zstandard as mod  # type: ignore[no-redef]
-    _zstd = mod
-    return mod
-
-
-def _backend_c() -> Any:
-    """zstandard's C backend loaded as its package would load it, or None."""
-    import sys
-
-    try:
-        import _frozen_importlib as bootstrap
-        import _frozen_importlib_external as external
-
-        package = external.PathFinder.find_spec("zstandard")
-        spec = external.PathFinder.find_spec(
-            "zstandard.backend_c", package.submodule_search_locations)  # type: ignore[union-attr]
-        mod = bootstrap.module_from_spec(spec)
-        spec.loader.exec_module(mod)  # type: ignore[union-attr]
-        mod.ZstdCompressor, mod.ZstdDecompressor, mod.ZstdError  # noqa: B018 - the API
-    except Exception:  # noqa: BLE001 - the package knows its own way
-        return None
-    mod.backend = "cext"
-    sys.modules["zstandard.backend_c"] = mod
-    return mod
+    """The zstandard module, loaded on first use (:func:`ctrlz.platform.zstandard`: its C
+    backend without the package's start-up where it can), which a command reading only the
+    catalog (`ctrlz list`) or writing a tiny pre-image does not load at all."""
+    return platform.zstandard()
 
 
 def compressor(level: int = ZSTD_LEVEL) -> Any:
