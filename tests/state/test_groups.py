@@ -269,3 +269,47 @@ def test_shares_add_up_to_the_record_and_are_never_zero(sizes: list[int]) -> Non
     length = GROUP_HEAD.size + len(sizes) * GROUP_ENTRY.size + 3
     got = shares(length, sizes)
     assert sum(got) == length and min(got) >= 1
+
+
+def test_reading_many_members_reads_and_checks_each_group_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push reads every member of a snapshot, in the order of its trees: read_members takes
+    them a group at a time, so each group's bytes are read once however they are asked for,
+    and a member its group does not give (damaged) comes back as None, for a single read to
+    report."""
+    items = bodies(3000, seed=13)
+    with new_store(tmp_path) as repo:
+        oids = put_all(repo, items)
+    with Repository.open(tmp_path / "store") as repo:
+        size = len(pack_bytes(repo))
+        rows = [repo.catalog.lookup(o) for o in oids]
+        random.Random(3).shuffle(rows)
+        groups = {r[2] for r in rows}  # type: ignore[index]
+        assert len(groups) >= 3
+        reads: list[tuple[int, int]] = []
+        real_pread = os.pread
+
+        def pread(fd: int, length: int, offset: int) -> bytes:
+            reads.append((offset, length))
+            return real_pread(fd, length, offset)
+
+        monkeypatch.setattr(os, "pread", pread)
+        got = dict(repo.objects.read_members(rows))  # type: ignore[arg-type]
+        assert got == dict(zip(oids, items, strict=True))
+        assert len(reads) == 2 * len(groups)  # a head and a record each
+        assert sum(ln for _, ln in reads) <= size + len(groups) * GROUP_HEAD.size
+        monkeypatch.undo()
+        name = next(n for n, _ in repo.catalog.packs().values())
+        pack = repo.path / "packs" / name
+        data = bytearray(pack.read_bytes())
+        data[len(data) - 40] ^= 0xFF  # a flipped bit in the last group's frame
+        pack.write_bytes(bytes(data))
+        repo.objects.close()
+        last = max(groups)
+        got = dict(repo.objects.read_members(rows))  # type: ignore[arg-type]
+        assert {o for o, d in got.items() if d is None} == {
+            r[0] for r in rows if r[2] == last}  # type: ignore[index]
+        from ctrlz.state.interchange.transfer import members_checked
+
+        with pytest.raises(CorruptObject, match="so it was not sent"):
+            dict(members_checked(repo.objects, rows))  # type: ignore[arg-type]

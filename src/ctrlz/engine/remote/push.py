@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 from ...errors import RemoteError
 from ...state.chunking import Cut
+from ...state.db.catalog import ObjectRow
 from ...state.interchange.portable import to_record
-from ...state.interchange.transfer import open_checked, read_checked
+from ...state.interchange.transfer import members_checked, open_checked
 from ...state.remote.chunks import CHUNK_FROM, CHUNKED, chunked, encode_list
 from ...state.remote.known import MAX_TREES, KnownTrees, load_known, save_known
 from ...state.remote.repo import (
@@ -112,42 +113,45 @@ class _Uploader:
     def upload(self, oids: Sequence[bytes], kind: bytes, salt: bytes = bytes(8)) -> None:
         batch: list[tuple[bytes, int, int | None, bytes]] = []
         size = 0
+        for item in self._items(oids, kind):
+            batch.append(item)
+            size += len(item[3])
+            if size >= PACK_TARGET:
+                self._submit(kind, batch, salt)
+                batch, size = [], 0
+        if batch:
+            self._submit(kind, batch, salt)
+
+    def _items(self, oids: Sequence[bytes], kind: bytes
+               ) -> Iterator[tuple[bytes, int, int | None, bytes]]:
+        """(id, raw size, codec, stored bytes) to send; codec ``None``: the pool compresses."""
         lookup = self.repo.objects.catalog.lookup
-        rows = {oid: lookup(oid) for oid in oids} if kind == DATA else {}
-        big = [oid for oid, row in rows.items()
-               if row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE]
+        rows = {oid: lookup(oid) for oid in oids}
+        big = [oid for oid, row in rows.items() if _big(kind, row)]
         # a blob the store cut as it stored it names its chunks: only new ones are read
         tables = {oid: t for oid in big if (t := self.repo.objects.cuts(oid)) is not None}
         cuts = self._cut_ahead([oid for oid in big if oid not in tables])
+        grouped: list[ObjectRow] = []
         try:
-            for oid in dict.fromkeys(oids):
-                items: Iterable[tuple[bytes, int, int | None, bytes]]
-                row = rows.get(oid)
-                if oid in tables:
-                    items = self._chunked_from_table(oid, row[4], tables[oid])  # type: ignore[index]
-                elif row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE:
+            for oid, row in rows.items():
+                if row is not None and row[5] == GROUP:
+                    grouped.append(row)  # below
+                elif oid in tables:
+                    yield from self._chunked_from_table(oid, row[4], tables[oid])  # type: ignore[index]
+                elif _big(kind, row):
                     cut_oid, data, cut = next(cuts)
                     if cut_oid != oid:  # the read-ahead follows this loop's order
                         raise AssertionError("chunked blobs out of order")
-                    items = self._chunked(oid, data, cut)
-                elif row is not None and row[5] == GROUP:
-                    # a member of a local group travels alone: compressed on the pool
-                    # (codec None), not here, and read out of the group this loop decodes once
-                    data = read_checked(self.repo.objects, oid)
-                    items = [(oid, len(data), None, data)]
+                    yield from self._chunked(oid, data, cut)
                 else:
                     raw, codec, _length, chunks = open_checked(self.repo.objects, oid)
-                    items = [(oid, raw, codec, b"".join(chunks))]
-                for item in items:
-                    batch.append(item)
-                    size += len(item[3])
-                    if size >= PACK_TARGET:
-                        self._submit(kind, batch, salt)
-                        batch, size = [], 0
+                    yield oid, raw, codec, b"".join(chunks)
         finally:
             cuts.close()
-        if batch:
-            self._submit(kind, batch, salt)
+        # a member of a local group travels alone, compressed on the pool (codec None), read
+        # a group at a time (each decoded once), not in the order of the trees
+        for oid, data in members_checked(self.repo.objects, grouped):
+            yield oid, len(data), None, data
 
     def _cut_ahead(self, big: list[bytes]
                    ) -> Iterator[tuple[bytes, bytes, list[tuple[bytes, int, int]]]]:
@@ -447,6 +451,11 @@ def _remember(path: Path, remote: RemoteRepo, plan: _Plan) -> None:
         save_known(path, remote.identity, known)
     except OSError:
         pass  # only a cache: the next push walks more
+
+
+def _big(kind: bytes, row: ObjectRow | None) -> bool:
+    """Is this a blob that goes up cut in chunks (:mod:`ctrlz.state.remote.chunks`)?"""
+    return kind == DATA and row is not None and row[4] >= CHUNK_FROM and row[5] != CLONE
 
 
 def _condemned(remote: RemoteRepo) -> tuple[set[bytes], float]:

@@ -37,6 +37,7 @@ from ..store.packs import FrameDecoder, decode_frames, encode_small
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ...types import Snapshot
+    from ..db.catalog import ObjectRow
     from ..store.repository import Repository
 
 
@@ -92,6 +93,14 @@ def read_checked(store: ObjectStore, oid: bytes) -> bytes:
         why = str(exc).removesuffix("; run `ctrlz verify`")
         raise CorruptObject(f"object {oid.hex()[:16]} in the local store is damaged ({why}), "
                             "so it was not sent; run `ctrlz verify`") from None
+
+
+def members_checked(store: ObjectStore, rows: Iterable[ObjectRow]
+                    ) -> Iterator[tuple[bytes, bytes]]:
+    """:meth:`ObjectStore.read_members` for sending (a push's grouped objects, each group
+    decoded once); a member its group did not give is read as :func:`read_checked` reads."""
+    for oid, data in store.read_members(rows):
+        yield oid, data if data is not None else read_checked(store, oid)
 
 
 def open_checked(store: ObjectStore, oid: bytes) -> tuple[int, int, int, Iterator[bytes]]:

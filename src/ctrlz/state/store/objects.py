@@ -58,10 +58,11 @@ from .strays import StrayMarker
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
     from typing import BinaryIO
 
+    from ..db.catalog import ObjectRow
     from .groups import Group
 
 __all__ = ["CHUNK", "CLONE", "LOOSE_MIN", "MAX_PACK_FDS", "PACK_MAGIC", "PACK_MAX", "RAW",
@@ -207,15 +208,44 @@ class ObjectStore(CloneObjects, CutObjects, StrayMarker):
         key = (pack, offset)
         group = self._groups.get(key)
         if group is None or not group.covers(oid):
-            head = self._pread(pack, GROUP_HEAD.size, offset)
-            if len(head) < GROUP_HEAD.size:
-                raise CorruptObject(f"a group in pack {pack} is truncated; run `ctrlz verify`")
-            _, count, frame_len = GROUP_HEAD.unpack(head)
-            record = self._pread(pack, GROUP_HEAD.size + count * GROUP_ENTRY.size + frame_len,
-                                 offset)
-            group = decode_group(record, upto=oid if group is None else None)
+            group = decode_group(self._group_record(pack, offset),
+                                 upto=oid if group is None else None)
             self._groups.add(key, group)
         return group
+
+    def _group_record(self, pack: int, offset: int) -> bytes:
+        """The stored bytes of the group record at ``offset`` of pack ``pack`` (two reads:
+        its head says how long it is)."""
+        head = self._pread(pack, GROUP_HEAD.size, offset)
+        if len(head) < GROUP_HEAD.size:
+            raise CorruptObject(f"a group in pack {pack} is truncated; run `ctrlz verify`")
+        _, count, frame_len = GROUP_HEAD.unpack(head)
+        return self._pread(pack, GROUP_HEAD.size + count * GROUP_ENTRY.size + frame_len,
+                           offset)
+
+    def read_members(self, rows: Iterable[ObjectRow]) -> Iterator[tuple[bytes, bytes | None]]:
+        """(id, bytes) of each group member named by its catalog row, checked against its id,
+        ordered by where their groups lie in the packs: each group is read and decoded once,
+        whole, however many of its members are wanted. A push sends every member of a
+        snapshot; read one by one in the order of its trees, they decoded each group several
+        times, half of it each time (the push's CPU on 10,000 files went from 1.2 s to 1.9 s
+        with groups). The bytes are ``None`` for a member its group did not give (damaged,
+        or gc moved it since ``rows`` were read): the caller reads it alone with
+        :meth:`read`, which looks it up again or raises :class:`CorruptObject`."""
+        wanted: dict[tuple[int, int], list[bytes]] = {}
+        for oid, pack, offset, *_ in rows:
+            if pack is None:
+                yield oid, None
+            else:
+                wanted.setdefault((pack, offset), []).append(oid)
+        for (pack, offset), oids in sorted(wanted.items()):
+            try:
+                group: Group | None = decode_group(self._group_record(pack, offset))
+            except CorruptObject:
+                group = None
+            for oid in oids:
+                data = group.member(oid) if group is not None else None
+                yield oid, data if data is not None and self.digest(data) == oid else None
 
     def check_stored(self, oid: bytes, stored: bytes, codec: int, size: int) -> None:
         if self.digest(self._decode(stored, codec, size, oid)) != oid:
