@@ -52,8 +52,7 @@ from ...state.store.objects import CLONE
 from ...state.store.packs import encode_small
 from ...state.store.repository import Repository
 from ...types import Snapshot
-from ..reach import Needed, needed_objects
-from .chunklists import chunked_among, read_lists
+from .plan import Plan
 from .refs import add_entries, entries, update_ref
 from .repair import damaged_copies
 
@@ -324,7 +323,7 @@ def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
     index.avoid(condemned)  # a copy gc keeps (a repacked pack's objects) over one it drops
     cached = load_known(known, remote.identity) if known is not None and not repair \
         else KnownTrees()
-    plan = _Plan(repo, remote, index, [s.root for s in (snaps if repair else todo)], cached,
+    plan = Plan(repo, remote, index, [s.root for s in (snaps if repair else todo)], cached,
                  condemned)
     uploader = _Uploader(repo, remote, index, report, workers, progress, cache, has=plan.has)
     try:
@@ -362,80 +361,7 @@ def push(repo: Repository, remote: RemoteRepo, workspace: str, name: str,
     return report
 
 
-class _Plan:
-    """What a push sends and what it relies on: the walk of the snapshots' trees, skipping
-    trees the known-complete cache vouches for (while every pack it names is usable)."""
-
-    def __init__(self, repo: Repository, remote: RemoteRepo, index: RemoteIndex,
-                 roots: list[bytes], known: KnownTrees, condemned: set[bytes]) -> None:
-        self.repo = repo
-        self.remote = remote
-        self.index = index
-        self.roots = roots
-        self.condemned = condemned
-        usable = known.packs <= index.packs.keys() and known.packs.isdisjoint(condemned)
-        self.known = known if usable else KnownTrees()
-        #: pack -> objects this push takes from it (the cache's packs: objects unknown)
-        self.relied: dict[bytes, set[bytes]] = {}
-        self.walked: set[bytes] = set()  # every tree entered: complete on the remote after
-        self.hits: set[bytes] = set()  # known-complete trees this push reuses
-        self.needed = Needed()
-        self.checked: set[bytes] = set()  # chunked blobs whose chunks were relied on
-        self.parent_of: dict[bytes, bytes] = {}  # chunk -> a chunked blob it belongs to
-        self.damaged: set[bytes] = set()  # objects whose remote copy is bad (``repair``)
-
-    def has(self, oid: bytes) -> bool:
-        """Does the remote hold ``oid`` in a pack gc keeps? If so, this push relies on it."""
-        loc = self.index.objects.get(oid)
-        if loc is None or loc.pack in self.condemned or oid in self.damaged:
-            return False
-        self.relied.setdefault(loc.pack, set()).add(oid)
-        return True
-
-    def walk(self) -> None:
-        self.relied = {p: set() for p in self.known.packs}
-        self.walked, self.hits, self.checked = set(), set(), set()
-
-        def complete(oid: bytes) -> bool:
-            if oid in self.known.trees:
-                self.hits.add(oid)
-                return True
-            self.walked.add(oid)
-            return False
-
-        self.needed = needed_objects(self.repo.tree, self.roots, has=self.has,
-                                     complete=complete)
-        self._rely_on_chunks()
-
-    def _rely_on_chunks(self) -> None:
-        """A chunked blob the remote holds is relied on with its chunks: their packs can be
-        condemned while the list's pack lives on for other objects, and a push that revived
-        the blob would then lose its chunks a grace period later. A blob with a chunk gone
-        or condemned is sent again (its missing chunks and a new list)."""
-        reused = [(oid, loc) for oid, loc in chunked_among(self.index, (
-            o for objs in self.relied.values() for o in objs)) if oid not in self.checked]
-        for oid, chunks in read_lists(self.remote, reused).items():
-            self.checked.add(oid)
-            ok = True
-            for cid, _n in chunks:
-                self.parent_of.setdefault(cid, oid)
-                ok = self.has(cid) and ok
-            if not ok:
-                self.needed.blobs.append(oid)
-
-    def reused(self) -> int:
-        return sum(len(v) for v in self.relied.values())
-
-    def drop_known(self, condemned: set[bytes]) -> None:
-        """A pack of the cache was condemned: walk everything, relying only on what the walk
-        finds (the cache cannot say which objects sit in which of its packs)."""
-        self.known = KnownTrees()
-        self.condemned = condemned
-        self.index.avoid(condemned)
-        self.walk()
-
-
-def _remember(path: Path, remote: RemoteRepo, plan: _Plan) -> None:
+def _remember(path: Path, remote: RemoteRepo, plan: Plan) -> None:
     """Add what this push made complete on the remote to the cache (only after its ref
     write: see :mod:`ctrlz.state.remote.known`)."""
     known = KnownTrees(plan.known.trees | plan.walked, plan.known.packs | plan.relied.keys())
@@ -465,7 +391,7 @@ def _condemned(remote: RemoteRepo) -> tuple[set[bytes], float]:
     return remote.condemned(), at
 
 
-def _recheck(remote: RemoteRepo, plan: _Plan, uploader: _Uploader,
+def _recheck(remote: RemoteRepo, plan: Plan, uploader: _Uploader,
              condemned: set[bytes] | None, checked: float) -> float:
     """Re-upload what this push relies on that sits in a condemned pack; returns when the gc
     state used was read. ``condemned`` is a state already read at ``checked`` (the push's
