@@ -69,6 +69,19 @@ def pack_bytes(repo: Repository) -> bytes:
     return (repo.path / "packs" / name).read_bytes()
 
 
+def recorded_preads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (offset, length) of every ``os.pread`` from now on (until ``monkeypatch.undo``)."""
+    reads: list[tuple[int, int]] = []
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        reads.append((offset, length))
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    return reads
+
+
 def test_grouped_objects_round_trip_and_the_pack_alone_rebuilds_the_index(
         tmp_path: Path) -> None:
     items = bodies(2000)
@@ -134,14 +147,7 @@ def test_reading_one_object_reads_only_its_group(tmp_path: Path,
             groups[offset] = (GROUP_HEAD.size + count * GROUP_ENTRY.size
                               + GROUP_HEAD.unpack_from(data, offset)[2])
         assert len(groups) >= 3
-        reads: list[tuple[int, int]] = []
-        real_pread = os.pread
-
-        def pread(fd: int, length: int, offset: int) -> bytes:
-            reads.append((offset, length))
-            return real_pread(fd, length, offset)
-
-        monkeypatch.setattr(os, "pread", pread)
+        reads = recorded_preads(monkeypatch)
         def group_of(i: int) -> int:
             return repo.catalog.lookup(oids[i])[2]  # type: ignore[index]
 
@@ -286,14 +292,7 @@ def test_reading_many_members_reads_and_checks_each_group_once(
         random.Random(3).shuffle(rows)
         groups = {r[2] for r in rows}  # type: ignore[index]
         assert len(groups) >= 3
-        reads: list[tuple[int, int]] = []
-        real_pread = os.pread
-
-        def pread(fd: int, length: int, offset: int) -> bytes:
-            reads.append((offset, length))
-            return real_pread(fd, length, offset)
-
-        monkeypatch.setattr(os, "pread", pread)
+        reads = recorded_preads(monkeypatch)
         got = dict(repo.objects.read_members(rows))  # type: ignore[arg-type]
         assert got == dict(zip(oids, items, strict=True))
         assert len(reads) == 2 * len(groups)  # a head and a record each
