@@ -7,12 +7,10 @@ native launcher is built for the test user's interpreter. What it records is wha
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,26 +49,6 @@ exit 0
 def run(area: Area, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
     return subprocess.run(area.command(*args), cwd=area.ws, env=env, capture_output=True,
                           text=True, timeout=180)
-
-
-@pytest.fixture
-def native(area: Area) -> Iterator[None]:  # noqa: F811
-    """The native launcher beside the interpreter the test user runs ctrlz with (a copy of
-    this checkout's for uid 65534's venv, for this test only: a C program needs nothing
-    more)."""
-    built = platform.native_launcher()
-    if built is None:
-        pytest.skip("no native launcher was built (no C compiler?)")
-    if area.user is None:
-        yield
-        return
-    copy = Path(area.user.python).parent / "ctrlz-sandbox"
-    shutil.copy2(built, copy)
-    os.chmod(copy, 0o755)
-    try:
-        yield
-    finally:
-        copy.unlink()
 
 
 def denials(area: Area) -> list[dict[str, object]]:  # noqa: F811

@@ -21,13 +21,27 @@
 
 #include "confine.h"
 
+int refusal_fd = -1;
+
+void report_refusal(const char *cause) {
+    struct stat st;
+    if (refusal_fd < 0) {
+        dprintf(2, "ctrlz: the sandbox could not be made, nothing was run: %s\n", cause);
+        return;
+    }
+    if (fstat(refusal_fd, &st) == 0 && st.st_size > 0) return; /* the first cause stands */
+    if (dprintf(refusal_fd, "%s\n", cause) < 0) {}
+}
+
+/* Why a file rather than stderr, when ctrlz run gives one: ctrlz says it in its own words
+ * (one line, exit 2), and an exit status alone cannot tell a refusal from a command's 126. */
 void refuse(const char *fmt, ...) {
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    dprintf(2, "ctrlz: the sandbox could not be made, nothing was run: %s\n", line);
+    report_refusal(line);
     _exit(EXIT_REFUSED);
 }
 

@@ -14,7 +14,7 @@ typedef struct {
 
 /* what SPEC_FILE says (ctrlz/sandbox/spec.py) */
 typedef struct {
-    const char *record, *extra, *log;
+    const char *record, *extra, *log, *refusal;
     int self, attr_size, wait, send;
     uint64_t fs, net, scoped, filemask;
     long max;
@@ -28,8 +28,13 @@ extern const int PASSED[NPASSED];
 
 #define EXIT_REFUSED 126
 
-/* one line on stderr, exit 126 */
+/* where refuse() writes its cause for ctrlz run (the spec's `refusal` file, opened by main,
+ * or an fd handed into bwrap); -1: on stderr */
+extern int refusal_fd;
+/* the cause in the refusal file, else one line on stderr; exit 126 */
 void refuse(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* the cause written to the refusal file unless one is there already, without exiting */
+void report_refusal(const char *cause);
 /* a number item of the spec (up to a ':'), or refuse */
 uint64_t number(const char *text, const char *key);
 void confine(const spec *s);

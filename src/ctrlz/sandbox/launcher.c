@@ -18,7 +18,8 @@
  * `send` it is the part of the observer that runs inside bwrap.
  *
  * SPEC_FILE is a series of NUL-terminated `key=value` items (spec.py lists the keys).
- * Any failure before CMD runs: one line on stderr, exit 126, nothing run unconfined.
+ * Any failure before CMD runs: its cause in the spec's `refusal` file (ctrlz run then says it
+ * and exits 2) or, without one, one line on stderr; exit 126, nothing run unconfined.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,6 +82,7 @@ static void parse(char *data, size_t len, spec *s) {
         else if (!strcmp(item, "filemask")) s->filemask = number(value, item);
         else if (!strcmp(item, "wait")) s->wait = (int)number(value, item);
         else if (!strcmp(item, "log")) s->log = value;
+        else if (!strcmp(item, "refusal")) s->refusal = value;
         else if (!strcmp(item, "max")) s->max = (long)number(value, item);
         else if (!strcmp(item, "send")) s->send = (int)number(value, item);
         else if (!strcmp(item, "path") || !strcmp(item, "port") || !strcmp(item, "seccomp")
@@ -170,6 +172,10 @@ int main(int argc, char **argv) {
     char *data = slurp(argv[1], &len);
     static spec s;
     parse(data, len, &s);
+    if (s.refusal) {
+        refusal_fd = open(s.refusal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (refusal_fd < 0) refuse("%s: %s", s.refusal, strerror(errno));
+    }
     if (s.send) return send_listener(&s, argv + 3);
     if (s.record) write_record(&s);
     if (s.log) return observe(&s, argv + 3);

@@ -13,8 +13,9 @@ Both read the same spec (:mod:`.spec`, where every decision was made): write the
 ``sandboxed`` record (:mod:`.policy`) first, while the store can still be written; Landlock
 (all of it, or under bwrap only the proxy's port: CMD is then a bwrap command line, which
 does the mounts); each seccomp filter; then exec CMD, or run it and die the way it died
-(``wait``, bwrap). Any failure ends the launcher with one line on stderr and status 126,
-before CMD runs: never unconfined. What this twin does not do is observe (``log``): without
+(``wait``, bwrap). Any failure ends the launcher with status 126 before CMD runs (never
+unconfined), its cause in the spec's ``refusal`` file (``ctrlz run`` says it and exits 2) or,
+without one, as one line on stderr. What this twin does not do is observe (``log``): without
 the native launcher, the tracer records the refused writes (:mod:`ctrlz.sources.trace.denials`).
 """
 
@@ -98,12 +99,26 @@ def _run_bwrap(command: list[str]) -> int:
     return status
 
 
+def _refuse(values: dict[str, str], cause: object) -> int:
+    """Say why nothing was run: in the refusal file when the spec names one, else on stderr."""
+    path = values.get("refusal")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            if f.tell() == 0:  # the first cause stands
+                f.write(f"{cause}\n")
+    else:
+        print(f"ctrlz: the sandbox could not be made, nothing was run: {cause}",
+              file=sys.stderr)
+    return EXIT_REFUSED
+
+
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if len(args) < 3 or args[1] != "--":
         print("usage: python -m ctrlz.sandbox.launcher SPEC_FILE -- CMD [ARG...]",
               file=sys.stderr)
         return 2
+    values: dict[str, str] = {}
     try:
         with open(args[0], "rb") as f:
             items = parse(f.read())
@@ -112,8 +127,7 @@ def main(argv: Sequence[str]) -> int:
             _write_record(values["record"], items)
         confine(items)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        print(f"ctrlz: the sandbox could not be made, nothing was run: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return _refuse(values, exc)
     command = args[2:]
     sys.stdout.flush()
     if values.get("wait") == "1":

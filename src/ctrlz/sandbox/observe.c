@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -91,13 +92,22 @@ static const char *item_value(const spec *s, const char *key) {
     return NULL;
 }
 
-/* inside bwrap: filter this process, hand the listener to the observer outside, exec */
+/* inside bwrap: filter this process, hand the listener to the observer outside (the sign
+ * that the sandbox was made), give the command the run's stderr back, exec */
 int send_listener(const spec *s, char **argv) {
     const char *env = getenv(LISTENER_ENV), *notify = item_value(s, "notify");
-    if (!env || !notify) refuse("no observer to hand the listener to");
-    int sock = atoi(env);
+    int sock = -1, err = -1, refusal = -1;
+    if (!env || sscanf(env, "%d:%d:%d", &sock, &err, &refusal) != 3 || sock < 0 || err < 0)
+        refuse("no observer to hand the listener to");
+    if (refusal >= 0) {
+        refusal_fd = refusal;
+        fcntl(refusal, F_SETFD, FD_CLOEXEC);
+    }
     unsetenv(LISTENER_ENV);
+    if (!notify) refuse("no notify filter in the spec");
     int listener = load_filter(notify, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    if (dup2(err, 2) < 0) refuse("giving the command its stderr: %s", strerror(errno));
+    close(err);
     send_fd(sock, listener);
     close(listener);
     close(sock);
@@ -338,9 +348,11 @@ static void serve(int listener, pid_t child, int *status) {
                            ? sizes.seccomp_notif_resp : sizeof(struct seccomp_notif_resp);
     struct seccomp_notif *req = calloc(1, req_size);
     struct seccomp_notif_resp *resp = calloc(1, resp_size);
-    int pidfd = child ? (int)syscall(SYS_pidfd_open, child, 0) : -1;
+    int pidfd = child ? (int)syscall(SYS_pidfd_open, child, 0) : -1, hung_up = 0;
     for (;;) {
-        struct pollfd fds[2] = {{listener, POLLIN, 0}, {pidfd, POLLIN, 0}};
+        /* once nobody holds the filter, the listener polls as hung up at once: wait for the
+         * child alone then (polled again, the loop would spin until bwrap is gone) */
+        struct pollfd fds[2] = {{hung_up ? -1 : listener, POLLIN, 0}, {pidfd, POLLIN, 0}};
         int n = poll(fds, pidfd >= 0 ? 2 : 1, child && pidfd < 0 ? 50 : -1);
         if (n < 0 && errno != EINTR) break;
         if (n > 0 && (fds[0].revents & POLLIN)) {
@@ -349,13 +361,38 @@ static void serve(int listener, pid_t child, int *status) {
         }
         if (n > 0 && (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))) {
             if (!child) break; /* nobody holds the filter any more */
-            fds[0].fd = -1;
+            hung_up = 1;
         }
         if (child && waitpid(child, status, WNOHANG) == child) break;
     }
     if (pidfd >= 0) close(pidfd);
     free(req);
     free(resp);
+}
+
+/* bwrap ended before the one inside sent the listener: the sandbox could not be made. Its
+ * cause is the first line bwrap wrote, unless the one inside refused (its own cause stands) */
+static void bwrap_failed(int complaints, int status) {
+    char text[1024] = "", cause[1100];
+    ssize_t n = pread(complaints, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = 0;
+    char *line = text;
+    while (*line == '\n' || *line == ' ') line++;
+    line[strcspn(line, "\n")] = 0;
+    if (*line) snprintf(cause, sizeof cause, "%s", line);
+    else if (WIFSIGNALED(status))
+        snprintf(cause, sizeof cause, "bwrap was killed by signal %d", WTERMSIG(status));
+    else snprintf(cause, sizeof cause, "bwrap exited with %d", WEXITSTATUS(status));
+    report_refusal(cause);
+}
+
+/* what bwrap wrote to `fd` after the sandbox was made, onto stderr (nothing is hidden) */
+static void pass_on(int fd) {
+    char buf[4096];
+    ssize_t n;
+    for (off_t at = 0; (n = pread(fd, buf, sizeof buf, at)) > 0; at += n)
+        if (write(2, buf, (size_t)n) < 0) break;
+    close(fd);
 }
 
 int observe(const spec *s, char **argv) {
@@ -367,6 +404,11 @@ int observe(const spec *s, char **argv) {
     int sock[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0)
         refuse("socketpair: %s", strerror(errno));
+    /* bwrap's stderr until the sandbox is made: its first line is the cause when bwrap dies
+     * before the listener comes (no user namespaces, a mount refused): no probe beforehand */
+    int complaints = -1;
+    if (s->wait && (complaints = (int)memfd_create("bwrap-stderr", MFD_CLOEXEC)) < 0)
+        refuse("memfd_create: %s", strerror(errno));
     for (size_t i = 0; i < NPASSED; i++) signal(PASSED[i], SIG_IGN); /* they reach the group */
     pid_t child = fork();
     if (child < 0) refuse("fork: %s", strerror(errno));
@@ -376,9 +418,13 @@ int observe(const spec *s, char **argv) {
         close(log_fd);
         confine(s);
         if (s->wait) { /* bwrap: the ctrlz-sandbox inside filters itself and sends */
-            char value[16];
-            snprintf(value, sizeof value, "%d", sock[1]);
-            if (fcntl(sock[1], F_SETFD, 0) < 0 || setenv(LISTENER_ENV, value, 1) < 0)
+            char value[48];
+            int err = dup(2); /* the command's stderr, which the one inside gives back */
+            if (err < 0 || fcntl(sock[1], F_SETFD, 0) < 0
+                || (refusal_fd >= 0 && fcntl(refusal_fd, F_SETFD, 0) < 0))
+                refuse("handing the listener's socket to bwrap: %s", strerror(errno));
+            snprintf(value, sizeof value, "%d:%d:%d", sock[1], err, refusal_fd);
+            if (setenv(LISTENER_ENV, value, 1) < 0 || dup2(complaints, 2) < 0)
                 refuse("handing the listener's socket to bwrap: %s", strerror(errno));
             exec_command(argv);
         }
@@ -394,6 +440,10 @@ int observe(const spec *s, char **argv) {
     int status = 0;
     if (listener < 0) {
         while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+        if (s->wait) {
+            bwrap_failed(complaints, status);
+            return EXIT_REFUSED;
+        }
     } else {
         serve(listener, child, &status);
         if (fcntl(listener, F_GETFD) >= 0) {
@@ -411,6 +461,7 @@ int observe(const spec *s, char **argv) {
             close(listener);
         }
     }
+    if (complaints >= 0) pass_on(complaints); /* what bwrap said after the start */
     if (dropped) {
         char line[64];
         int n = snprintf(line, sizeof line, "0%c0%c%c%c%ld%c", 0, 0, 0, 0, dropped, 0);

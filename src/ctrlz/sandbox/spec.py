@@ -12,6 +12,8 @@ the observer of refused writes (:mod:`.observer`), its filter, the writable set 
 
 The file is a series of NUL-terminated ``key=value`` items (a path holds no NUL):
 
+``refusal``  where the launcher writes why it could not make the sandbox (then it runs
+             nothing and exits 126; ``ctrlz run`` says the cause and exits 2)
 ``record``   where the ``sandboxed`` record goes (:mod:`.policy`), written first
 ``extra``    the record's members after pid, start, self and tracer, as JSON text
 ``self``     1 when the record's process is confined itself (it execs the command)
@@ -44,14 +46,15 @@ __all__ = ["build", "encode", "parse"]
 
 def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | None,
           session: str, observer: list[tuple[str, str]] | None = None,
-          rules: list[tuple[str, int]] | None = None) -> bytes:
+          rules: list[tuple[str, int]] | None = None, refusal: str | None = None) -> bytes:
     """The spec of ``policy`` under ``mechanism`` (``landlock`` or ``bwrap``) on Landlock ABI
     ``version``. ``observer``: the observer's items (:func:`.observer.items`), which also make
     the record's process the unconfined observer (``self`` 0) rather than the command.
-    ``rules``: :func:`.landlock.path_rules` of the policy, when the caller has them."""
+    ``rules``: :func:`.landlock.path_rules` of the policy, when the caller has them.
+    ``refusal``: the file for the cause when the sandbox cannot be made."""
     from .seccomp import build_filter
 
-    items: list[tuple[str, str]] = []
+    items: list[tuple[str, str]] = [("refusal", refusal)] if refusal else []
     if record:
         items.append(("record", record))
     extra = json.dumps({"mode": mechanism, "session": session})[1:-1]

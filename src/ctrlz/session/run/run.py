@@ -281,6 +281,8 @@ class Session:
                                      trace_file=self.dir / "strace.log")
             exit_code, events, refused = result.returncode, result.events, result.denials
             dropped = result.denials_dropped
+            if self.sandbox is not None and (error := self.sandbox.refusal()) is not None:
+                raise error  # the launcher ran nothing: no post-run snapshot of nothing
             self._exit_code = exit_code
             if self.sandbox is not None and self.sandbox.observes:
                 refused, dropped = self.sandbox.refused()  # the observer's, in the launcher

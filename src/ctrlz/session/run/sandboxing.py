@@ -10,6 +10,16 @@ agent's own (Landlock) or bwrap's (bwrap).
 Everything that can refuse does so in :func:`prepare`, before the session has a row, a
 directory or a snapshot: bad options (one line, exit 2), and a machine where no sandbox can be
 made (one line naming the cause and the fix, exit 2). There is no unsandboxed fallback.
+
+One exception, for speed: whether bwrap can make its namespaces here is not probed (a bwrap
+run of its own, 5-10 ms every time, 300 ms on a cold cache), and not cached either (a machine
+can lose user namespaces between two runs). The native launcher finds out in the run itself:
+bwrap's stderr goes to a memfd until the launcher inside has made its filter and handed its
+listener out (observe.c); if bwrap dies first, its first line is the cause, written to the
+``refused`` file with anything else the launcher refuses for. :meth:`Plan.refusal` turns it
+into the same one line and exit 2, after the pre-run snapshot but before the agent ran. The
+Python launcher cannot tell bwrap's failure from its command's, so without the native one
+bwrap is still probed in :func:`prepare`.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ... import platform
@@ -78,6 +88,9 @@ class Plan:
     native: str | None = None
     #: the Landlock path rules, worked out once by :func:`prepare`
     rules: list[tuple[str, int]] | None = None
+    #: None when Landlock can express the policy, else why not (:func:`~ctrlz.sandbox.probe.
+    #: choose`'s ``landlock_fits``)
+    fits: str | None = None
 
     @property
     def observes(self) -> bool:
@@ -87,6 +100,11 @@ class Plan:
     def log(self) -> str:
         assert self.tmp is not None
         return os.path.join(self.tmp, "denials")
+
+    @property
+    def refusal_path(self) -> str:
+        assert self.tmp is not None
+        return os.path.join(self.tmp, "refused")
 
     @property
     def record_path(self) -> str:
@@ -133,13 +151,31 @@ class Plan:
                                  placeholder=placeholder)
         data = spec.build(self.policy, self.mechanism, version=self.info.landlock_abi,
                           record=os.path.join(self.record_path, f"{self.session_id}.json"),
-                          session=self.session_id, observer=found, rules=self.rules)
+                          session=self.session_id, observer=found, rules=self.rules,
+                          refusal=self.refusal_path)
         path = os.path.join(self.tmp, "spec")
         with open(path, "wb") as f:
             f.write(data)
         if self.native is not None:
             return [self.native, path, "--", *command]
         return [sys.executable, "-P", "-m", "ctrlz.sandbox.launcher", path, "--", *command]
+
+    def refusal(self) -> UsageError | None:
+        """Why the launcher could not make the sandbox (it ran nothing, and wrote the cause),
+        as the one-line error ``ctrlz run`` ends with; None when the sandbox was made."""
+        try:
+            with open(self.refusal_path, encoding="utf-8", errors="replace") as f:
+                cause = f.readline().strip()
+        except FileNotFoundError:
+            return None
+        if not cause:
+            return None
+        if self.mechanism == "bwrap" and cause.startswith("bwrap"):  # as a probe would
+            _, why = choose(self.policy.mode, replace(self.info, bwrap_reason=cause),
+                            landlock_fits=self.fits)
+        else:
+            why = f"the sandbox could not be made: {cause}"
+        return UsageError(f"ctrlz run --sandbox refused: {why}")
 
     def refused(self) -> tuple[list[Denial], int]:
         """The writes the observer saw refused, each with the errno this mechanism answers,
@@ -214,7 +250,8 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
         policy.writable.append(inbox)
         policy.inbox = inbox
         policy.markers.append(os.path.join(ws.store_path, "toolcalls", "catalog.db"))
-    info = support(bwrap=False)  # bwrap is started only when Landlock will not do
+    native = platform.native_launcher()
+    info = support(bwrap=False)  # bwrap is not started here (see the module's docstring)
     fits, rules = None, None
     if info.landlock_reason is None:
         try:  # kept for the launcher's spec: walking the hidden paths' parents costs
@@ -222,8 +259,9 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
                                         policy.devices)
         except ValueError as exc:
             fits = str(exc)
-    if policy.mode == "bwrap" or info.landlock_reason is not None or fits is not None:
-        info = support()
+    if native is None and (policy.mode == "bwrap" or info.landlock_reason is not None
+                           or fits is not None):
+        info = support()  # the Python launcher cannot tell bwrap's failure: probe
     mechanism, why = choose(policy.mode, info, landlock_fits=fits)
     if mechanism is None:
         raise UsageError(f"ctrlz run --sandbox refused: {why}")
@@ -233,5 +271,5 @@ def prepare(ws: Workspace, argv: Sequence[str], options: SandboxOptions | None) 
     if policy.allow_hosts and info.landlock_abi < 4:
         raise UsageError(f"--allow-host needs Landlock ABI 4 to hold TCP to the proxy (this "
                          f"kernel: {info.landlock_abi}); use --net off or drop --allow-host")
-    return Plan(policy, mechanism, info, os.fspath(ws.store_path),
-                native=platform.native_launcher(), rules=rules)
+    return Plan(policy, mechanism, info, os.fspath(ws.store_path), native=native,
+                rules=rules, fits=fits)

@@ -1,0 +1,36 @@
+"""What the tests of ``ctrlz run --sandbox`` share beyond ``test_run_sandbox``'s areas."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctrlz import platform
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tests.sandbox.test_run_sandbox import Area
+
+
+@pytest.fixture
+def native(area: Area) -> Iterator[None]:
+    """The native launcher beside the interpreter the test user runs ctrlz with (a copy of
+    this checkout's for uid 65534's venv, for this test only: a C program needs nothing
+    more)."""
+    built = platform.native_launcher()
+    if built is None:
+        pytest.skip("no native launcher was built (no C compiler?)")
+    if area.user is None:
+        yield
+        return
+    copy = Path(area.user.python).parent / "ctrlz-sandbox"
+    shutil.copy2(built, copy)
+    os.chmod(copy, 0o755)
+    try:
+        yield
+    finally:
+        copy.unlink()
