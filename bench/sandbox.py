@@ -14,14 +14,16 @@ The build-like and git ratios are the target of at most 1.1x. Each ``ctrlz run``
 pre-run and post-run snapshots, the same for all three. The workspace daemon (which a
 sandboxed run starts, for the hooks) is started once beforehand, so that no row pays for it.
 
-Run: ``.venv/bin/python bench/sandbox.py [--repeat N] [--traced-only]`` (``make bench`` runs it
-after ``bench/run.py``).
+Run: ``.venv/bin/python bench/sandbox.py [--repeat N] [--traced-only] [--only WORKLOAD]``
+(``make bench`` runs it after ``bench/run.py``). The load average is printed before and after:
+on a shared machine, a figure taken under a higher load is worth less.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -48,13 +50,22 @@ BUILD = ("rm -rf build && mkdir build && "
 GIT = "for i in $(seq 20); do git status --short >/dev/null; done"
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+def load() -> str:
+    return " ".join(f"{n:.2f}" for n in os.getloadavg())
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds, and CPU seconds (user + system) of the processes ``ctrlz run`` waited
+    for: itself, strace, the launcher, bwrap and the command (not the daemon's snapshots,
+    the same in every mode). On a busy machine the CPU figure is the steadier one."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[-4:])} failed: {proc.stderr.strip()[-400:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--traced-only", action="store_true",
                         help="leave out the --no-trace rows")
+    parser.add_argument("--only", choices=["start-up", "build-like", "git"], action="append",
+                        help="run only this workload (repeatable)")
     args = parser.parse_args(argv)
     from ctrlz.sandbox.probe import support
 
@@ -85,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([*CTRLZ, "daemon", "start", "--wait"], cwd=ws, env=env, capture_output=True)
         workloads = {"start-up (true)": ["true"], "build-like": ["sh", "-c", BUILD],
                      "git status x20": ["sh", "-c", GIT]}
-        times: dict[tuple[str, str], list[float]] = {}
+        if args.only:
+            workloads = {k: v for k, v in workloads.items()
+                         if k.split(" ")[0].startswith(tuple(args.only))}
+        print(f"load average {load()}")
+        times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for name, command in workloads.items():
             for mode, extra in modes.items():  # one warm-up each
                 timed([*CTRLZ, "run", *extra, "--", *command], ws, {**env, **ENV.get(mode, {})})
@@ -94,17 +111,20 @@ def main(argv: list[str] | None = None) -> int:
                     times.setdefault((name, mode), []).append(
                         timed([*CTRLZ, "run", *extra, "--", *command], ws,
                               {**env, **ENV.get(mode, {})}))
-        header = f"{'workload':<18}" + "".join(f"{m:>12}" for m in modes) + "   over plain"
-        print(header)
-        for name in workloads:
-            medians = {m: statistics.median(times[(name, m)]) for m in modes}
-            over = ", ".join(
-                f"{m} +{1000 * (medians[m] - medians[plain]):.0f} ms "
-                f"({medians[m] / medians[plain]:.2f}x)" for m in modes
-                if not m.startswith("plain")
-                for plain in ["plain-nt" if m.endswith("-nt") else "plain"])
-            print(f"{name:<18}" + "".join(f"{medians[m]:>11.3f}s" for m in modes)
-                  + f"   {over}")
+        for index, what in enumerate(("wall", "cpu (user+sys)")):
+            print(f"{what}, median of {args.repeat}")
+            print(f"{'workload':<18}" + "".join(f"{m:>12}" for m in modes) + "   over plain")
+            for name in workloads:
+                medians = {m: statistics.median(t[index] for t in times[(name, m)])
+                           for m in modes}
+                over = ", ".join(
+                    f"{m} +{1000 * (medians[m] - medians[plain]):.0f} ms "
+                    f"({medians[m] / medians[plain]:.2f}x)" for m in modes
+                    if not m.startswith("plain")
+                    for plain in ["plain-nt" if m.endswith("-nt") else "plain"])
+                print(f"{name:<18}" + "".join(f"{medians[m]:>11.3f}s" for m in modes)
+                      + f"   {over}")
+        print(f"load average {load()}")
         subprocess.run([*CTRLZ, "daemon", "stop"], cwd=ws, env=env, capture_output=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
