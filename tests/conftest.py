@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,6 +190,67 @@ class OtherUser:
         return self.python_command(
             "-P", "-c", "import sys; del sys.argv[0]; from ctrlz.cli import main; "
             "sys.exit(main())", "ctrlz", *args, uid=uid)
+
+    @property
+    def base(self) -> Path:
+        """The world-readable directory the fixture made (``base/venv/bin/python``)."""
+        return Path(self.python).parents[2]
+
+    @contextmanager
+    def native_door(self) -> Iterator[None]:
+        """The native door built for this user's interpreter (as a pip install by that user
+        builds it), as ``ctrlz`` and ``ctrlz-hook`` beside the interpreter while the block
+        runs: a sandboxed agent's hooks hand their payloads to the daemon through it (the
+        Python hook cannot capture a shell call from inside: docs/sandbox.md). Built once
+        per session; skips where it cannot be built."""
+        built = self.base / "door" / "ctrlz"
+        if not built.is_file():
+            import runpy
+
+            setup = runpy.run_path(str(Path(__file__).resolve().parents[1] / "setup.py"),
+                                   run_name="setup")
+            built.parent.mkdir(exist_ok=True)
+            why = setup["build_door"](str(built), python=self.python)
+            if why is not None:
+                pytest.skip(f"no native door for uid {NOBODY}'s interpreter: {why}")
+            os.chmod(built, 0o755)
+        bin_dir = Path(self.python).parent
+        for name in ("ctrlz", "ctrlz-hook"):
+            shutil.copy2(built, bin_dir / name)
+        try:
+            yield
+        finally:
+            for name in ("ctrlz", "ctrlz-hook"):
+                (bin_dir / name).unlink()
+
+    def share(self, tree: Path) -> Path:
+        """``tree`` where this user can read it: as it is when every directory down to it
+        lets others pass, else once a hard-linked copy under :attr:`base` (a copy of what
+        others may not read), as the fixture places ctrlz itself."""
+        tree = tree.resolve()
+        if _reachable_by_all(str(tree)):
+            return tree
+        target = self.base / "shared" / tree.name
+        if not target.exists():
+            target.parent.mkdir(exist_ok=True)
+            shutil.copytree(tree, target, symlinks=True, copy_function=_place)
+            _readable_by_all(target)
+        return target
+
+    @contextmanager
+    def native_launcher(self) -> Iterator[None]:
+        """The checkout's ``ctrlz-sandbox`` beside this user's interpreter while the block
+        runs (a C program needs nothing more); skips without one."""
+        built = platform.native_launcher()
+        if built is None:
+            pytest.skip("no native launcher was built (no C compiler?)")
+        copy = Path(self.python).parent / "ctrlz-sandbox"
+        shutil.copy2(built, copy)
+        os.chmod(copy, 0o755)
+        try:
+            yield
+        finally:
+            copy.unlink()
 
 
 @pytest.fixture(scope="session")

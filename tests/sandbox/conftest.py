@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,16 +18,10 @@ def native(area: Area) -> Iterator[None]:
     """The native launcher beside the interpreter the test user runs ctrlz with (a copy of
     this checkout's for uid 65534's venv, for this test only: a C program needs nothing
     more)."""
-    built = platform.native_launcher()
-    if built is None:
-        pytest.skip("no native launcher was built (no C compiler?)")
     if area.user is None:
+        if platform.native_launcher() is None:
+            pytest.skip("no native launcher was built (no C compiler?)")
         yield
         return
-    copy = Path(area.user.python).parent / "ctrlz-sandbox"
-    shutil.copy2(built, copy)
-    os.chmod(copy, 0o755)
-    try:
+    with area.user.native_launcher():
         yield
-    finally:
-        copy.unlink()

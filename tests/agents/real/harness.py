@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import NOBODY, OtherUser
+
 from .fakemodel import FakeModel
 
 VENV_BIN = Path(sys.executable).parent
@@ -96,11 +98,20 @@ class Sandbox:
     log: list[str] = field(default_factory=list, repr=False)
     last_run: AgentRun | None = field(default=None, repr=False)
     model: FakeModel | None = field(default=None, repr=False)
+    #: who runs ctrlz and the agent: None for this process's user, else uid 65534 through
+    #: the ``other_user`` fixture (tests/conftest.py)
+    user: OtherUser | None = field(default=None, repr=False)
+
+    @property
+    def cli(self) -> list[str]:
+        """The ``ctrlz`` command line prefix, as the sandbox's user."""
+        return [CTRLZ] if self.user is None else self.user.ctrlz_command()
 
     # ctrlz --------------------------------------------------------------------------------
 
     def ctrlz(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([CTRLZ, *args], cwd=self.project, env=self.env, text=True,
+        self.hand_over()  # a config the test wrote for the agent, which `install` edits
+        proc = subprocess.run([*self.cli, *args], cwd=self.project, env=self.env, text=True,
                               capture_output=True, timeout=CTRLZ_TIMEOUT,
                               stdin=subprocess.DEVNULL)
         self.log.append(f"$ ctrlz {' '.join(args)}  -> exit {proc.returncode}\n"
@@ -114,7 +125,7 @@ class Sandbox:
 
     def hook_errors(self) -> str:
         """The hook runner's error log (``<store>/toolcalls/hook-errors.jsonl``), if any."""
-        proc = subprocess.run([CTRLZ, "status", "--json"], cwd=self.project, env=self.env,
+        proc = subprocess.run([*self.cli, "status", "--json"], cwd=self.project, env=self.env,
                               text=True, capture_output=True, timeout=CTRLZ_TIMEOUT)
         places = [Path(self.env["CTRLZ_HOME"]) / "hook-errors.jsonl"]
         try:
@@ -148,6 +159,7 @@ class Sandbox:
         timeout; the group (and anything else carrying this sandbox's marker) is killed
         afterwards whatever happened."""
         out_path, err_path = self.root / "agent.stdout", self.root / "agent.stderr"
+        self.hand_over()  # what the test wrote for the agent (its config) is the user's
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             proc = subprocess.Popen(argv, cwd=self.project, env={**self.env, **(env or {})},
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -168,6 +180,15 @@ class Sandbox:
                                  out_path.read_text(errors="replace"),
                                  err_path.read_text(errors="replace"), timed_out)
         return self.last_run
+
+    def hand_over(self) -> None:
+        """Everything under :attr:`root` owned by the sandbox's user (nothing to do for this
+        process's own)."""
+        if self.user is None:
+            return
+        for dirpath, dirs, files in os.walk(self.root):
+            for name in ["", *dirs, *files]:
+                os.lchown(os.path.join(dirpath, name), NOBODY, NOBODY)
 
     def kill_leftovers(self) -> None:
         """SIGKILL the process groups this sandbox started, and every process whose
@@ -191,7 +212,10 @@ class Sandbox:
                 pass
 
 
-def make_sandbox(tmp_path: Path) -> Sandbox:
+def make_sandbox(tmp_path: Path, user: OtherUser | None = None) -> Sandbox:
+    """The scratch project, HOME and store, owned by uid 65534 with ``user`` (whose
+    interpreter's directory, with its ``ctrlz-hook``, is then first on PATH for the agents'
+    hooks)."""
     root = tmp_path
     project = root / "project"
     home = root / "home"
@@ -204,8 +228,10 @@ def make_sandbox(tmp_path: Path) -> Sandbox:
     node_dir = [os.path.dirname(node)] if node else []
     env = {
         # the installed hooks run `ctrlz-hook AGENT` and `ctrlz mcp` from PATH
-        "PATH": os.pathsep.join(dict.fromkeys([str(VENV_BIN), *node_dir, "/usr/local/bin",
-                                               "/usr/bin", "/bin"])),
+        "PATH": os.pathsep.join(dict.fromkeys([
+            str(VENV_BIN if user is None else Path(user.python).parent), *node_dir,
+            "/usr/local/bin",
+            "/usr/bin", "/bin"])),
         "HOME": str(home),
         "CODEX_HOME": str(home / ".codex"),
         "XDG_CONFIG_HOME": str(home / ".config"),
@@ -220,7 +246,8 @@ def make_sandbox(tmp_path: Path) -> Sandbox:
         "TMPDIR": str(root),
         MARKER: marker,
     }
-    sb = Sandbox(root, project, home, env, marker)
+    sb = Sandbox(root, project, home, env, marker, user=user)
+    sb.hand_over()
     sb.ctrlz("init")
     return sb
 

@@ -2,6 +2,13 @@
 state writes succeed, its hooks still capture from inside (through the workspace daemon), and
 ``ctrlz rewind`` and ``ctrlz undo`` work as without the sandbox.
 
+As root and as uid 65534 (issue 42: "every case"), through the ``other_user`` fixture: that
+user runs its own interpreter's ctrlz, with the native launcher and a native door built for
+that interpreter beside it (as that user's own pip install would have them; the door is first
+on PATH as ``ctrlz-hook`` for the agents' hooks), and the agents' npm installs
+(``.cache/agents/<name>``) as they are when it can reach them, else a hard-linked copy it can
+read (a checkout in a 0700 directory, as CI's).
+
 The sandbox's area is under /var/tmp, not the temp dir: the temp dirs are writable by default,
 and a store inside a writable tree would send ``auto`` to bwrap (Landlock cannot carve it out).
 """
@@ -10,17 +17,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from ctrlz.sandbox.probe import support
+from tests.conftest import NOBODY
 
+from .conftest import CACHE, PACKAGES
 from .fakemodel import AnthropicServer, GeminiServer, ResponsesServer, ToolCall
 from .harness import (
-    CTRLZ,
     FILE,
     NEW,
     OLD,
@@ -39,28 +49,45 @@ SHELL = "rm -rf build"
 INFO = support()
 
 
-@pytest.fixture
-def confined() -> Iterator[Sandbox]:
+@pytest.fixture(params=["root", "nobody"])
+def confined(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     if shutil.which("strace") is None:
         pytest.skip("strace is not installed")
+    user = request.getfixturevalue("other_user") if request.param == "nobody" else None
     base = Path(tempfile.mkdtemp(prefix="ctrlz-real-sbx-", dir="/var/tmp"))
-    sb = make_sandbox(base)
+    os.chmod(base, 0o755)
     (base / "tmp").mkdir()
-    sb.env.update({"TMPDIR": str(base / "tmp"), "CTRLZ_DAEMON": "1"})
-    try:
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, base, ignore_errors=True)
+        if user is not None:
+            stack.enter_context(user.native_launcher())
+            stack.enter_context(user.native_door())
+        sb = make_sandbox(base, user)
+        stack.callback(sb.ctrlz, "daemon", "stop", ok=False)
+        stack.callback(sb.kill_leftovers)
+        sb.env.update({"TMPDIR": str(base / "tmp"), "CTRLZ_DAEMON": "1"})
         yield sb
-    finally:
-        sb.kill_leftovers()
-        sb.ctrlz("daemon", "stop", ok=False)
-        shutil.rmtree(base, ignore_errors=True)
+
+
+def agent(sb: Sandbox, agent_bin: Callable[[str], Path], name: str) -> str:
+    """The agent's binary as the sandbox's user runs it (installed once by ``agent_bin``)."""
+    binary = agent_bin(name)
+    if sb.user is None:
+        return str(binary)
+    shared = PACKAGES[name].executable(sb.user.share(CACHE / name))
+    check = subprocess.run(sb.user.command("test", "-x", str(shared), uid=NOBODY),
+                           capture_output=True, timeout=60)
+    if check.returncode != 0:
+        pytest.skip(f"uid {NOBODY} cannot run {shared} (the copy of {binary})")
+    return str(shared)
 
 
 @pytest.mark.parametrize("mode", ["landlock", "bwrap"])
 def test_claude_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode: str) -> None:
     if getattr(INFO, f"{mode}_reason"):
         pytest.skip(getattr(INFO, f"{mode}_reason"))
-    claude = agent_bin("claude")
     sb = confined
+    claude = agent(sb, agent_bin, "claude")
     sb.ctrlz("install", "claude")
     path = str(sb.project / FILE)
     outside = sb.root / "outside.txt"
@@ -70,7 +97,7 @@ def test_claude_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode
                                 "description": "Delete the build directory"})]
     before = tree(sb.project)
     with AnthropicServer(script) as model:
-        run = sb.run_agent([CTRLZ, "run", f"--sandbox={mode}", "--", str(claude), "-p",
+        run = sb.run_agent([*sb.cli, "run", f"--sandbox={mode}", "--", claude, "-p",
                             PROMPT, "--dangerously-skip-permissions"], {
             "ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "sk-ant-fake-key",
             "IS_SANDBOX": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
@@ -87,8 +114,8 @@ def test_claude_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode
 def test_codex_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode: str) -> None:
     if getattr(INFO, f"{mode}_reason"):
         pytest.skip(getattr(INFO, f"{mode}_reason"))
-    codex = agent_bin("codex")
     sb = confined
+    codex = agent(sb, agent_bin, "codex")
     shell = "rm -r build"  # Codex's exec policy refuses rm -rf (test_codex.py)
     outside = sb.root / "outside.txt"
     command = f"{shell} && (echo x > {outside} || true)"
@@ -100,7 +127,7 @@ def test_codex_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode:
         config.write_text(codex_config(model.url, sb.project))
         sb.ctrlz("install", "codex")
         before = tree(sb.project)
-        run = sb.run_agent([CTRLZ, "run", f"--sandbox={mode}", "--", str(codex), "exec",
+        run = sb.run_agent([*sb.cli, "run", f"--sandbox={mode}", "--", codex, "exec",
                             "--skip-git-repo-check",
                             "--dangerously-bypass-approvals-and-sandbox", PROMPT])
     assert not outside.exists(), sb.report("a write outside the workspace went through", run,
@@ -113,8 +140,8 @@ def test_codex_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode:
 def test_gemini_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode: str) -> None:
     if getattr(INFO, f"{mode}_reason"):
         pytest.skip(getattr(INFO, f"{mode}_reason"))
-    gemini = agent_bin("gemini")
     sb = confined
+    gemini = agent(sb, agent_bin, "gemini")
     trust_and_auth(sb.home, sb.project)
     sb.ctrlz("install", "gemini")
     path = str(sb.project / FILE)
@@ -127,7 +154,7 @@ def test_gemini_under_the_sandbox_then_rewind(agent_bin, confined: Sandbox, mode
                                              "description": "Delete the build directory"})]
     before = tree(sb.project)
     with GeminiServer(script) as model:
-        run = sb.run_agent([CTRLZ, "run", f"--sandbox={mode}", "--", str(gemini), "-p", PROMPT,
+        run = sb.run_agent([*sb.cli, "run", f"--sandbox={mode}", "--", gemini, "-p", PROMPT,
                             "--yolo", "-m", "gemini-2.5-flash"], {
             "GOOGLE_GEMINI_BASE_URL": model.url, "GEMINI_API_KEY": "fake-gemini-key",
             "GEMINI_CLI_NO_RELAUNCH": "true"})
