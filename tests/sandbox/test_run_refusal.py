@@ -1,4 +1,5 @@
-"""A sandbox that cannot be made, found out in the run itself: one line, exit 2, nothing run.
+"""What the launcher does before the agent runs: find out that the sandbox cannot be made (one
+line, exit 2, nothing run), and exec the command the agent's PATH names.
 
 ``ctrlz run --sandbox`` does not probe bwrap before the run (docs/sandbox.md, "Start-up"): the
 native launcher gives bwrap's stderr to a memfd until the launcher inside has made its filter,
@@ -11,6 +12,7 @@ of ``test_run_sandbox``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -81,3 +83,25 @@ def test_a_command_that_exits_126_is_no_refusal(area: Area, mode: str,  # noqa: 
     proc = area.ctrlz("run", f"--sandbox={mode}", "--", "sh", "-c", "echo ran; exit 126")
     assert proc.returncode == 126 and proc.stdout == "ran\n", proc.stderr
     assert "refused" not in proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["landlock", "bwrap"])
+def test_the_command_is_the_one_its_path_names(area: Area, mode: str,  # noqa: F811
+                                               native: None) -> None:
+    """``ctrlz run`` finds the command on the agent's PATH (a missing entry skipped, the
+    first match taken, as a shell does) and the launcher execs that file once, with the
+    command's own argv[0] (a search of its own was one traced ``execve`` per PATH entry)."""
+    need(mode)
+    first = area.base / "bin"
+    first.mkdir()
+    (first / "hello").write_text("#!/bin/sh\necho mine\n")
+    (first / "hello").chmod(0o755)
+    for path in (first, first / "hello"):
+        os.chown(path, area.uid, area.uid)
+    env = {**area.env, "PATH": f"{area.base / 'missing'}:{first}:{area.env['PATH']}"}
+    for argv, want in ((["hello"], "mine\n"),
+                       (["cat", "/proc/self/cmdline"], "cat\0/proc/self/cmdline\0")):
+        proc = subprocess.run(area.command("run", f"--sandbox={mode}", "--", *argv),
+                              cwd=area.ws, env=env, capture_output=True, text=True,
+                              timeout=180)
+        assert (proc.returncode, proc.stdout) == (0, want), proc.stderr

@@ -139,8 +139,11 @@ void confine(const spec *s) {
 
 const int PASSED[NPASSED] = {SIGINT, SIGQUIT, SIGTERM, SIGHUP};
 
-void exec_command(char **argv) {
-    execvp(argv[0], argv);
+/* Why a resolved path: execvp tries each PATH entry in turn, and under the tracer every
+ * failed execve is a stop of its own (eight of them for `true` on a PATH of nine) */
+void exec_command(const char *path, char **argv) {
+    if (path) execv(path, argv);
+    else execvp(argv[0], argv);
     int err = errno;
     dprintf(2, "ctrlz: %s: %s\n", argv[0], strerror(err));
     _exit(err == ENOENT ? 127 : EXIT_REFUSED);

@@ -14,7 +14,7 @@ typedef struct {
 
 /* what SPEC_FILE says (ctrlz/sandbox/spec.py) */
 typedef struct {
-    const char *record, *extra, *log, *refusal;
+    const char *record, *extra, *log, *refusal, *exec;
     int self, attr_size, wait, send;
     uint64_t fs, net, scoped, filemask;
     long max;
@@ -39,7 +39,9 @@ void report_refusal(const char *cause);
 uint64_t number(const char *text, const char *key);
 void confine(const spec *s);
 int load_filter(const char *hex, unsigned flags);
-void exec_command(char **argv) __attribute__((noreturn));
+/* exec `argv`: the file `path` when given (the spec's `exec`, which ctrlz run resolved on the
+ * agent's PATH), else argv[0] searched on PATH */
+void exec_command(const char *path, char **argv) __attribute__((noreturn));
 int ended_as(int status, int bwrap);
 
 #endif

@@ -83,6 +83,7 @@ static void parse(char *data, size_t len, spec *s) {
         else if (!strcmp(item, "wait")) s->wait = (int)number(value, item);
         else if (!strcmp(item, "log")) s->log = value;
         else if (!strcmp(item, "refusal")) s->refusal = value;
+        else if (!strcmp(item, "exec")) s->exec = value;
         else if (!strcmp(item, "max")) s->max = (long)number(value, item);
         else if (!strcmp(item, "send")) s->send = (int)number(value, item);
         else if (!strcmp(item, "path") || !strcmp(item, "port") || !strcmp(item, "seccomp")
@@ -155,7 +156,7 @@ static int run_child(char **argv) {
     if (pid < 0) refuse("fork: %s", strerror(errno));
     if (pid == 0) {
         for (size_t i = 0; i < NPASSED; i++) signal(PASSED[i], SIG_DFL);
-        exec_command(argv);
+        exec_command(NULL, argv);
     }
     int status;
     while (waitpid(pid, &status, 0) < 0)
@@ -181,6 +182,6 @@ int main(int argc, char **argv) {
     if (s.log) return observe(&s, argv + 3);
     confine(&s);
     if (s.wait) return run_child(argv + 3);
-    exec_command(argv + 3);
+    exec_command(s.exec, argv + 3);
     return EXIT_REFUSED;
 }

@@ -133,6 +133,8 @@ def main(argv: Sequence[str]) -> int:
     if values.get("wait") == "1":
         return _run_bwrap(command)
     try:
+        if values.get("exec"):
+            os.execv(values["exec"], command)
         os.execvp(command[0], command)
     except OSError as exc:
         print(f"ctrlz: {command[0]}: {exc.strerror}", file=sys.stderr)

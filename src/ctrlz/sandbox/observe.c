@@ -111,7 +111,7 @@ int send_listener(const spec *s, char **argv) {
     send_fd(sock, listener);
     close(listener);
     close(sock);
-    exec_command(argv);
+    exec_command(s->exec, argv);
 }
 
 /* -- reading a call ------------------------------------------------------------------------ */
@@ -426,13 +426,13 @@ int observe(const spec *s, char **argv) {
             snprintf(value, sizeof value, "%d:%d:%d", sock[1], err, refusal_fd);
             if (setenv(LISTENER_ENV, value, 1) < 0 || dup2(complaints, 2) < 0)
                 refuse("handing the listener's socket to bwrap: %s", strerror(errno));
-            exec_command(argv);
+            exec_command(NULL, argv);
         }
         int listener = load_filter(notify, SECCOMP_FILTER_FLAG_NEW_LISTENER);
         send_fd(sock[1], listener);
         close(listener);
         close(sock[1]);
-        exec_command(argv);
+        exec_command(s->exec, argv);
     }
     close(sock[1]);
     int listener = recv_fd(sock[0]);

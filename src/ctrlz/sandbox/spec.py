@@ -14,6 +14,8 @@ The file is a series of NUL-terminated ``key=value`` items (a path holds no NUL)
 
 ``refusal``  where the launcher writes why it could not make the sandbox (then it runs
              nothing and exits 126; ``ctrlz run`` says the cause and exits 2)
+``exec``     the command's file, found on its PATH by ``ctrlz run``: the launcher execs it
+             with the command's own arguments (absent: it searches PATH itself)
 ``record``   where the ``sandboxed`` record goes (:mod:`.policy`), written first
 ``extra``    the record's members after pid, start, self and tracer, as JSON text
 ``self``     1 when the record's process is confined itself (it execs the command)
@@ -46,15 +48,19 @@ __all__ = ["build", "encode", "parse"]
 
 def build(policy: SandboxPolicy, mechanism: str, *, version: int, record: str | None,
           session: str, observer: list[tuple[str, str]] | None = None,
-          rules: list[tuple[str, int]] | None = None, refusal: str | None = None) -> bytes:
+          rules: list[tuple[str, int]] | None = None, refusal: str | None = None,
+          executable: str | None = None) -> bytes:
     """The spec of ``policy`` under ``mechanism`` (``landlock`` or ``bwrap``) on Landlock ABI
     ``version``. ``observer``: the observer's items (:func:`.observer.items`), which also make
     the record's process the unconfined observer (``self`` 0) rather than the command.
     ``rules``: :func:`.landlock.path_rules` of the policy, when the caller has them.
-    ``refusal``: the file for the cause when the sandbox cannot be made."""
+    ``refusal``: the file for the cause when the sandbox cannot be made. ``executable``:
+    the file the launcher execs the command as (under bwrap, the launcher inside does)."""
     from .seccomp import build_filter
 
     items: list[tuple[str, str]] = [("refusal", refusal)] if refusal else []
+    if executable and mechanism != "bwrap":
+        items.append(("exec", executable))
     if record:
         items.append(("record", record))
     extra = json.dumps({"mode": mechanism, "session": session})[1:-1]

@@ -134,6 +134,7 @@ class Plan:
         assert self.tmp is not None
         os.makedirs(self.record_path, exist_ok=True)
         command = list(argv)
+        executable = resolved(command[0], self.env())
         found = None
         if self.native is not None:
             found = observer.items(self.policy, self.mechanism, self.log)
@@ -141,7 +142,8 @@ class Plan:
                 inner = os.path.join(self.tmp, "inside")
                 with open(inner, "wb") as f:
                     f.write(spec.encode([("send", "1"), *[i for i in found
-                                                          if i[0] == "notify"]]))
+                                                          if i[0] == "notify"],
+                                         *([("exec", executable)] if executable else [])]))
                 command = [self.native, inner, "--", *command]
         if self.mechanism == "bwrap":
             placeholder = os.path.join(self.tmp, "catalog.db")
@@ -152,7 +154,7 @@ class Plan:
         data = spec.build(self.policy, self.mechanism, version=self.info.landlock_abi,
                           record=os.path.join(self.record_path, f"{self.session_id}.json"),
                           session=self.session_id, observer=found, rules=self.rules,
-                          refusal=self.refusal_path)
+                          refusal=self.refusal_path, executable=executable)
         path = os.path.join(self.tmp, "spec")
         with open(path, "wb") as f:
             f.write(data)
@@ -197,6 +199,17 @@ class Plan:
             os.unlink(os.path.join(self.record_path, f"{self.session_id}.json"))
         except (OSError, AttributeError):
             pass
+
+
+def resolved(program: str, env: dict[str, str] | None) -> str | None:
+    """The file ``program`` names on the agent's PATH, as its shell would find it (None: a
+    path already, or not found, and the launcher searches itself). Why here: the launcher's
+    own search tries each PATH entry, and under the tracer every failed ``execve`` is a stop
+    (a plain run's strace searches PATH itself and execs once)."""
+    if "/" in program:
+        return None
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    return shutil.which(program, path=path)
 
 
 def hooks_reach_daemon() -> bool:
