@@ -14,7 +14,13 @@ The build-like and git ratios are the target of at most 1.1x. Each ``ctrlz run``
 pre-run and post-run snapshots, the same for all three. The workspace daemon (which a
 sandboxed run starts, for the hooks) is started once beforehand, so that no row pays for it.
 
-Run: ``.venv/bin/python bench/sandbox.py [--repeat N] [--traced-only] [--only WORKLOAD]``
+``--path N`` also times, in this process, what a sandboxed start differs in (the policy, the
+daemon's answer, the spec, the launcher chain under strace, reading the refusals) against a
+plain ``strace true``, N interleaved rounds: whole runs move by more than that on a busy
+machine.
+
+Run: ``.venv/bin/python bench/sandbox.py [--repeat N] [--traced-only] [--only WORKLOAD]
+[--path N]``
 (``make bench`` runs it after ``bench/run.py``). The load average is printed before and after:
 on a shared machine, a figure taken under a higher load is worth less.
 """
@@ -31,6 +37,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 CTRLZ = [sys.executable, "-P", "-c", "import sys; del sys.argv[0]; from ctrlz.cli import main; "
@@ -68,6 +75,57 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]
     return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def sandbox_path(ws: Path, rounds: int) -> None:
+    """Median and best wall time and median CPU time (this process and its children) of the
+    sandbox's own start-up path, over a plain ``strace true``, per mechanism."""
+    from ctrlz.cli.listing import open_here
+    from ctrlz.session import daemon_client
+    from ctrlz.session.run.sandboxing import SandboxOptions, prepare
+    from ctrlz.sources.trace.tracer import TRACED_SYSCALLS
+
+    os.chdir(ws)
+    workspace = open_here()
+    strace = [shutil.which("strace") or "strace", "-f", "--seccomp-bpf", "-q", "-e",
+              f"trace={TRACED_SYSCALLS}", "-o", os.devnull]
+
+    def clock() -> tuple[float, float]:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.perf_counter(), me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+    def once(mode: str) -> tuple[float, float]:
+        wall, cpu = clock()
+        if mode == "plain":
+            subprocess.run([*strace, "true"], check=True)
+        else:
+            plan = prepare(workspace, ["true"], SandboxOptions(mode=mode))
+            daemon_client.wait_ready(workspace.store_path, 30)
+            plan.start("bench")
+            subprocess.run([*strace, *plan.wrap(["true"])], check=True)
+            plan.refusal()
+            plan.refused()
+            plan.close()
+        wall2, cpu2 = clock()
+        return wall2 - wall, cpu2 - cpu
+
+    modes = ["plain", "landlock", "bwrap"]
+    for mode in modes:
+        once(mode)
+    got: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    for _ in range(rounds):
+        for mode in modes:
+            got[mode].append(once(mode))
+    def over(mode: str, index: int, pick: Callable[..., float]) -> float:
+        return 1000 * (pick(r[index] for r in got[mode]) - pick(r[index] for r in got["plain"]))
+
+    print(f"the sandbox's own start-up path over a plain strace true, {rounds} rounds:")
+    for mode in modes[1:]:
+        median, best = over(mode, 0, statistics.median), over(mode, 0, min)
+        cpu = over(mode, 1, statistics.median)
+        print(f"  {mode:<9} wall median +{median:.1f} ms, best +{best:.1f} ms, "
+              f"CPU median +{cpu:.1f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
@@ -75,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the --no-trace rows")
     parser.add_argument("--only", choices=["start-up", "build-like", "git"], action="append",
                         help="run only this workload (repeatable)")
+    parser.add_argument("--path", type=int, default=0, metavar="N",
+                        help="also time the sandbox's own start-up path, N rounds")
     args = parser.parse_args(argv)
     from ctrlz.sandbox.probe import support
 
@@ -124,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
                     for plain in ["plain-nt" if m.endswith("-nt") else "plain"])
                 print(f"{name:<18}" + "".join(f"{medians[m]:>11.3f}s" for m in modes)
                       + f"   {over}")
+        if args.path:
+            os.environ.update(CTRLZ_HOME=env["CTRLZ_HOME"], TMPDIR=env["TMPDIR"])
+            sandbox_path(ws, args.path)
         print(f"load average {load()}")
         subprocess.run([*CTRLZ, "daemon", "stop"], cwd=ws, env=env, capture_output=True)
     finally:
