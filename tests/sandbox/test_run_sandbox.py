@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,7 +204,8 @@ def test_dev_tty_works_under_script(area: Area, mode: str) -> None:
 
 
 @pytest.mark.parametrize("hook", ["door", "python"])
-def test_a_confined_hook_still_captures(area: Area, hook: str) -> None:
+def test_a_confined_hook_still_captures(area: Area, hook: str,
+                                        request: pytest.FixtureRequest) -> None:
     """The agent's hook runs inside, where the store is shut. The native door hands the
     payload to the workspace daemon through its socket; the Python hook (no door, or
     ``CTRLZ_DOOR=0``) leaves its capture in the inbox, the one part of the store opened for
@@ -211,9 +213,14 @@ def test_a_confined_hook_still_captures(area: Area, hook: str) -> None:
     door = Path(sys.executable).parent / "ctrlz-hook"
     env = {**area.env}
     if hook == "door":
-        if area.user is not None or not door.is_file() or door.read_bytes()[:4] != b"\x7fELF":
-            pytest.skip("the native ctrlz-hook door is built for this checkout's interpreter "
-                        "only (no C compiler, or another user)")
+        if area.user is not None:  # the door built for that user's interpreter, beside it
+            stack = ExitStack()
+            request.addfinalizer(stack.close)
+            stack.enter_context(area.user.native_door())
+            stack.enter_context(area.user.native_launcher())
+            door = Path(area.user.python).parent / "ctrlz-hook"
+        elif not door.is_file() or door.read_bytes()[:4] != b"\x7fELF":
+            pytest.skip("no native ctrlz-hook door was built (no C compiler?)")
         command = str(door)
         env["PATH"] = f"{door.parent}:{env['PATH']}"
     else:
@@ -451,14 +458,18 @@ def launcher_of(area: Area) -> str:
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
-def test_either_launcher_confines_the_same(area: Area, native: bool) -> None:
+def test_either_launcher_confines_the_same(area: Area, native: bool,
+                                           request: pytest.FixtureRequest) -> None:
     """``ctrlz-sandbox`` (C, beside the interpreter when setup.py could build it) and its
     Python twin (no compiler, ``CTRLZ_SANDBOX_NATIVE=0``, portable mode) apply the same spec:
     a write inside lands, one outside is refused, the exit status passes through."""
     need("landlock")
-    built = (Path(sys.executable).parent / "ctrlz-sandbox").is_file()
-    if native and (not built or area.user is not None):
-        pytest.skip("the native launcher is built for this checkout's interpreter only")
+    if native and area.user is not None:  # a copy beside that user's interpreter
+        stack = ExitStack()
+        request.addfinalizer(stack.close)
+        stack.enter_context(area.user.native_launcher())
+    elif native and not (Path(sys.executable).parent / "ctrlz-sandbox").is_file():
+        pytest.skip("no native launcher was built (no C compiler?)")
     env = {**area.env, "OUT": str(area.out)}
     if not native:
         env["CTRLZ_SANDBOX_NATIVE"] = "0"
