@@ -1,8 +1,9 @@
 """The stat cache's packed format (:class:`~ctrlz.state.db.statcache.Listing`, VERSION 6).
 
 A listing must answer exactly what the ``dict[bytes, CacheEntry]`` it replaces answered, the
-file must round-trip, and a file the loader cannot use (corrupt, truncated, another version,
-another hash) must load as an empty cache: a rescan, never a wrong answer.
+file must round-trip, a version-5 file (those dicts) must load packed, and a file the loader
+cannot use (corrupt, truncated, another version, another hash) must load as an empty cache: a
+rescan, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import marshal
 import os
 import stat
+import time
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -86,12 +88,12 @@ def test_the_file_round_trips(tmp_path: Path) -> None:
 
 
 def test_an_unusable_file_is_an_empty_cache(tmp_path: Path) -> None:
-    """Corrupt, truncated, of version 5 (one dict per folder) or of another hash: each loads
-    as no cache, so the next snapshot lists and stats everything once."""
+    """Corrupt, truncated, of version 4 or of another hash: each loads as no cache, so the
+    next snapshot lists and stats everything once."""
     path = tmp_path / "statcache"
     statcache.save(path, _cache())
     good = path.read_bytes()
-    old = marshal.dumps((5, "snap_x", 123, "blake3",
+    old = marshal.dumps((4, "snap_x", 123, "blake3",
                          [{b"": (b"t" * 32, {b"f": ((0o100644, 5, 1, 1, 7), b"x" * 32, True)},
                                  (1, 0, 0, 5))}], [[]], [{}]))
     for data in (good[:len(good) // 2], b"garbage", b"", old):
@@ -102,15 +104,28 @@ def test_an_unusable_file_is_an_empty_cache(tmp_path: Path) -> None:
     assert statcache.load(path, "sha256").snapshot_id is None
 
 
-def test_a_snapshot_after_an_old_cache_file_is_a_rescan(ws_dir: Path) -> None:
-    """The upgrade: a version-5 file is ignored; the snapshot is right and rewrites it."""
-    make_tree(ws_dir, {"a.txt": "a", "d": {"b.txt": "b"}})
+def test_a_version_5_file_loads_packed_and_spares_the_upgrade_a_rehash(ws_dir: Path) -> None:
+    """The upgrade: the cache a version-5 ctrlz wrote (each folder's rows in a plain dict)
+    loads as the same rows packed, so the first snapshot after upgrading trusts what it
+    trusted before and reads no file again; a damaged one is still an empty cache."""
+    make_tree(ws_dir, {"a.txt": "a", "d": {"b.txt": "b", "e": {"c.txt": "c"}}})
     ws = Workspace.init(ws_dir)
     ws.snapshot()
-    ws.repo.statcache_path.write_bytes(marshal.dumps((5, None, 0, "blake3", [], [], [])))
+    path = ws.repo.statcache_path
+    time.sleep(0.1)  # past the racy window, so the files are trusted, not re-hashed
+    ws.snapshot()
+    now = statcache.load(path, ws.repo.algorithm)
+    assert now.roots and any(len(listing) for root in now.roots
+                             for _, listing, _ in root.values())
+    path.write_bytes(marshal.dumps((5, now.snapshot_id, now.scan_ns, now.algorithm,
+                                    [{rel: (oid, listing.decode(), totals)
+                                      for rel, (oid, listing, totals) in root.items()}
+                                     for root in now.roots], now.linked, now.stamps)))
+    upgraded = statcache.load(path, ws.repo.algorithm)
+    assert upgraded.snapshot_id == now.snapshot_id and upgraded.roots == now.roots
     ws.repo._statcache_memo = None
+    snap = ws.snapshot()
+    assert ws.last_scan.hashed == 0 and snap.modified == 0
     (ws_dir / "a.txt").write_text("changed")
     os.utime(ws_dir / "a.txt", ns=(1, 1))
-    snap = ws.snapshot()
-    assert snap.modified == 1
-    assert statcache.load(ws.repo.statcache_path, ws.repo.algorithm).snapshot_id == snap.id
+    assert ws.snapshot().modified == 1

@@ -45,8 +45,9 @@ FINE_WINDOW_NS = 50_000_000
 COARSE_WINDOW_NS = 2_000_000_000
 _SECOND = 1_000_000_000
 VERSION = 6  # 4: the files with more than one link, per root; 5: the folders' stamps;
-# 6: each folder's listing packed (:class:`Listing`). A file of another version is ignored:
-# the next snapshot lists and stats everything once, as with no cache.
+# 6: each folder's listing packed (:class:`Listing`). A version-5 file is packed as it loads
+# (the same rows, unpacked), so an upgrade does not read and hash the workspace again; a file
+# of any other version is ignored: the next snapshot lists and hashes everything once.
 
 def trusted(key: tuple[int, int, int, int, int], scan_ns: int) -> bool:
     """Whether an entry stat'ed by the scan that started at ``scan_ns`` can be trusted by its
@@ -272,14 +273,20 @@ def load(path: Path, algorithm: str) -> StatCache:
     try:
         raw: Any = marshal.loads(path.read_bytes())
         version, snapshot_id, scan_ns, algo, roots, linked, stamps = raw
-        if version != VERSION or algo != algorithm:
+        if version not in (VERSION, 5) or algo != algorithm:
             return StatCache()
+        listing = Listing if version == VERSION else _packed
         return StatCache(snapshot_id, scan_ns, algo,
-                         [{rel: (oid, Listing(data), totals)
+                         [{rel: (oid, listing(data), totals)
                            for rel, (oid, data, totals) in root.items()} for root in roots],
                          linked, stamps)
-    except (OSError, ValueError, EOFError, TypeError):
+    except (OSError, ValueError, EOFError, TypeError, AttributeError, struct.error):
         return StatCache()
+
+
+def _packed(rows: dict[bytes, CacheEntry]) -> Listing:
+    """A version-5 folder listing (a plain dict of the same rows) packed."""
+    return Listing.pack(rows.items())
 
 
 def save(path: Path, cache: StatCache) -> None:
