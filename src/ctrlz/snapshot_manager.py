@@ -170,7 +170,7 @@ class SnapshotManager:
     """Content-addressed snapshots of ``tracked_paths``, kept under ``session_dir``."""
 
     def __init__(self, session_dir: str, tracked_paths: list[str],
-                 exclusion: ExclusionConfig | None = None, max_entries: int = 300_000,
+                 exclusion: ExclusionConfig | None = None, max_entries: int = 2_000_000,
                  max_bytes: int = 2_147_483_648) -> None:
         if not tracked_paths:
             raise UsageError("tracked_paths must name at least one directory")

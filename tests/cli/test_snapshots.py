@@ -123,3 +123,21 @@ def test_a_workspace_over_max_bytes_is_still_snapshotted(ws: Path) -> None:
     refused = run("snapshot", cwd=ws, env={**env, "CTRLZ_REFUSE_OVER_MAX_BYTES": "1"},
                   ok=False)
     assert "max_bytes=2,097,152" in refused.err and refused.code == 5
+
+
+def test_max_entries_counts_files_not_folders(ws: Path) -> None:
+    """The limit is the number of files (and symlinks) whatever the tree's shape, in a
+    full scan and a cached one; past it the refusal is one line naming the setting."""
+    (ws / "deep" / "er" / "est").mkdir(parents=True)  # folders: not counted
+    files = sum(len(names) + sum(os.path.islink(os.path.join(top, d)) for d in dirs)
+                for top, dirs, names in os.walk(ws))
+    env = {"CTRLZ_MAX_ENTRIES": str(files)}
+    run("snapshot", cwd=ws, env=env)
+    run("snapshot", "-m", "again, from the stat cache", cwd=ws, env=env)
+    (ws / "deep" / "er" / "est" / "one-more.txt").write_text("x\n")
+    refused = run("snapshot", cwd=ws, env=env, ok=False)
+    assert refused.code == 5
+    assert [line for line in refused.err.splitlines() if line.strip()] == [
+        f"ctrlz: error: the workspace has more than max_entries={files:,} files; exclude "
+        "large generated folders (exclude_patterns in .ctrlz.toml) or raise the limit "
+        "(max_entries in .ctrlz.toml, or CTRLZ_MAX_ENTRIES)"]

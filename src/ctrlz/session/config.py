@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "exclude_globs": [],
     "force_include": [],
     # limits
-    "max_entries": 1_000_000,  # files and folders: a monorepo of ~750k files fits
+    "max_entries": 2_000_000,  # files (folders not counted): a large monorepo fits
     "max_bytes": 2 << 30,
     "max_file_size": 256 << 20,
     # over max_bytes the largest new files are left out and listed; true refuses the snapshot

@@ -89,7 +89,7 @@ def patch_from_cache(sc: ScanContext, node: DirNode, stack: list[DirNode]) -> bo
     stats.symlinks += links
     stats.bytes += nbytes
     stats.reused_trees += _subdirs(base) - len(entered)
-    sc.entry_budget[0] += files + dirs + links
+    sc.entry_budget[0] += files + links
     if sc.previous_skipped:
         inside = [e[1] + b"/" for e in entered]
         sc.skipped += [
@@ -126,9 +126,8 @@ def cached_entries(sc: ScanContext, node: DirNode, stack: list[DirNode],
     to a change and reusing the others whole."""
     assert sc._needed is not None
     prefix = node.rel + b"/" if node.rel else b""
-    files = links = nbytes = added = 0
+    files = links = nbytes = 0
     for name, (key, oid, _trusted) in items:
-        added += 1
         mode = key[0]
         fmt = mode & IFMT
         if fmt == IFDIR:
@@ -154,7 +153,7 @@ def cached_entries(sc: ScanContext, node: DirNode, stack: list[DirNode],
     sc.stats.files += files
     sc.stats.symlinks += links
     sc.stats.bytes += nbytes
-    sc.entry_budget[0] += added
+    sc.entry_budget[0] += files + links
 
 
 def reuse_unlisted(sc: ScanContext, rel: bytes, entry: list[Any], sub: DirCache) -> None:
@@ -166,7 +165,7 @@ def reuse_unlisted(sc: ScanContext, rel: bytes, entry: list[Any], sub: DirCache)
     sc.stats.symlinks += links
     sc.stats.bytes += nbytes
     sc.stats.reused_trees += 1
-    sc.entry_budget[0] += files + dirs + links
+    sc.entry_budget[0] += files + links
     sc._reused = True
     prefix = rel + b"/"
     sc.skipped += [s for s in sc.previous_skipped if s.path.startswith(prefix)]

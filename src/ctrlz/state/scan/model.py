@@ -23,10 +23,12 @@ if TYPE_CHECKING:  # the configuration loads this module for Limits: keep it lig
 
 
 class Limits(namedtuple("Limits", "max_entries max_bytes max_file_size refuse_over_max_bytes",
-                        defaults=(1_000_000, 2 << 30, 256 << 20, False))):
-    """What one scan may take in. ``max_bytes`` never blocks a snapshot unless
-    ``refuse_over_max_bytes``: over it, the largest new files are left out (and reported)
-    until the rest fits; the SnapshotManager API refuses instead, as seed 002 documents.
+                        defaults=(2_000_000, 2 << 30, 256 << 20, False))):
+    """What one scan may take in. ``max_entries`` counts files and symlinks, not folders:
+    the number a user knows of a tree (``git ls-files | wc -l``), whatever its shape.
+    ``max_bytes`` never blocks a snapshot unless ``refuse_over_max_bytes``: over it, the
+    largest new files are left out (and reported) until the rest fits; the
+    SnapshotManager API refuses instead, as seed 002 documents.
     ``max_file_size``: new files above it are skipped and reported."""
 
     __slots__ = ()

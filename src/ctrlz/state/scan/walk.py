@@ -357,12 +357,12 @@ def _tally(sc: ScanContext, node: DirNode, files: int, links: int, nbytes: int, 
     stats.files += files
     stats.symlinks += links
     stats.bytes += nbytes
-    sc.entry_budget[0] += len(node.entries) + len(node.same)
+    sc.entry_budget[0] += files + links  # folders are not counted: see Limits
     if sc.entry_budget[0] > limits.max_entries:
         raise LimitExceeded(
-            f"the workspace has more than max_entries={limits.max_entries:,} files and "
-            "folders; exclude large generated folders (exclude_patterns in .ctrlz.toml) or "
-            "raise the limit (max_entries in .ctrlz.toml, or CTRLZ_MAX_ENTRIES)")
+            f"the workspace has more than max_entries={limits.max_entries:,} files; "
+            "exclude large generated folders (exclude_patterns in .ctrlz.toml) or raise "
+            "the limit (max_entries in .ctrlz.toml, or CTRLZ_MAX_ENTRIES)")
     if stats.bytes > limits.max_bytes and limits.refuse_over_max_bytes:
         raise LimitExceeded(
             f"the workspace holds more than max_bytes={limits.max_bytes:,} bytes; "
