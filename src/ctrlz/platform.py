@@ -297,6 +297,31 @@ def lower_thread_priority(nice: int) -> bool:
     return True
 
 
+def set_autogroup_nice(nice: int) -> bool:
+    """Give this process's scheduling autogroup the nice value ``nice`` (0-19); whether it
+    was done. Why: with ``kernel.sched_autogroup_enabled`` (the default of most desktop and
+    server distributions), a process that started a session of its own (the daemon) is a
+    group of its own, and the CPU is shared fairly between groups first: a thread's own nice
+    value then weighs only against the other threads of its group, never against the command
+    the user waits for. The group's nice weighs against the other groups. Any value from 0 up
+    may be set without privilege, so the daemon can lower it for its start-up and raise it
+    back; the kernel refuses more than one change in 0.1 s (EAGAIN), hence the retries."""
+    if not _linux():
+        return False
+    import time
+
+    for _ in range(5):
+        try:
+            with open("/proc/self/autogroup", "w", encoding="ascii") as f:
+                f.write(str(nice))
+            return True
+        except BlockingIOError:
+            time.sleep(0.11)
+        except OSError:
+            return False
+    return False
+
+
 def tracer() -> str | None:
     """The path of ``strace`` where exec tracing can run, else None: ``ctrlz run`` says once
     that exec tracing is off and still snapshots before and after."""

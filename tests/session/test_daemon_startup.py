@@ -121,8 +121,11 @@ def test_a_snapshot_while_the_daemon_starts_is_taken_in_process_and_is_right(
     assert until(lambda: Path(f"{held.gate}.held").exists())
     (ws.root / "pkg1" / "f1.txt").write_text("changed while the daemon starts\n")
     (ws.root / "pkg4" / "new.txt").write_text("new\n")
+    assert (ws.store_path / daemon_client.STARTING_NAME).exists()
     done = held.ctrlz("snapshot", "--json")
-    assert "starting" in done.stderr  # the daemon was asked and declined, at once
+    # the command saw the daemon starting and did not even ask it (the daemon's own decline
+    # names its phase)
+    assert "the workspace daemon is starting; work in-process" in done.stderr
     assert held.still_held()  # so the command did not wait for it
     snap = ws.resolve(json.loads(done.stdout)["id"])
     assert snap.root == scan_working(ws.repo, ws.roots, [ws.config.rules],
@@ -163,3 +166,23 @@ def test_a_daemon_stopped_while_starting_records_no_failure(held: Held) -> None:
     assert until(lambda: not daemon_client.running(ws.store_path))
     assert daemon_client.recent_failure(ws.store_path) is None
     assert "stopping: asked to stop" in (ws.store_path / "daemon.log").read_text()
+
+
+def test_a_starting_daemon_yields_the_cores_and_takes_them_back_once_ready(
+        held: Held) -> None:
+    """The daemon runs in a session (an autogroup) of its own, where only the group's nice
+    value weighs against a command: it is 10 while the daemon starts, 0 once it is ready,
+    and the marker that keeps commands from asking it is gone."""
+    if not Path("/proc/self/autogroup").exists():
+        pytest.skip("no scheduler autogroups here")
+    ws = held.ws
+    pid = daemon_client.start(ws.root, ws.store_path, wait=False)["pid"]
+    assert until(lambda: Path(f"{held.gate}.held").exists())
+    assert Path(f"/proc/{pid}/autogroup").read_text().split()[-1] == "10"
+    assert (ws.store_path / daemon_client.STARTING_NAME).exists()
+    held.release()
+    assert daemon_client.wait_ready(ws.store_path, 60) is not None
+    assert until(lambda: not (ws.store_path / daemon_client.STARTING_NAME).exists())
+    assert until(lambda: Path(f"/proc/{pid}/autogroup").read_text().split()[-1] == "0")
+    reply = daemon_client.snapshot(ws.store_path, type="tool", label="served")  # asked again
+    assert reply["ok"]

@@ -46,6 +46,11 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
 FAILED_NAME = "daemon-failed.json"
+#: Present while the daemon starts up (:mod:`.daemon.daemon_startup`): a command does not
+#: ask it for what it would decline then (:data:`READY_OPS`), it works in-process at once.
+STARTING_NAME = "daemon.starting"
+#: The requests a starting daemon declines: they need its watcher or the workspace.
+READY_OPS = frozenset({"snapshot", "restore", "dirty"})
 #: How long a failed start keeps hooks from spawning another daemon.
 FAILED_BACKOFF_S = 600
 #: A request with no reply timeout still wakes this often (see :func:`read_message`).
@@ -149,6 +154,10 @@ def request(store: StrPath, message: dict[str, Any], *,
         # no daemon has ever listened here, or it stopped: the common case costs one stat
         # and never loads the socket module
         raise DaemonUnavailable("no daemon is running")
+    if message.get("op") in READY_OPS and os.path.exists(os.path.join(store, STARTING_NAME)):
+        # one more stat saves the connection, the decline and its wait for the daemon's
+        # attention, busy with its start-up: a command right after the first walks at once
+        raise DaemonUnavailable("the workspace daemon is starting; work in-process")
     sent = False
     try:
         with socket_address(store) as address:

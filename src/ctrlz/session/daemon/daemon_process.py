@@ -23,7 +23,7 @@ from pathlib import Path
 from ...errors import CtrlzError
 from ...state import failpoints
 from .. import daemon_client as wire
-from ..daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME
+from ..daemon_client import FAILED_NAME, LOCK_NAME, LOG_NAME, STARTING_NAME
 from ..protected import ProtectedWorkspace
 from . import daemon_startup
 from .daemon import Daemon, log
@@ -280,6 +280,9 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         os.ftruncate(lock_fd, 0)
         os.pwrite(lock_fd, pid, 0)
     _setup_log(store)
+    # before the workspace is opened: the whole start-up yields the cores to commands
+    # (:func:`.daemon_startup.run` raises it back once ready)
+    daemon_startup.lower_group_priority()
     stopping: list[int] = []
     daemon: Daemon | None = None
 
@@ -298,6 +301,7 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
         daemon = Daemon(ws, parent_pid, ops, at_once, captures)
         if stopping:
             daemon.stop_reason = f"signal {stopping[0]}"
+        (store / STARTING_NAME).touch()  # before the socket: no command asks before it is ready
         listener = _bind(store)  # at once: the watches and the prime come in the background
         serve(daemon, listener, start_up=lambda: daemon_startup.run(daemon))
         if daemon.startup.error is not None:
@@ -311,6 +315,7 @@ def run_daemon(root: Path, store: Path, parent_pid: int | None = None,
             pass
         return 1
     finally:
+        (store / STARTING_NAME).unlink(missing_ok=True)
         if listener is not None:
             with wire.socket_address(store) as address:
                 try:

@@ -38,7 +38,7 @@ from ...errors import CtrlzError
 from ...state import failpoints, meter
 from ...state.db.statcache import StatCache
 from ...state.trees import encode_tree
-from ..daemon_client import FAILED_NAME
+from ..daemon_client import FAILED_NAME, STARTING_NAME
 from .serial import DaemonStopping
 
 TYPE_CHECKING = False
@@ -69,6 +69,8 @@ log = logging.getLogger("ctrlz.daemon")
 STARTUP_NICE = 10
 #: where a test holds the start-up, before the prime (``CTRLZ_TEST_FAILPOINTS=NAME@PATH``)
 HOLD_POINT = "daemon-before-prime"
+#: whether :func:`lower_group_priority` lowered this process's group
+_group_lowered = False
 
 
 class StartUp:
@@ -127,12 +129,33 @@ def run(daemon: Daemon) -> None:
             finally:
                 meter.install(None)
         startup.done()
+        _started(daemon)
     except DaemonStopping:  # stopped before its reader ran: nothing failed
         pass
     except BaseException as exc:  # noqa: BLE001 - reported by the daemon's process
         startup.error = exc
         if daemon.stop_reason is None:
             daemon.stop_reason = f"start-up failed: {type(exc).__name__}: {exc}"
+
+
+def lower_group_priority() -> None:
+    """The daemon's whole process yields the cores while it starts: it started a session of
+    its own, so with the kernel's autogroups (the default) its threads' nice values weigh
+    only among themselves, not against a command (:func:`ctrlz.platform.set_autogroup_nice`).
+    Measured on 100,000 files, 2 busy cores: the second snapshot right after the first,
+    which started the daemon, took 1.38x the wall time it takes with no daemon (its CPU time
+    1.03x: it waited for the cores)."""
+    global _group_lowered
+    _group_lowered = platform.set_autogroup_nice(STARTUP_NICE)
+
+
+def _started(daemon: Daemon) -> None:
+    """Ready: commands ask the daemon again (:data:`~..daemon_client.STARTING_NAME` gone),
+    and its process is of normal priority again, as the served commands need it."""
+    global _group_lowered
+    (daemon.ws.store_path / STARTING_NAME).unlink(missing_ok=True)
+    if _group_lowered:  # (a daemon run in a test's process left its group as it was)
+        _group_lowered = not platform.set_autogroup_nice(0)
 
 
 def _watch(daemon: Daemon) -> None:
