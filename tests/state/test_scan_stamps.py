@@ -274,3 +274,32 @@ def test_random_edits_after_stamped_scans_match_a_scan_from_scratch(
         _apply(root, edit)
     _same_as_scratch(ws)
     subprocess.run(["rm", "-rf", str(base)], check=True)
+
+
+def test_a_dirty_scan_keeps_the_stamps_of_the_folders_it_did_not_touch(tmp_path: Path) -> None:
+    """A dirty scan (the daemon's: it copies the old cache and lists only what the watcher
+    saw change) copies the old stamps too: those of a folder whose entry it made anew or
+    dropped go, every other one stays as it was."""
+    from ctrlz.engine.snapshot import _scan_all
+    from ctrlz.state.scan import DirtyDirs, HashSink, Limits
+
+    root = tmp_path / "ws"
+    for rel in ("a/b/c", "a/x", "d", "e/f"):
+        (root / rel).mkdir(parents=True)
+        (root / rel / "file").write_bytes(rel.encode())
+    ws = Workspace.init(root, home=tmp_path / "home")
+    _trusted_snapshot(ws)
+    old = ws.repo.load_statcache()
+    before = old.stamps[0]
+    assert {b"a/b", b"a/b/c", b"a/x", b"d", b"e", b"e/f"} <= set(before)
+    shutil.rmtree(root / "a" / "b")  # a/b and a/b/c dropped, a listed anew
+    (root / "d" / "new").write_bytes(b"new")  # d listed anew, and so the root
+    repo = ws.repo
+    state = _scan_all(repo, ws.roots, [ws.config.rules],
+                      HashSink(repo.objects.digest, repo.objects.new_hasher), Limits(), old,
+                      time.time_ns(), dirty=[DirtyDirs({b"a", b"d"}, {})])
+    stamps = state.scans[0].stamps
+    assert stamps == {rel: s for rel, s in before.items()
+                      if rel not in (b"", b"a", b"a/b", b"a/b/c", b"d")}
+    assert all(stamps[rel] is before[rel] for rel in stamps)  # kept, not taken again
+    assert set(stamps) <= set(state.scans[0].cache)

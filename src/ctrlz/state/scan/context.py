@@ -119,6 +119,8 @@ class ScanContext:
         self._changes: dict[bytes, Changes] = {}
         #: the new cache starts as a copy of the old one (see :meth:`scan`)
         self._copied = False
+        #: the folders dropped from that copy (:func:`~.incremental.drop`)
+        self.dropped: list[bytes] = []
         #: every tree this scan encoded, decoded form (diffs and the repository's tree cache
         #: use them instead of reading the store back), except those it patched:
         self.built_trees: dict[bytes, list[Entry]] = {}

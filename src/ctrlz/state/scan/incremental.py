@@ -248,6 +248,7 @@ def drop(sc: ScanContext, new_cache: dict[bytes, DirCache], rel: bytes) -> None:
     while todo:
         rel = todo.pop()
         new_cache.pop(rel, None)
+        sc.dropped.append(rel)
         old = sc.cache.get(rel)
         if old is not None:
             todo += [rel + b"/" + name for name, was in old[1].items()

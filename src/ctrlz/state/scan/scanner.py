@@ -60,14 +60,30 @@ class Scanner(ScanContext):
                                  f"{': ' + why if why else ''}; check its permissions")
         return ScanResult(new_cache[b""][0], top.mode, self.stats, self.skipped, new_cache,
                           self._changes.get(b""), self._all_linked(new_cache),
-                          self._all_stamps(new_cache))
+                          self._all_stamps(new_cache, order))
 
-    def _all_stamps(self, new_cache: dict[bytes, DirCache]) -> dict[bytes, Stamp]:
+    def _all_stamps(self, new_cache: dict[bytes, DirCache],
+                    listed: list[DirNode]) -> dict[bytes, Stamp]:
         """The stamps this scan took, and the old ones of the folders whose cache entry it
         kept as it was (the same object: the same names), listed or not: a stamp says that
-        while the folder's stat is unchanged, its names are those of its cache entry."""
+        while the folder's stat is unchanged, its names are those of its cache entry.
+
+        A scan that copied the old cache (it reused subtrees: a dirty scan) copies the old
+        stamps too, and drops those of the folders it listed into a new entry or dropped
+        (:func:`.incremental.drop`): the same stamps as the loop below, at the cost of what
+        changed rather than a Python loop over every folder (60 ms a dirty snapshot at
+        100,000 files, the daemon's largest share of a 10-edit snapshot)."""
         new = self.new_stamps
         old_cache = self.cache
+        if self._copied:
+            kept = dict(self.stamps)
+            for node in listed:
+                if new_cache.get(node.rel) is not old_cache.get(node.rel):
+                    kept.pop(node.rel, None)
+            for rel in self.dropped:
+                kept.pop(rel, None)
+            kept.update(new)
+            return kept
         for rel, stamp in self.stamps.items():
             if rel not in new and (entry := new_cache.get(rel)) is not None \
                     and entry is old_cache.get(rel):
