@@ -292,6 +292,10 @@ class Workspace(ProtectedWorkspace):
         failure = daemon_client.recent_failure(self.store_path)
         daemon = {"running": daemon_client.running(self.store_path),
                   "last_failure": failure.get("reason") if failure else None}
+        if daemon["running"]:  # past the watch limit it scans what it cannot watch: say so
+            report = daemon_client.status(self.store_path)
+            daemon["unwatched_count"] = int(report.get("unwatched_count") or 0)
+            daemon["unwatched"] = list(report.get("unwatched") or [])
         if failure and not daemon["running"]:
             problems.append(f"the workspace daemon failed to start: {daemon['last_failure']}; "
                             "see `ctrlz daemon status`")

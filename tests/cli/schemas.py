@@ -97,7 +97,10 @@ STATUS = obj({"type": {"const": "status"}, "workspace": {"type": "string"},
               "store_cap": INT, "skipped": SKIPPED,
               "problems": {"type": "array", "items": {"type": "string"}},
               "can_undo": {"type": "boolean"}, "can_redo": {"type": "boolean"},
-              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL}),
+              # unwatched*: when it runs, the folders it has no watch on (none left)
+              "daemon": obj({"running": {"type": "boolean"}, "last_failure": STR_OR_NULL},
+                            unwatched_count=INT,
+                            unwatched={"type": "array", "items": {"type": "string"}}),
               "dropped": {"type": "array", "items": obj({
                   "id": SNAP_ID, "type": {"type": "string"}, "label": STR_OR_NULL,
                   "reason": {"type": "string"}, "dropped_at": ISO})},

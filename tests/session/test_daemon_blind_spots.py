@@ -355,3 +355,8 @@ def test_past_the_watch_limit_the_daemon_scans_what_it_cannot_watch(
                             "sys.exit(main())", "daemon", "status"], cwd=ws.root,
                            capture_output=True, text=True)
     assert "without a watch" in shown.stdout, shown.stdout + shown.stderr
+    status = subprocess.run([sys.executable, "-c", "import sys; from ctrlz.cli import main; "
+                             "sys.exit(main())", "status"], cwd=ws.root,
+                            capture_output=True, text=True)
+    assert f"{info['unwatched_count']:,} folder(s) without a watch" in status.stdout, \
+        status.stdout + status.stderr

@@ -222,6 +222,11 @@ def status_cmd(state: State, as_json: bool) -> None:
     render.out("Daemon:    " + ("running (ctrlz daemon status)" if st.daemon["running"]
                                 else "not running (the next snapshot starts it)"
                                 if ws.config["daemon"] else "off (daemon = false)"))
+    if unwatched := st.daemon.get("unwatched_count"):
+        shown = ", ".join(render.path_text(p) for p in st.daemon["unwatched"][:3])
+        render.out(f"           {unwatched:,} folder(s) without a watch (no watches left: "
+                   f"fs.inotify.max_user_watches or daemon_max_watches), listed whole at every "
+                   f"snapshot: {shown}{' ...' if unwatched > 3 else ''}")
     if st.dropped:
         from ..session.reports import counted
 
