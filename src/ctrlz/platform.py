@@ -310,6 +310,12 @@ def set_autogroup_nice(nice: int) -> bool:
         return False
     import time
 
+    try:
+        with open("/proc/self/autogroup", encoding="ascii") as f:  # "/autogroup-N nice K"
+            if f.read().split()[-1:] == [str(nice)]:
+                return True  # already: no write, and no wait for the kernel's rate limit
+    except OSError:
+        return False
     for _ in range(5):
         try:
             with open("/proc/self/autogroup", "w", encoding="ascii") as f:

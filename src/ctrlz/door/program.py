@@ -7,8 +7,16 @@ and the session layer never imports a face."""
 
 from __future__ import annotations
 
-from ..session.daemon import daemon_process
-from . import serve
+from .. import platform
+
+if __name__ == "__main__":  # the program, in a session of its own (never an importer)
+    # its start-up yields the cores from its first import on (its imports take ~0.5 s on a
+    # busy machine): see :func:`ctrlz.session.daemon.daemon_startup.lower_group_priority`,
+    # which finds this done, and raises the group back once the daemon is ready
+    platform.set_autogroup_nice(10)
+
+from ..session.daemon import daemon_process  # noqa: E402
+from . import serve  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
