@@ -480,3 +480,34 @@ def test_the_watch_map_keeps_a_path_that_names_another_descriptor_now() -> None:
     assert m.take_unmapped() == set()  # descriptor 2 is mapped again: nothing to remove
     m.drop_tree(b"out", moved=True)  # moved out of the workspace
     assert m.take_unmapped() == {2} and len(m) == 0
+
+
+def test_placing_the_watches_calls_pace_as_it_goes_and_misses_nothing(tmp_path: Path) -> None:
+    """``place(pace=...)`` lets its caller wait every PACE_EVERY folders (the daemon's
+    start-up waits there for a command's walk); a folder made while it waits is watched."""
+    from ctrlz.sources.watch import PACE_EVERY
+
+    for i in range(2 * PACE_EVERY):
+        (tmp_path / f"d{i:04}").mkdir()
+    made: list[int] = []
+
+    def pace() -> None:  # a folder made during the pause, among those not yet watched
+        made.append(len(made))
+        (tmp_path / f"d{2 * PACE_EVERY - 1:04}" / f"during{len(made)}").mkdir()
+
+    rec = Recorder()
+    w = Watcher(tmp_path, never_excluded, rec.on_events, coalesce_seconds=60)
+    w.place(pace=pace)
+    w.start_reader()
+    try:
+        assert len(made) == (2 * PACE_EVERY + 1) // PACE_EVERY
+        last = f"d{2 * PACE_EVERY - 1:04}"
+        for n in range(1, len(made) + 1):  # listed after it was made, or seen made
+            (tmp_path / last / f"during{n}" / "f").write_text("x")
+        assert w.sync()
+        assert w.watched_dirs == 2 * PACE_EVERY + 1 + len(made)
+        actions = rec.actions()
+        for n in range(1, len(made) + 1):
+            assert "created" in actions.get(f"{last}/during{n}/f".encode(), []), actions
+    finally:
+        w.stop()

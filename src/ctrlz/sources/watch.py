@@ -71,6 +71,8 @@ _DELETED = F.DELETE | F.MOVED_FROM
 _MODIFIED = F.MODIFY | F.CLOSE_WRITE | F.ATTRIB
 # add_watch errors that mean "this directory is not watched although it should be".
 _LOST_ERRNOS = (errno.ENOSPC, errno.ENOMEM)
+#: how many folders :meth:`Watcher.place` watches between two calls of its ``pace``
+PACE_EVERY = 256
 # Seconds to let events pile up after a wake-up. At ~100,000 events/s the queue (16,384 by
 # default) still has ten times the room it needs.
 _BATCH_DELAY = 0.01
@@ -124,16 +126,18 @@ class Watcher(WatcherBase):
         self.place()
         self.start_reader()
 
-    def place(self) -> None:
+    def place(self, pace: Callable[[], None] | None = None) -> None:
         """:meth:`start`'s first half: the watches alone. A caller that places them on a
         thread of low priority (the daemon's start-up) starts the reader from another one,
         :meth:`start_reader`, soon after: a thread inherits its creator's priority, and the
-        events queue in the kernel meanwhile."""
+        events queue in the kernel meanwhile. ``pace``: called every :data:`PACE_EVERY`
+        folders, where the caller may wait (the daemon's start-up lets a command's walk go
+        first); a folder not yet watched meanwhile is watched before it is listed, as ever."""
         if self._thread is not None or self._inotify is not None:
             raise RuntimeError("watcher already started")
         self._inotify = INotify(nonblocking=True)
         self._pipe = WakePipe()
-        self._add_tree(b"", emit=False)
+        self._add_tree(b"", emit=False, pace=pace)
         if b"" not in self._watches:
             self._close_fds()
             raise OSError(errno.ENOENT, "cannot watch workspace root", str(self.root))
@@ -306,7 +310,7 @@ class Watcher(WatcherBase):
     # -- watches ----------------------------------------------------------------------------
 
     def _add_tree(self, top: bytes, *, emit: bool, report: bool = True,
-                  mark: bool = False) -> None:
+                  mark: bool = False, pace: Callable[[], None] | None = None) -> None:
         """Watch ``top`` and every non-excluded directory under it. The watch goes on *before*
         the listing, so a file created in between is seen by one or the other (or both:
         coalescing merges the duplicate). With ``emit``, everything found is reported created:
@@ -316,8 +320,12 @@ class Watcher(WatcherBase):
         stack = [top]
         lost: list[bytes] = []
         rules_changed: list[bytes] = []
+        count = 0
         while stack:
             d = stack.pop()
+            count += 1
+            if pace is not None and count % PACE_EVERY == 0:
+                pace()
             try:
                 if self.max_watches and len(self._watches) >= self.max_watches \
                         and d not in self._watches:
