@@ -254,7 +254,8 @@ def test_cli_daemon_start_status_stop(ws: Workspace) -> None:
     assert info["root"] == str(ws.root)
     status = subprocess.run([CTRLZ, "status", "--json"], cwd=ws.root, capture_output=True,
                             text=True, timeout=120)
-    assert json.loads(status.stdout)["daemon"] == {"running": True, "last_failure": None}
+    assert json.loads(status.stdout)["daemon"] == {"running": True, "last_failure": None,
+                                                    "unwatched_count": 0, "unwatched": []}
     assert "daemon stopped" in ctrlz("stop")
     assert json.loads(ctrlz("stop", "--json")) == {"type": "daemon", "stopped": False}
 
