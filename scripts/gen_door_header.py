@@ -66,6 +66,7 @@ def render() -> str:
         f"#define DOOR_OP {c_string(protocol.OP)}",
         f"#define DOOR_VERSION {protocol.VERSION}",
         f"#define SOCKET_NAME {c_string(protocol.SOCKET_NAME)}",
+        f"#define STARTING_NAME {c_string(protocol.STARTING_NAME)}",
         f"#define CONNECT_TIMEOUT_MS {ms(protocol.CONNECT_TIMEOUT_S)}",
         f"#define REPLY_TIMEOUT_MS {ms(protocol.REPLY_TIMEOUT_S)}",
         f"#define HOOK_REPLY_TIMEOUT_MS {ms(protocol.HOOK_REPLY_TIMEOUT_S)}",

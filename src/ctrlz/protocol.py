@@ -27,6 +27,9 @@ OP = "door"
 VERSION = 1
 #: the daemon's socket in the store directory
 SOCKET_NAME = "daemon.sock"
+#: in the store directory while the daemon starts up: it declines every request but a hook's
+#: until then, so a command that sees it works in-process at once, without connecting
+STARTING_NAME = "daemon.starting"
 #: the program a daemon process runs (``python -m``): the session's daemon with this door's
 #: request added; a face (see :mod:`ctrlz.door.program`), named here, beside it, so that the
 #: session, which may not import a face, starts it by this one name

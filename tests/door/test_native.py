@@ -178,6 +178,27 @@ def test_what_the_door_must_not_serve_the_python_cli_does(
     assert ("big.bin" in skipped) == ("CTRLZ_MAX_FILE_SIZE" not in env)
 
 
+def test_a_starting_daemon_is_not_asked_for_a_snapshot(ws: Workspace) -> None:
+    """While the daemon's ``daemon.starting`` marker is in the store it declines all but
+    hooks, so the door hands a snapshot to Python without connecting (as the Python client
+    does); once the marker is gone the daemon serves it again."""
+    if not is_native(CTRLZ):
+        pytest.skip("ctrlz is not the native door here")
+    from ctrlz.protocol import STARTING_NAME
+
+    marker = ws.store_path / STARTING_NAME
+    marker.touch()
+    try:
+        run = ctrlz("snapshot", "--json", cwd=ws.root)
+        assert run.returncode == 0, run.stderr
+        assert not served(run), trace(run)
+        assert any("the daemon is starting" in line for line in trace(run)), trace(run)
+    finally:
+        marker.unlink()
+    run = ctrlz("snapshot", "--json", cwd=ws.root)
+    assert run.returncode == 0 and served(run), trace(run)
+
+
 def test_the_python_cli_reports_what_the_door_declines(ws: Workspace, tmp_path: Path) -> None:
     """A bad value, a broken file, no workspace: the same one-line errors and statuses as
     without the door."""

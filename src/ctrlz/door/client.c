@@ -247,6 +247,16 @@ static int door(int argc, char **argv, int once, const buf *hook) {
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
     signals_set = 1;
+    if (!hook) {  /* a starting daemon declines all but hooks: no connection, no decline */
+        char *starting = join(store, STARTING_NAME);
+        struct stat st;
+        int is_starting = starting && stat(starting, &st) == 0;
+        free(starting);
+        if (is_starting) {
+            trace("the daemon is starting (%s/" STARTING_NAME ")", store);
+            goto out;
+        }
+    }
     fd = connect_daemon(store);
     if (fd < 0) goto out;
     /* a restore takes what it takes; a hook must leave time to do its work itself */

@@ -8,6 +8,7 @@
 #define DOOR_OP "door"
 #define DOOR_VERSION 1
 #define SOCKET_NAME "daemon.sock"
+#define STARTING_NAME "daemon.starting"
 #define CONNECT_TIMEOUT_MS 2000
 #define REPLY_TIMEOUT_MS 300000
 #define HOOK_REPLY_TIMEOUT_MS 10000

@@ -31,6 +31,7 @@ from ..protocol import (
     MAX_MESSAGE,
     REPLY_TIMEOUT_S,
     SOCKET_NAME,
+    STARTING_NAME,
 )
 
 TYPE_CHECKING = False
@@ -46,9 +47,9 @@ if TYPE_CHECKING:  # a hook and every snapshot import this module: keep it light
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
 FAILED_NAME = "daemon-failed.json"
-#: Present while the daemon starts up (:mod:`.daemon.daemon_startup`): a command does not
-#: ask it for what it would decline then (:data:`READY_OPS`), it works in-process at once.
-STARTING_NAME = "daemon.starting"
+# STARTING_NAME (:mod:`ctrlz.protocol`, which the native door shares) is present while the
+# daemon starts up (:mod:`.daemon.daemon_startup`): a command does not ask it for what it would
+# decline then (:data:`READY_OPS`), it works in-process at once.
 #: The requests a starting daemon declines: they need its watcher or the workspace.
 READY_OPS = frozenset({"snapshot", "restore", "dirty"})
 #: How long a failed start keeps hooks from spawning another daemon.
