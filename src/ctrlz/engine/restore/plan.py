@@ -127,6 +127,36 @@ class Coverage:
         return self._matcher(root).covers(rel, is_dir)
 
 
+def _everything(path: bytes) -> str:
+    return "in"
+
+
+class PathFilter:
+    """Where a store path stands against the paths a restore was limited to: ``in`` when it
+    is one of them or lies below one, ``ancestor`` when one lies below it, else ``out``. Sets
+    of the paths and of every folder above one make that a few lookups per path, not a pass
+    over every path for every entry the plan meets (a restore of N paths went over each
+    entry of each folder on their way N times)."""
+
+    __slots__ = ("_above", "_named")
+
+    def __init__(self, paths: Collection[bytes]) -> None:
+        self._named = frozenset(paths)
+        self._above = frozenset(p[:i] for p in self._named for i in range(len(p))
+                                if p[i:i + 1] == b"/")
+
+    def state(self, path: bytes) -> str:
+        named = self._named
+        probe = path
+        while True:
+            if probe in named:
+                return "in"
+            cut = probe.rfind(b"/")
+            if cut < 0:
+                return "ancestor" if path in self._above else "out"
+            probe = probe[:cut]
+
+
 class Planner:
     """Builds a :class:`RestorePlan`; ``explicit`` names paths that count as covered whatever
     the rules say (the paths a tool call touched, which may be ignored files such as ``.env``)."""
@@ -141,6 +171,8 @@ class Planner:
         self.read_blob = read_blob
         self.dest_roots = list(dest_roots)
         self.filters = list(filters) if filters is not None else None
+        self._filter_state = (PathFilter(self.filters).state if self.filters is not None
+                              else _everything)
         self.check_disk = check_disk
         self.explicit = frozenset(explicit)
         self.coverage = Coverage(target, read_target, read_blob)
@@ -151,17 +183,6 @@ class Planner:
 
     def covers(self, path: bytes, is_dir: bool) -> bool:
         return path in self.explicit or self.coverage.covers(path, is_dir)
-
-    def _filter_state(self, path: bytes) -> str:
-        if self.filters is None:
-            return "in"
-        for f in self.filters:
-            if path == f or path.startswith(f + b"/"):
-                return "in"
-        for f in self.filters:
-            if f.startswith(path + b"/"):
-                return "ancestor"
-        return "out"
 
     def _lstat(self, path: bytes) -> os.stat_result | None:
         """What is on disk at ``path`` now, reached through directory handles; None when
